@@ -1,0 +1,1 @@
+//! actix-web adapter for `admission`.

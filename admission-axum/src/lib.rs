@@ -1,0 +1,1 @@
+//! axum adapter for `admission`.

@@ -1,0 +1,81 @@
+//! Configuration errors: what is wrong with a pool, a reservation or a
+//! shutdown setting, reported where the object is built.
+//!
+//! This module owns [`ConfigError`]. It must never be returned from a request
+//! path: every check it names runs at construction.
+
+use std::fmt;
+
+/// The largest number of slots (and worker threads) one pool may have.
+pub const MAX_CAPACITY: usize = 4096;
+
+/// A configuration value out of range, reported when the object is built.
+///
+/// # Examples
+///
+/// ```
+/// use admission_core::{ConfigError, Pool};
+///
+/// let err = Pool::new("registry", 0).unwrap_err();
+/// assert_eq!(err, ConfigError::ZeroCapacity { pool: "registry".into() });
+/// assert_eq!(err.to_string(), "pool `registry` has capacity 0: give it at least 1 slot");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A pool or reservation was given no slots.
+    ZeroCapacity {
+        /// The pool's name.
+        pool: String,
+    },
+    /// A pool or reservation was given more slots than [`MAX_CAPACITY`].
+    CapacityTooLarge {
+        /// The pool's name.
+        pool: String,
+        /// The capacity asked for.
+        capacity: usize,
+    },
+    /// A pool was given an empty name.
+    EmptyName,
+    /// A retry hint (fixed value or cap) below one second.
+    RetryHintTooSmall {
+        /// The pool's name.
+        pool: String,
+    },
+    /// A shutdown deadline of zero length.
+    ZeroDeadline,
+    /// The operating system refused to start a worker thread.
+    Spawn {
+        /// The pool's name.
+        pool: String,
+        /// The I/O error kind, e.g. `WouldBlock`.
+        kind: std::io::ErrorKind,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ZeroCapacity { pool } => {
+                write!(f, "pool `{pool}` has capacity 0: give it at least 1 slot")
+            }
+            Self::CapacityTooLarge { pool, capacity } => write!(
+                f,
+                "pool `{pool}` has capacity {capacity}: at most {MAX_CAPACITY} slots are allowed"
+            ),
+            Self::EmptyName => f.write_str("pool name is empty: name every pool"),
+            Self::RetryHintTooSmall { pool } => write!(
+                f,
+                "pool `{pool}` has a retry hint below 1 s: `Retry-After` counts whole seconds"
+            ),
+            Self::ZeroDeadline => {
+                f.write_str("shutdown deadline is zero: give the drain some time, e.g. 5 s")
+            }
+            Self::Spawn { pool, kind } => {
+                write!(f, "pool `{pool}` could not start its worker threads ({kind:?})")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}

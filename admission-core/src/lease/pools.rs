@@ -1,0 +1,213 @@
+//! The request classes' pools and the entry point for pure work.
+//!
+//! This module owns [`RequestPools`] and [`RequestPools::execute_pure`], which
+//! picks the inherited lease, the active reservation or a fresh lease, in that
+//! order. It must never let a reserved call take request capacity, nor a
+//! request take reserved capacity.
+
+use super::{Class, Lease};
+use crate::context::{self, Context};
+use crate::error::ConfigError;
+use crate::pool::{Pool, PoolStats, RetryHint};
+use crate::refusal::{Code, Refusal};
+use crate::work::{RegistryWork, WorkError};
+
+/// The request classes' pools: *work* for mutations and *control* for reads
+/// and terminal control, each with its own slots and worker threads.
+///
+/// # Examples
+///
+/// ```
+/// use admission_core::{Class, Code, RequestPools};
+///
+/// let requests = RequestPools::new(2, 4).unwrap();
+/// let a = requests.try_lease(Class::Work).unwrap();
+/// let b = requests.try_lease(Class::Work).unwrap();
+/// assert_eq!(requests.try_lease(Class::Work).unwrap_err().code(), Code::Saturated);
+/// assert!(requests.try_lease(Class::Control).is_ok(), "classes do not share slots");
+/// # drop((a, b));
+/// ```
+#[derive(Debug, Clone)]
+pub struct RequestPools {
+    work: Pool,
+    control: Pool,
+}
+
+/// Builds [`RequestPools`]; see [`RequestPools::builder`].
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct RequestPoolsBuilder {
+    work: usize,
+    control: usize,
+    retry: RetryHint,
+}
+
+impl RequestPoolsBuilder {
+    /// Slots for mutations (default 2).
+    pub fn work(mut self, slots: usize) -> Self {
+        self.work = slots;
+        self
+    }
+
+    /// Slots for reads and terminal control (default 4).
+    pub fn control(mut self, slots: usize) -> Self {
+        self.control = slots;
+        self
+    }
+
+    /// The retry hint of both classes' refusals.
+    pub fn retry_hint(mut self, retry: RetryHint) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Builds both pools.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when a class has 0 slots or too many, or the retry
+    /// hint is below 1 s.
+    pub fn build(self) -> Result<RequestPools, ConfigError> {
+        let pool = |class: Class, slots| {
+            Pool::builder(class.as_str())
+                .capacity(slots)
+                .retry_hint(self.retry)
+                .build()
+        };
+        Ok(RequestPools {
+            work: pool(Class::Work, self.work)?,
+            control: pool(Class::Control, self.control)?,
+        })
+    }
+}
+
+impl RequestPools {
+    /// Pools of `work` and `control` slots.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when a class has 0 slots or too many.
+    pub fn new(work: usize, control: usize) -> Result<RequestPools, ConfigError> {
+        Self::builder().work(work).control(control).build()
+    }
+
+    /// A builder, with *work* 2 and *control* 4 slots.
+    pub fn builder() -> RequestPoolsBuilder {
+        RequestPoolsBuilder {
+            work: 2,
+            control: 4,
+            retry: RetryHint::default(),
+        }
+    }
+
+    /// The pool behind a class.
+    pub fn pool(&self, class: Class) -> &Pool {
+        match class {
+            Class::Work => &self.work,
+            Class::Control => &self.control,
+        }
+    }
+
+    /// Takes a lease of `class`, or refuses at once with
+    /// `ADMISSION_SATURATED` naming the class.
+    ///
+    /// # Errors
+    ///
+    /// A [`Refusal`] when the class has no free slot or is closed.
+    pub fn try_lease(&self, class: Class) -> Result<Lease, Refusal> {
+        self.pool(class)
+            .try_admit()
+            .map(|slot| Lease::new(slot, class))
+    }
+
+    /// Waits for a lease of `class`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped before admission, it takes nothing.
+    ///
+    /// # Errors
+    ///
+    /// A [`Refusal`] with `ADMISSION_SHUTTING_DOWN` when the class is closed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, RequestPools};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let requests = RequestPools::new(1, 1).unwrap();
+    /// let lease = requests.lease(Class::Work).await.unwrap();
+    /// assert_eq!(lease.class(), Class::Work);
+    /// # }
+    /// ```
+    pub async fn lease(&self, class: Class) -> Result<Lease, Refusal> {
+        self.pool(class)
+            .admit()
+            .await
+            .map(|slot| Lease::new(slot, class))
+    }
+
+    /// The one entry point for pure work. It runs `work` under, in order:
+    ///
+    /// 1. the request lease the task inherited (no second slot is taken;
+    ///    `class` is ignored);
+    /// 2. the active loop reservation: one of its slots, per call, refused
+    ///    with `ADMISSION_RESERVATION_EXHAUSTED` when every slot is held;
+    /// 3. a fresh lease of `class`, refused with
+    ///    `ADMISSION_LEASE_UNAVAILABLE` when none is free.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does not cancel work that started: it keeps its
+    /// slot (or its share of the lease) until it ends.
+    ///
+    /// # Errors
+    ///
+    /// [`WorkError::Refused`] when no capacity was found, or the work's own
+    /// end as [`Pool::run`] describes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, Code, RequestPools};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let requests = RequestPools::new(1, 1).unwrap();
+    /// let _held = requests.try_lease(Class::Work).unwrap();
+    /// let refused = requests
+    ///     .execute_pure(Class::Work, || Ok::<_, std::fmt::Error>(()))
+    ///     .await
+    ///     .unwrap_err();
+    /// assert_eq!(refused.refusal().unwrap().code(), Code::LeaseUnavailable);
+    /// # }
+    /// ```
+    pub async fn execute_pure<W: RegistryWork>(
+        &self,
+        class: Class,
+        work: W,
+    ) -> Result<W::Output, WorkError<W::Error>> {
+        match context::current() {
+            Context::Lease(lease) => lease.offload(work).await,
+            Context::Reservation(reservation) => {
+                reservation.try_admit()?.offload(work).await
+            }
+            Context::Empty => {
+                let slot = self.pool(class).try_admit_coded(Code::LeaseUnavailable)?;
+                Lease::new(slot, class).offload(work).await
+            }
+        }
+    }
+
+    /// Snapshots of both classes' pools.
+    pub fn stats(&self) -> [PoolStats; 2] {
+        [self.work.stats(), self.control.stats()]
+    }
+
+    /// Both pools, for registering with shutdown or metrics.
+    pub fn pools(&self) -> [&Pool; 2] {
+        [&self.work, &self.control]
+    }
+}

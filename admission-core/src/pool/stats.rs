@@ -1,0 +1,154 @@
+//! Per-pool counters and their cheap snapshot.
+//!
+//! This module owns the atomics a pool updates on its hot paths and the
+//! [`PoolStats`] snapshot read from them. It must never take a lock: every
+//! update is one relaxed atomic operation.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::time::Duration;
+
+/// Upper bounds, in seconds, of the work-duration histogram buckets.
+pub const DURATION_BUCKETS: [f64; 12] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// A snapshot of one pool's state and counters.
+///
+/// `admitted == released + in_use` holds for every snapshot taken while the
+/// pool is quiet; orphans count as in use until their work ends.
+///
+/// # Examples
+///
+/// ```
+/// use admission_core::Pool;
+///
+/// let pool = Pool::new("registry", 2).unwrap();
+/// let slot = pool.try_admit().unwrap();
+/// let stats = pool.stats();
+/// assert_eq!((stats.capacity, stats.in_use, stats.admitted), (2, 1, 1));
+/// drop(slot);
+/// assert_eq!(pool.stats().released, 1);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct PoolStats {
+    /// The pool's name.
+    pub name: String,
+    /// The number of slots.
+    pub capacity: usize,
+    /// Slots held right now (by callers, running work or orphans).
+    pub in_use: usize,
+    /// Slots ever handed out.
+    pub admitted: u64,
+    /// Slots returned.
+    pub released: u64,
+    /// Admissions refused (fail-fast, timed out or closed).
+    pub refused: u64,
+    /// Work currently running on a worker thread.
+    pub running: usize,
+    /// The most work ever seen running at once.
+    pub peak_running: usize,
+    /// Work that ran to an end (success, error or panic).
+    pub finished: u64,
+    /// Work whose awaiting future was dropped before it ended.
+    pub orphaned: u64,
+    /// Orphaned work that returned an error or panicked.
+    pub orphan_failures: u64,
+    /// Work that panicked (orphaned or not).
+    pub panicked: u64,
+    /// Callers served by joining a coalesced walk instead of starting one.
+    pub coalesced: u64,
+    /// Recent work duration (an exponentially weighted mean).
+    pub recent_work: Duration,
+    /// Cumulative counts of work durations per [`DURATION_BUCKETS`] bound,
+    /// followed by the total count.
+    pub duration_buckets: Vec<u64>,
+    /// Sum of all work durations.
+    pub duration_sum: Duration,
+}
+
+/// The atomics behind [`PoolStats`].
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) released: AtomicU64,
+    pub(crate) refused: AtomicU64,
+    pub(crate) running: AtomicUsize,
+    pub(crate) peak_running: AtomicUsize,
+    pub(crate) finished: AtomicU64,
+    pub(crate) orphaned: AtomicU64,
+    pub(crate) orphan_failures: AtomicU64,
+    pub(crate) panicked: AtomicU64,
+    pub(crate) coalesced: AtomicU64,
+    /// Exponentially weighted mean of work durations, in microseconds.
+    recent_micros: AtomicU64,
+    buckets: [AtomicU64; DURATION_BUCKETS.len()],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn recent_micros(&self) -> u64 {
+        self.recent_micros.load(Relaxed)
+    }
+
+    /// Marks work as started and returns how many are running now.
+    pub(crate) fn start(&self) -> usize {
+        let now = self.running.fetch_add(1, Relaxed) + 1;
+        self.peak_running.fetch_max(now, Relaxed);
+        now
+    }
+
+    /// Marks work as ended after `took`.
+    pub(crate) fn finish(&self, took: Duration) {
+        self.running.fetch_sub(1, Relaxed);
+        self.finished.fetch_add(1, Relaxed);
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        // EWMA with weight 1/4 on the newest sample; a lost update under a
+        // race only delays the hint, it never breaks a bound.
+        let old = self.recent_micros.load(Relaxed);
+        let new = if old == 0 {
+            micros
+        } else {
+            old - old / 4 + micros / 4
+        };
+        self.recent_micros.store(new, Relaxed);
+        let secs = took.as_secs_f64();
+        if let Some(i) = DURATION_BUCKETS.iter().position(|&b| secs <= b) {
+            self.buckets[i].fetch_add(1, Relaxed);
+        }
+        self.count.fetch_add(1, Relaxed);
+        self.sum_micros.fetch_add(micros, Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self, name: &str, capacity: usize, in_use: usize) -> PoolStats {
+        let released = self.released.load(Relaxed);
+        let mut cumulative = 0;
+        let mut duration_buckets: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|b| {
+                cumulative += b.load(Relaxed);
+                cumulative
+            })
+            .collect();
+        duration_buckets.push(self.count.load(Relaxed));
+        PoolStats {
+            name: name.to_owned(),
+            capacity,
+            in_use,
+            admitted: released + in_use as u64,
+            released,
+            refused: self.refused.load(Relaxed),
+            running: self.running.load(Relaxed),
+            peak_running: self.peak_running.load(Relaxed),
+            finished: self.finished.load(Relaxed),
+            orphaned: self.orphaned.load(Relaxed),
+            orphan_failures: self.orphan_failures.load(Relaxed),
+            panicked: self.panicked.load(Relaxed),
+            coalesced: self.coalesced.load(Relaxed),
+            recent_work: Duration::from_micros(self.recent_micros.load(Relaxed)),
+            duration_buckets,
+            duration_sum: Duration::from_micros(self.sum_micros.load(Relaxed)),
+        }
+    }
+}

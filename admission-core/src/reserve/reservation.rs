@@ -1,0 +1,116 @@
+//! A loop owner's own pool of slots and its execution scope.
+//!
+//! This module owns [`Reservation`]. It must never take request capacity:
+//! its slots and worker threads are its own.
+
+use std::future::Future;
+use std::num::NonZeroUsize;
+
+use crate::context::{Context, Scoped};
+use crate::error::ConfigError;
+use crate::pool::{Kind, Pool, PoolStats, Slot};
+use crate::refusal::Refusal;
+
+/// A background owner's reserved slots: N slots and N worker threads that no
+/// request can take.
+///
+/// Size it as the owner's concurrent calls plus one spare: a loop that makes
+/// one call at a time gets 2, a consumer with at most 7 concurrent turns gets
+/// 8. The spare absorbs one call that outlived its cancelled caller; when
+/// orphans hold every slot, a call is refused with
+/// `ADMISSION_RESERVATION_EXHAUSTED` naming the reservation.
+///
+/// # Examples
+///
+/// ```
+/// use admission_core::{Class, RequestPools, Reservation};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let requests = RequestPools::new(1, 1).unwrap();
+/// let _every_work_slot = requests.try_lease(Class::Work).unwrap();
+/// let recovery = Reservation::new("recovery", 2).unwrap();
+/// let done = recovery
+///     .execution(async {
+///         requests.execute_pure(Class::Work, || Ok::<_, std::fmt::Error>("settled")).await
+///     })
+///     .await;
+/// assert_eq!(done, Ok("settled"), "requests cannot starve the loop");
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Reservation {
+    pool: Pool,
+}
+
+impl Reservation {
+    /// A reservation of `slots` slots named `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when `slots` is 0 or too large, or `name` is empty.
+    pub fn new(name: impl Into<String>, slots: usize) -> Result<Reservation, ConfigError> {
+        Ok(Reservation {
+            pool: Pool::builder(name).capacity(slots).build_kind(Kind::Reservation)?,
+        })
+    }
+
+    /// The constructor `#[reserved]` uses: `slots` was checked at compile
+    /// time.
+    ///
+    /// # Panics
+    ///
+    /// When the operating system refuses to start the worker threads, or
+    /// `slots` is above [`MAX_CAPACITY`](crate::MAX_CAPACITY).
+    #[doc(hidden)]
+    pub fn __for_owner(name: &'static str, slots: NonZeroUsize) -> Reservation {
+        match Reservation::new(name, slots.get()) {
+            Ok(reservation) => reservation,
+            Err(err) => panic!("cannot create reservation `{name}`: {err}"),
+        }
+    }
+
+    /// Runs `future` with this reservation as the task's context: every pure
+    /// call inside takes one of its slots (per call, not per scope), and any
+    /// request lease the task inherited is set aside.
+    ///
+    /// Tasks spawned inside the scope do not inherit it; wrap them in
+    /// `execution` of their own.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the returned future drops the scope; calls it started keep
+    /// their slots until they end.
+    ///
+    /// # Examples
+    ///
+    /// See the type's example.
+    pub fn execution<F: Future>(&self, future: F) -> Scoped<F> {
+        Scoped::new(Context::Reservation(self.clone()), future)
+    }
+
+    /// Takes one slot or refuses at once with
+    /// `ADMISSION_RESERVATION_EXHAUSTED`.
+    ///
+    /// # Errors
+    ///
+    /// A [`Refusal`] when every slot is held or the reservation is closed.
+    pub fn try_admit(&self) -> Result<Slot, Refusal> {
+        self.pool.try_admit()
+    }
+
+    /// The reservation's name.
+    pub fn name(&self) -> &str {
+        self.pool.name()
+    }
+
+    /// The pool behind the reservation (for shutdown and metrics).
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// A snapshot of its counters.
+    pub fn stats(&self) -> PoolStats {
+        self.pool.stats()
+    }
+}

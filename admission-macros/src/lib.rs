@@ -1,0 +1,1 @@
+//! Attributes for `admission`; use them through `admission-core`.
