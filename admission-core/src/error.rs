@@ -44,6 +44,13 @@ pub enum ConfigError {
     },
     /// A shutdown deadline of zero length.
     ZeroDeadline,
+    /// A refusal status other than 503 or 429.
+    RefusalStatus {
+        /// The pool's name.
+        pool: String,
+        /// The status asked for.
+        status: u16,
+    },
     /// The operating system refused to start a worker thread.
     Spawn {
         /// The pool's name.
@@ -71,6 +78,10 @@ impl fmt::Display for ConfigError {
             Self::ZeroDeadline => {
                 f.write_str("shutdown deadline is zero: give the drain some time, e.g. 5 s")
             }
+            Self::RefusalStatus { pool, status } => write!(
+                f,
+                "pool `{pool}` has refusal status {status}: use 503 (default) or 429"
+            ),
             Self::Spawn { pool, kind } => {
                 write!(f, "pool `{pool}` could not start its worker threads ({kind:?})")
             }

@@ -47,8 +47,10 @@ mod context;
 mod error;
 mod lease;
 mod pool;
+mod problem;
 mod refusal;
 mod reserve;
+mod respond;
 mod shutdown;
 mod work;
 
@@ -57,6 +59,7 @@ pub use crate::context::{Scoped, current_lease};
 pub use crate::error::{ConfigError, MAX_CAPACITY};
 pub use crate::lease::{Class, Lease, RequestPools, RequestPoolsBuilder, UnknownClass};
 pub use crate::pool::{Admission, DURATION_BUCKETS, Pool, PoolBuilder, PoolStats, RetryHint, Slot};
+pub use crate::problem::{DEFAULT_REFUSAL_STATUS, Problem, WORK_FAILED, WORK_PANICKED};
 pub use crate::refusal::{Code, PROBLEM_JSON, Refusal};
 pub use crate::reserve::{LoopOwner, Reservation};
 pub use crate::shutdown::{

@@ -111,15 +111,23 @@ pub struct Refusal {
     pool: Arc<str>,
     code: Code,
     retry_after_secs: u32,
+    status: u16,
 }
 
 impl Refusal {
-    pub(crate) fn new(pool: Arc<str>, code: Code, retry_after_secs: u32) -> Self {
+    pub(crate) fn new(pool: Arc<str>, code: Code, retry_after_secs: u32, status: u16) -> Self {
         Self {
             pool,
             code,
             retry_after_secs: retry_after_secs.max(1),
+            status,
         }
+    }
+
+    /// The HTTP status adapters answer with: `503` unless the pool was built
+    /// with [`PoolBuilder::refusal_status`](crate::PoolBuilder::refusal_status).
+    pub fn status(&self) -> u16 {
+        self.status
     }
 
     /// The name of the pool (or reservation, or request class) that refused.
@@ -158,11 +166,7 @@ impl Refusal {
     /// assert!(body.contains(r#""pool":"registry""#));
     /// ```
     pub fn problem_json(&self) -> String {
-        self.problem_json_with_status(503)
-    }
-
-    /// The same body for another status (for adapters configured to `429`).
-    pub fn problem_json_with_status(&self, status: u16) -> String {
+        let status = self.status;
         serde_json::json!({
             "type": format!("urn:admission:{}", self.code.as_str()),
             "title": self.code.title(),

@@ -5,12 +5,16 @@
 //! order. It must never let a reserved call take request capacity, nor a
 //! request take reserved capacity.
 
+use std::sync::OnceLock;
+
 use super::{Class, Lease};
 use crate::context::{self, Context};
 use crate::error::ConfigError;
 use crate::pool::{Pool, PoolStats, RetryHint};
 use crate::refusal::{Code, Refusal};
 use crate::work::{RegistryWork, WorkError};
+
+static GLOBAL: OnceLock<RequestPools> = OnceLock::new();
 
 /// The request classes' pools: *work* for mutations and *control* for reads
 /// and terminal control, each with its own slots and worker threads.
@@ -40,6 +44,7 @@ pub struct RequestPoolsBuilder {
     work: usize,
     control: usize,
     retry: RetryHint,
+    refusal_status: u16,
 }
 
 impl RequestPoolsBuilder {
@@ -61,17 +66,24 @@ impl RequestPoolsBuilder {
         self
     }
 
+    /// The HTTP status of both classes' refusals: 503 (default) or 429.
+    pub fn refusal_status(mut self, status: u16) -> Self {
+        self.refusal_status = status;
+        self
+    }
+
     /// Builds both pools.
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] when a class has 0 slots or too many, or the retry
-    /// hint is below 1 s.
+    /// [`ConfigError`] when a class has 0 slots or too many, the retry
+    /// hint is below 1 s, or the refusal status is not 503 or 429.
     pub fn build(self) -> Result<RequestPools, ConfigError> {
         let pool = |class: Class, slots| {
             Pool::builder(class.as_str())
                 .capacity(slots)
                 .retry_hint(self.retry)
+                .refusal_status(self.refusal_status)
                 .build()
         };
         Ok(RequestPools {
@@ -97,6 +109,7 @@ impl RequestPools {
             work: 2,
             control: 4,
             retry: RetryHint::default(),
+            refusal_status: crate::problem::DEFAULT_REFUSAL_STATUS,
         }
     }
 
@@ -199,6 +212,40 @@ impl RequestPools {
                 Lease::new(slot, class).offload(work).await
             }
         }
+    }
+
+    /// Makes `self` the process-wide request pools that
+    /// [`global`](Self::global) returns (and `#[admitted]` handlers use).
+    /// Call it once at startup, before the first request.
+    ///
+    /// # Errors
+    ///
+    /// Gives `self` back when global pools were already installed or already
+    /// created by a call to [`global`](Self::global).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::RequestPools;
+    ///
+    /// let pools = RequestPools::new(3, 6).unwrap();
+    /// assert!(pools.install_global().is_ok());
+    /// assert_eq!(RequestPools::global().pool(admission_core::Class::Work).capacity(), 3);
+    /// assert!(RequestPools::new(1, 1).unwrap().install_global().is_err(), "only once");
+    /// ```
+    pub fn install_global(self) -> Result<(), RequestPools> {
+        GLOBAL.set(self)
+    }
+
+    /// The process-wide request pools: those given to
+    /// [`install_global`](Self::install_global), or else *work* 2 and
+    /// *control* 4 with the defaults, created on first use.
+    pub fn global() -> &'static RequestPools {
+        GLOBAL.get_or_init(|| {
+            RequestPools::builder()
+                .build()
+                .unwrap_or_else(|err| panic!("default request pools: {err}"))
+        })
     }
 
     /// Snapshots of both classes' pools.

@@ -34,6 +34,7 @@ pub struct PoolBuilder {
     name: String,
     capacity: usize,
     retry: RetryHint,
+    refusal_status: u16,
 }
 
 impl PoolBuilder {
@@ -42,6 +43,7 @@ impl PoolBuilder {
             name: name.into(),
             capacity: 1,
             retry: RetryHint::default(),
+            refusal_status: crate::problem::DEFAULT_REFUSAL_STATUS,
         }
     }
 
@@ -57,17 +59,37 @@ impl PoolBuilder {
         self
     }
 
+    /// The HTTP status adapters send for this pool's refusals: `503`
+    /// (default) or `429`, for those who prefer it.
+    pub fn refusal_status(mut self, status: u16) -> Self {
+        self.refusal_status = status;
+        self
+    }
+
     /// Builds the pool and starts its worker threads.
     ///
     /// # Errors
     ///
     /// [`ConfigError`] for an empty name, a capacity of 0 or above
-    /// [`MAX_CAPACITY`](crate::MAX_CAPACITY), or a retry hint below 1 s.
+    /// [`MAX_CAPACITY`](crate::MAX_CAPACITY), a retry hint below 1 s, or a
+    /// refusal status other than 503 or 429.
     pub fn build(self) -> Result<Pool, ConfigError> {
-        Pool::from_parts(self.name, self.capacity, self.retry, Kind::Pool)
+        Pool::from_parts(
+            self.name,
+            self.capacity,
+            self.retry,
+            self.refusal_status,
+            Kind::Pool,
+        )
     }
 
     pub(crate) fn build_kind(self, kind: Kind) -> Result<Pool, ConfigError> {
-        Pool::from_parts(self.name, self.capacity, self.retry, kind)
+        Pool::from_parts(
+            self.name,
+            self.capacity,
+            self.retry,
+            self.refusal_status,
+            kind,
+        )
     }
 }

@@ -87,6 +87,7 @@ pub(crate) struct PoolInner {
     pub(crate) semaphore: Semaphore,
     pub(crate) counters: Counters,
     pub(crate) retry: RetryHint,
+    pub(crate) refusal_status: u16,
     pub(crate) workers: Workers,
 }
 
@@ -120,6 +121,7 @@ impl Pool {
         name: String,
         capacity: usize,
         retry: RetryHint,
+        refusal_status: u16,
         kind: Kind,
     ) -> Result<Pool, ConfigError> {
         if name.is_empty() {
@@ -137,6 +139,12 @@ impl Pool {
         if !retry.is_valid() {
             return Err(ConfigError::RetryHintTooSmall { pool: name });
         }
+        if !matches!(refusal_status, 429 | 503) {
+            return Err(ConfigError::RefusalStatus {
+                pool: name,
+                status: refusal_status,
+            });
+        }
         let name: Arc<str> = name.into();
         let workers = Workers::spawn(&name, capacity).map_err(|err| ConfigError::Spawn {
             pool: name.to_string(),
@@ -150,6 +158,7 @@ impl Pool {
                 semaphore: Semaphore::new(capacity),
                 counters: Counters::default(),
                 retry,
+                refusal_status,
                 workers,
             }),
         })
@@ -378,7 +387,12 @@ impl PoolInner {
         self.counters
             .refused
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Refusal::new(Arc::clone(&self.name), code, self.retry_after_secs())
+        Refusal::new(
+            Arc::clone(&self.name),
+            code,
+            self.retry_after_secs(),
+            self.refusal_status,
+        )
     }
 
     #[inline]
