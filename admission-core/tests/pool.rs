@@ -1,0 +1,313 @@
+//! Issue 2: pools, slots, the bounded worker pool and orphans, proven with
+//! real worker threads held by gates the tests control.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use admission_core::{
+    Admission, Class, Code, ConfigError, Pool, RequestPools, Reservation, RetryHint, Shutdown,
+    WorkError,
+};
+use support::{Gate, events_for, poll_once};
+
+/// Waits (without spinning) until every slot of `pool` is free again, by
+/// taking them all, within a generous bound.
+async fn all_slots_back(pool: &Pool) {
+    let mut slots = Vec::new();
+    for _ in 0..pool.capacity() {
+        let slot = tokio::time::timeout(Duration::from_secs(10), pool.admit())
+            .await
+            .expect("every slot comes back within 10 s")
+            .expect("pool open");
+        slots.push(slot);
+    }
+    drop(slots);
+    assert_eq!(pool.stats().in_use, 0, "every slot is back");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn third_fail_fast_call_is_refused_at_once_and_never_touches_the_work() {
+    let pool = Pool::new("refuse-third", 2).unwrap();
+    let gate = Gate::new();
+    let first = pool.try_admit().unwrap().offload(gate.work());
+    let second = pool.try_admit().unwrap().offload(gate.work());
+    gate.wait_started(2);
+
+    let touched = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&touched);
+    let started = Instant::now();
+    let third = pool
+        .run(
+            move || {
+                flag.store(true, Ordering::SeqCst);
+                Ok::<_, std::fmt::Error>("walked")
+            },
+            Admission::FailFast,
+        )
+        .await;
+    let took = started.elapsed();
+
+    let refusal = third.unwrap_err().refusal().cloned().expect("a refusal");
+    assert_eq!(refusal.code(), Code::Saturated);
+    assert_eq!(refusal.pool(), "refuse-third");
+    assert!(refusal.retry_after_secs() >= 1);
+    assert!(!touched.load(Ordering::SeqCst), "the refused work never ran");
+    assert!(took < Duration::from_secs(1), "refused at once, took {took:?}");
+    assert_eq!(pool.stats().refused, 1);
+
+    gate.open(2);
+    assert_eq!(first.await, Ok("walked"));
+    assert_eq!(second.await, Ok("walked"));
+    assert_eq!(pool.stats().in_use, 0);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_waiting_caller_is_admitted_when_a_slot_frees() {
+    let pool = Pool::new("wait-admitted", 1).unwrap();
+    let gate = Gate::new();
+    let busy = pool.try_admit().unwrap().offload(gate.work());
+    gate.wait_started(1);
+
+    let mut waiter = Box::pin(pool.run(|| Ok::<_, std::fmt::Error>(7), Admission::Wait));
+    assert!(poll_once(&mut waiter).is_pending(), "waits while the slot is held");
+    assert!(
+        pool.run(|| Ok::<_, std::fmt::Error>(0), Admission::FailFast)
+            .await
+            .is_err(),
+        "a fail-fast caller is refused meanwhile"
+    );
+
+    gate.open(1);
+    assert_eq!(busy.await, Ok("walked"));
+    assert_eq!(waiter.await, Ok(7), "the waiter got the freed slot");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_waiter_dropped_before_admission_leaks_nothing() {
+    let pool = Pool::new("wait-dropped", 1).unwrap();
+    let held = pool.try_admit().unwrap();
+    let mut waiter = Box::pin(pool.admit());
+    assert!(poll_once(&mut waiter).is_pending());
+    drop(waiter);
+    drop(held);
+    let stats = pool.stats();
+    assert_eq!(stats.in_use, 0, "the dropped waiter took nothing");
+    let a = pool.try_admit().expect("the slot is free for the next caller");
+    drop(a);
+    assert_eq!(pool.stats().admitted, 2);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn bounded_wait_refuses_with_its_own_code() {
+    let pool = Pool::new("wait-bounded", 1).unwrap();
+    let _held = pool.try_admit().unwrap();
+    let refused = pool
+        .run(
+            || Ok::<_, std::fmt::Error>(()),
+            Admission::WaitFor(Duration::from_millis(20)),
+        )
+        .await;
+    assert_eq!(
+        refused.unwrap_err().refusal().map(admission_core::Refusal::code),
+        Some(Code::WaitTimedOut)
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_dropped_awaiting_future_keeps_its_slot_until_the_thread_finishes() {
+    let pool = Pool::new("orphan-holds", 1).unwrap();
+    let gate = Gate::new();
+    let walk = pool.try_admit().unwrap().offload(gate.work());
+    gate.wait_started(1);
+    drop(walk);
+
+    assert_eq!(
+        pool.try_admit().unwrap_err().code(),
+        Code::Saturated,
+        "the orphan still holds its slot"
+    );
+    assert_eq!(pool.stats().in_use, 1);
+
+    gate.open(1);
+    all_slots_back(&pool).await;
+    let stats = pool.stats();
+    assert_eq!(stats.orphaned, 1);
+    assert_eq!(stats.orphan_failures, 0);
+    assert_eq!(stats.admitted, stats.released + stats.in_use as u64);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_failing_orphan_is_reported_exactly_once_and_releases_its_slot() {
+    let name = "orphan-fails";
+    let pool = Pool::new(name, 1).unwrap();
+    support::events();
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let walk = pool.try_admit().unwrap().offload(move || {
+        held.recv().unwrap();
+        Err::<(), _>(std::io::Error::other("tenant 42 secret"))
+    });
+    drop(walk);
+    release.send(()).unwrap();
+    all_slots_back(&pool).await;
+
+    let events = events_for(name);
+    assert_eq!(events.len(), 1, "exactly one event: {events:?}");
+    let event = &events[0];
+    assert!(event.level <= tracing::Level::WARN, "WARN or ERROR");
+    assert_eq!(event.field("class"), Some("Error"));
+    assert!(
+        !format!("{event:?}").contains("tenant 42"),
+        "never the error's message"
+    );
+    let stats = pool.stats();
+    assert_eq!((stats.orphaned, stats.orphan_failures), (1, 1));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_panicking_orphan_is_reported_once_and_the_pool_keeps_its_workers() {
+    let name = "orphan-panics";
+    let pool = Pool::new(name, 2).unwrap();
+    support::events();
+    for _ in 0..2 {
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let walk = pool.try_admit().unwrap().offload(move || -> Result<(), std::fmt::Error> {
+            held.recv().unwrap();
+            panic!("walk exploded with user data 42");
+        });
+        drop(walk);
+        release.send(()).unwrap();
+    }
+    all_slots_back(&pool).await;
+
+    let events = events_for(name);
+    assert_eq!(events.len(), 2, "one event per failing orphan: {events:?}");
+    assert!(events.iter().all(|e| e.field("class") == Some("panic")));
+    assert_eq!(pool.stats().panicked, 2);
+
+    // Both threads survived: two blocking pieces of work run at once.
+    let gate = Gate::new();
+    let a = pool.try_admit().unwrap().offload(gate.work());
+    let b = pool.try_admit().unwrap().offload(gate.work());
+    gate.wait_started(2);
+    gate.open(2);
+    assert_eq!((a.await, b.await), (Ok("walked"), Ok("walked")));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_panic_reaches_the_awaiting_caller_as_a_typed_error() {
+    let pool = Pool::new("panic-awaited", 1).unwrap();
+    let result = pool
+        .run(
+            || -> Result<(), std::fmt::Error> { panic!("boom") },
+            Admission::FailFast,
+        )
+        .await;
+    assert_eq!(result, Err(WorkError::Panicked));
+    assert_eq!(pool.stats().in_use, 0, "the slot is back");
+    assert_eq!(pool.stats().orphaned, 0, "an awaited panic is not an orphan");
+    assert_eq!(
+        pool.run(|| Ok::<_, std::fmt::Error>(1), Admission::FailFast).await,
+        Ok(1),
+        "the pool keeps serving"
+    );
+}
+
+#[test]
+fn many_callers_that_randomly_drop_never_run_more_than_n_and_return_every_slot() {
+    const N: usize = 3;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let pool = Pool::new("random-drops", N).unwrap();
+    let running = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    runtime.block_on(async {
+        let mut tasks = Vec::new();
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        for i in 0..400_u64 {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            let drop_after = Duration::from_micros((seed >> 33) % 400);
+            let mode = if i % 3 == 0 { Admission::FailFast } else { Admission::Wait };
+            let (pool, running, peak) = (pool.clone(), Arc::clone(&running), Arc::clone(&peak));
+            tasks.push(tokio::spawn(async move {
+                let work = move || {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(now, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_micros(150));
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    Ok::<_, std::fmt::Error>(())
+                };
+                let call = pool.run(work, mode);
+                if seed % 2 == 0 {
+                    // This caller gives up after a random moment.
+                    let _ = tokio::time::timeout(drop_after, call).await;
+                } else {
+                    let _ = call.await;
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        all_slots_back(&pool).await;
+    });
+    let stats = pool.stats();
+    assert!(peak.load(Ordering::SeqCst) <= N, "at most {N} ran at once");
+    assert!(stats.peak_running <= N);
+    assert_eq!(stats.running, 0);
+    assert_eq!(stats.admitted, stats.released, "every slot returned exactly once");
+    assert_eq!(stats.admitted, stats.finished + N as u64, "each admission ran once (plus the final probe)");
+}
+
+#[test]
+fn bad_configuration_is_refused_at_construction() {
+    assert_eq!(
+        Pool::new("p", 0).unwrap_err(),
+        ConfigError::ZeroCapacity { pool: "p".into() }
+    );
+    assert_eq!(Pool::new("", 1).unwrap_err(), ConfigError::EmptyName);
+    assert!(matches!(
+        Pool::new("p", admission_core::MAX_CAPACITY + 1),
+        Err(ConfigError::CapacityTooLarge { .. })
+    ));
+    assert!(matches!(
+        Pool::builder("p")
+            .capacity(1)
+            .retry_hint(RetryHint::Observed { cap: Duration::ZERO })
+            .build(),
+        Err(ConfigError::RetryHintTooSmall { .. })
+    ));
+    assert!(matches!(
+        Pool::builder("p").capacity(1).refusal_status(404).build(),
+        Err(ConfigError::RefusalStatus { status: 404, .. })
+    ));
+    assert!(matches!(
+        Reservation::new("r", 0),
+        Err(ConfigError::ZeroCapacity { .. })
+    ));
+    assert!(matches!(
+        RequestPools::new(0, 4),
+        Err(ConfigError::ZeroCapacity { pool }) if pool == "work"
+    ));
+    assert_eq!(Shutdown::new(Duration::ZERO).unwrap_err(), ConfigError::ZeroDeadline);
+    for err in [
+        ConfigError::ZeroCapacity { pool: "p".into() },
+        ConfigError::ZeroDeadline,
+    ] {
+        assert!(!err.to_string().is_empty());
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_429_option_shows_in_refusals() {
+    let requests = RequestPools::builder().work(1).refusal_status(429).build().unwrap();
+    let _held = requests.try_lease(Class::Work).unwrap();
+    let refusal = requests.try_lease(Class::Work).unwrap_err();
+    assert_eq!(refusal.status(), 429);
+    assert!(refusal.problem_json().contains(r#""status":429"#));
+}
