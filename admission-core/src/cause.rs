@@ -126,11 +126,7 @@ impl fmt::Display for Cause {
 /// let line = log_failure("Tenant recovery scan", Cause::of(&err), "; traversal will continue");
 /// assert_eq!(line, "Tenant recovery scan failed (Error); traversal will continue");
 /// ```
-pub fn log_failure(
-    operation: &'static str,
-    cause: Cause,
-    consequence: &'static str,
-) -> String {
+pub fn log_failure(operation: &'static str, cause: Cause, consequence: &'static str) -> String {
     let line = format!("{operation} failed ({cause}){consequence}");
     tracing::warn!(
         class = cause.class,

@@ -83,7 +83,10 @@ impl fmt::Display for ConfigError {
                 "pool `{pool}` has refusal status {status}: use 503 (default) or 429"
             ),
             Self::Spawn { pool, kind } => {
-                write!(f, "pool `{pool}` could not start its worker threads ({kind:?})")
+                write!(
+                    f,
+                    "pool `{pool}` could not start its worker threads ({kind:?})"
+                )
             }
         }
     }

@@ -46,6 +46,8 @@ mod cause;
 mod context;
 mod error;
 mod lease;
+#[cfg(feature = "prometheus")]
+pub mod metrics;
 mod pool;
 mod problem;
 mod refusal;

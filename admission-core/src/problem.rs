@@ -111,7 +111,10 @@ impl Problem {
             ("cache-control", "no-store".to_owned()),
         ]
         .into_iter()
-        .chain(self.retry_after.map(|secs| ("retry-after", secs.to_string())))
+        .chain(
+            self.retry_after
+                .map(|secs| ("retry-after", secs.to_string())),
+        )
     }
 
     /// The `application/problem+json` body.

@@ -6,8 +6,8 @@ mod support;
 use std::time::Duration;
 
 use admission_core::{
-    Cause, Class, Code, LoopOwner, RequestPools, Reservation, Shutdown, WorkError,
-    current_lease, log_failure,
+    Cause, Class, Code, LoopOwner, RequestPools, Reservation, Shutdown, WorkError, current_lease,
+    log_failure,
 };
 use support::{Gate, events, poll_once};
 
@@ -47,14 +47,20 @@ impl RecoveryLoop {
         })
         .await
         .inspect_err(|err| {
-            log_failure("Tenant recovery scan", Cause::of(err), "; traversal will continue");
+            log_failure(
+                "Tenant recovery scan",
+                Cause::of(err),
+                "; traversal will continue",
+            );
         })
     }
 }
 
 fn hold_all(requests: &RequestPools, class: Class) -> Vec<admission_core::Lease> {
     let capacity = requests.pool(class).capacity();
-    let leases: Vec<_> = (0..capacity).map(|_| requests.try_lease(class).unwrap()).collect();
+    let leases: Vec<_> = (0..capacity)
+        .map(|_| requests.try_lease(class).unwrap())
+        .collect();
     assert!(requests.try_lease(class).is_err(), "{class} is full");
     leases
 }
@@ -67,8 +73,16 @@ async fn the_loop_progresses_while_requests_hold_every_work_slot() {
     for _ in 0..3 {
         assert_eq!(recovery.cycle().await, Ok(2));
     }
-    assert_eq!(recovery.reservation().stats().admitted, 6, "one slot per call, not per cycle");
-    assert_eq!(requests.pool(Class::Work).stats().admitted, 2, "no request capacity taken");
+    assert_eq!(
+        recovery.reservation().stats().admitted,
+        6,
+        "one slot per call, not per cycle"
+    );
+    assert_eq!(
+        requests.pool(Class::Work).stats().admitted,
+        2,
+        "no request capacity taken"
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -105,7 +119,11 @@ async fn the_spare_absorbs_one_orphan_and_a_second_exhausts_the_reservation() {
     gate.wait_started(1);
     drop(orphan);
     assert_eq!(recovery.reservation().stats().in_use, 1);
-    assert_eq!(recovery.cycle().await, Ok(2), "the spare absorbs one orphan");
+    assert_eq!(
+        recovery.cycle().await,
+        Ok(2),
+        "the spare absorbs one orphan"
+    );
 
     let mut second = Box::pin(recovery.execution(requests.execute_pure(Class::Work, gate.work())));
     assert!(poll_once(&mut second).is_pending());
@@ -128,7 +146,11 @@ async fn the_spare_absorbs_one_orphan_and_a_second_exhausts_the_reservation() {
         logged[0].message,
         "Tenant recovery scan failed (ReservationExhausted ADMISSION_RESERVATION_EXHAUSTED); traversal will continue"
     );
-    assert_eq!(requests.pool(Class::Work).stats().admitted, 0, "never borrowed request capacity");
+    assert_eq!(
+        requests.pool(Class::Work).stats().admitted,
+        0,
+        "never borrowed request capacity"
+    );
 
     gate.open(2);
     let reservation_pool = recovery.reservation().pool().clone();
@@ -148,7 +170,10 @@ async fn inside_the_execution_scope_an_inherited_lease_is_set_aside() {
     let lease = requests.try_lease(Class::Work).unwrap();
     let (in_scope, during) = lease
         .scope(async {
-            assert!(current_lease().is_some(), "the request's lease is inherited");
+            assert!(
+                current_lease().is_some(),
+                "the request's lease is inherited"
+            );
             recovery
                 .execution(async {
                     let had_lease = current_lease().is_some();
@@ -164,9 +189,16 @@ async fn inside_the_execution_scope_an_inherited_lease_is_set_aside() {
                 .await
         })
         .await;
-    assert!(!in_scope, "the lease is set aside inside the execution scope");
+    assert!(
+        !in_scope,
+        "the lease is set aside inside the execution scope"
+    );
     assert_eq!(during, 1, "the call took a reservation slot");
-    assert_eq!(requests.pool(Class::Work).stats().admitted, 1, "no second request slot");
+    assert_eq!(
+        requests.pool(Class::Work).stats().admitted,
+        1,
+        "no second request slot"
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -210,7 +242,11 @@ async fn request_ceilings_are_unchanged_while_loops_run() {
 
     let work = hold_all(&requests, Class::Work);
     let control = hold_all(&requests, Class::Control);
-    assert_eq!((work.len(), control.len()), (2, 4), "requests keep their full ceilings");
+    assert_eq!(
+        (work.len(), control.len()),
+        (2, 4),
+        "requests keep their full ceilings"
+    );
 
     gate.open(1);
     assert_eq!(call.await, Ok("walked"));
@@ -236,12 +272,17 @@ async fn a_dispatcher_reservation_is_sized_from_configuration() {
     let gate = Gate::new();
     let mut calls = Vec::new();
     for _ in 0..5 {
-        let mut call = Box::pin(dispatcher.execution(requests.execute_pure(Class::Work, gate.work())));
+        let mut call =
+            Box::pin(dispatcher.execution(requests.execute_pure(Class::Work, gate.work())));
         assert!(poll_once(&mut call).is_pending());
         calls.push(call);
     }
     gate.wait_started(5);
-    assert_eq!(dispatcher.reservation().stats().in_use, 5, "five concurrent executions");
+    assert_eq!(
+        dispatcher.reservation().stats().in_use,
+        5,
+        "five concurrent executions"
+    );
     gate.open(5);
     for call in calls {
         assert_eq!(call.await, Ok("walked"));

@@ -54,8 +54,14 @@ async fn third_fail_fast_call_is_refused_at_once_and_never_touches_the_work() {
     assert_eq!(refusal.code(), Code::Saturated);
     assert_eq!(refusal.pool(), "refuse-third");
     assert!(refusal.retry_after_secs() >= 1);
-    assert!(!touched.load(Ordering::SeqCst), "the refused work never ran");
-    assert!(took < Duration::from_secs(1), "refused at once, took {took:?}");
+    assert!(
+        !touched.load(Ordering::SeqCst),
+        "the refused work never ran"
+    );
+    assert!(
+        took < Duration::from_secs(1),
+        "refused at once, took {took:?}"
+    );
     assert_eq!(pool.stats().refused, 1);
 
     gate.open(2);
@@ -72,7 +78,10 @@ async fn a_waiting_caller_is_admitted_when_a_slot_frees() {
     gate.wait_started(1);
 
     let mut waiter = Box::pin(pool.run(|| Ok::<_, std::fmt::Error>(7), Admission::Wait));
-    assert!(poll_once(&mut waiter).is_pending(), "waits while the slot is held");
+    assert!(
+        poll_once(&mut waiter).is_pending(),
+        "waits while the slot is held"
+    );
     assert!(
         pool.run(|| Ok::<_, std::fmt::Error>(0), Admission::FailFast)
             .await
@@ -95,7 +104,9 @@ async fn a_waiter_dropped_before_admission_leaks_nothing() {
     drop(held);
     let stats = pool.stats();
     assert_eq!(stats.in_use, 0, "the dropped waiter took nothing");
-    let a = pool.try_admit().expect("the slot is free for the next caller");
+    let a = pool
+        .try_admit()
+        .expect("the slot is free for the next caller");
     drop(a);
     assert_eq!(pool.stats().admitted, 2);
 }
@@ -111,7 +122,10 @@ async fn bounded_wait_refuses_with_its_own_code() {
         )
         .await;
     assert_eq!(
-        refused.unwrap_err().refusal().map(admission_core::Refusal::code),
+        refused
+            .unwrap_err()
+            .refusal()
+            .map(admission_core::Refusal::code),
         Some(Code::WaitTimedOut)
     );
 }
@@ -173,10 +187,13 @@ async fn a_panicking_orphan_is_reported_once_and_the_pool_keeps_its_workers() {
     support::events();
     for _ in 0..2 {
         let (release, held) = std::sync::mpsc::channel::<()>();
-        let walk = pool.try_admit().unwrap().offload(move || -> Result<(), std::fmt::Error> {
-            held.recv().unwrap();
-            panic!("walk exploded with user data 42");
-        });
+        let walk = pool
+            .try_admit()
+            .unwrap()
+            .offload(move || -> Result<(), std::fmt::Error> {
+                held.recv().unwrap();
+                panic!("walk exploded with user data 42");
+            });
         drop(walk);
         release.send(()).unwrap();
     }
@@ -207,9 +224,14 @@ async fn a_panic_reaches_the_awaiting_caller_as_a_typed_error() {
         .await;
     assert_eq!(result, Err(WorkError::Panicked));
     assert_eq!(pool.stats().in_use, 0, "the slot is back");
-    assert_eq!(pool.stats().orphaned, 0, "an awaited panic is not an orphan");
     assert_eq!(
-        pool.run(|| Ok::<_, std::fmt::Error>(1), Admission::FailFast).await,
+        pool.stats().orphaned,
+        0,
+        "an awaited panic is not an orphan"
+    );
+    assert_eq!(
+        pool.run(|| Ok::<_, std::fmt::Error>(1), Admission::FailFast)
+            .await,
         Ok(1),
         "the pool keeps serving"
     );
@@ -230,9 +252,15 @@ fn many_callers_that_randomly_drop_never_run_more_than_n_and_return_every_slot()
         let mut tasks = Vec::new();
         let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
         for i in 0..400_u64 {
-            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
             let drop_after = Duration::from_micros((seed >> 33) % 400);
-            let mode = if i % 3 == 0 { Admission::FailFast } else { Admission::Wait };
+            let mode = if i % 3 == 0 {
+                Admission::FailFast
+            } else {
+                Admission::Wait
+            };
             let (pool, running, peak) = (pool.clone(), Arc::clone(&running), Arc::clone(&peak));
             tasks.push(tokio::spawn(async move {
                 let work = move || {
@@ -260,8 +288,15 @@ fn many_callers_that_randomly_drop_never_run_more_than_n_and_return_every_slot()
     assert!(peak.load(Ordering::SeqCst) <= N, "at most {N} ran at once");
     assert!(stats.peak_running <= N);
     assert_eq!(stats.running, 0);
-    assert_eq!(stats.admitted, stats.released, "every slot returned exactly once");
-    assert_eq!(stats.admitted, stats.finished + N as u64, "each admission ran once (plus the final probe)");
+    assert_eq!(
+        stats.admitted, stats.released,
+        "every slot returned exactly once"
+    );
+    assert_eq!(
+        stats.admitted,
+        stats.finished + N as u64,
+        "each admission ran once (plus the final probe)"
+    );
 }
 
 #[test]
@@ -278,7 +313,9 @@ fn bad_configuration_is_refused_at_construction() {
     assert!(matches!(
         Pool::builder("p")
             .capacity(1)
-            .retry_hint(RetryHint::Observed { cap: Duration::ZERO })
+            .retry_hint(RetryHint::Observed {
+                cap: Duration::ZERO
+            })
             .build(),
         Err(ConfigError::RetryHintTooSmall { .. })
     ));
@@ -294,7 +331,10 @@ fn bad_configuration_is_refused_at_construction() {
         RequestPools::new(0, 4),
         Err(ConfigError::ZeroCapacity { pool }) if pool == "work"
     ));
-    assert_eq!(Shutdown::new(Duration::ZERO).unwrap_err(), ConfigError::ZeroDeadline);
+    assert_eq!(
+        Shutdown::new(Duration::ZERO).unwrap_err(),
+        ConfigError::ZeroDeadline
+    );
     for err in [
         ConfigError::ZeroCapacity { pool: "p".into() },
         ConfigError::ZeroDeadline,
@@ -305,7 +345,11 @@ fn bad_configuration_is_refused_at_construction() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn the_429_option_shows_in_refusals() {
-    let requests = RequestPools::builder().work(1).refusal_status(429).build().unwrap();
+    let requests = RequestPools::builder()
+        .work(1)
+        .refusal_status(429)
+        .build()
+        .unwrap();
     let _held = requests.try_lease(Class::Work).unwrap();
     let refusal = requests.try_lease(Class::Work).unwrap_err();
     assert_eq!(refusal.status(), 429);

@@ -4,8 +4,8 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use admission_core::{Class, Outcome, Pool, RequestPools, Shutdown, WorkError};
@@ -58,8 +58,14 @@ async fn drain_returns_by_the_deadline_while_the_runtime_keeps_ticking() {
     println!("drain took {took:?}, largest heartbeat gap {largest_gap:?}");
     assert_eq!(report.pools[0].outcome, Outcome::Abandoned { running: 2 });
     assert!(took >= deadline, "waited for the deadline: {took:?}");
-    assert!(took < deadline + Duration::from_millis(100), "returned by the deadline: {took:?}");
-    assert!(largest_gap < Duration::from_millis(50), "heartbeat gap {largest_gap:?}");
+    assert!(
+        took < deadline + Duration::from_millis(100),
+        "returned by the deadline: {took:?}"
+    );
+    assert!(
+        largest_gap < Duration::from_millis(50),
+        "heartbeat gap {largest_gap:?}"
+    );
     drop(gate);
 }
 
@@ -81,8 +87,16 @@ async fn three_blocked_pools_cost_one_deadline_not_three() {
     let took = started.elapsed();
     println!("three pools drained in {took:?}");
     assert_eq!(report.pools.len(), 3);
-    assert!(report.pools.iter().all(|p| p.outcome == Outcome::Abandoned { running: 1 }));
-    assert!(took < deadline + Duration::from_millis(100), "one deadline: {took:?}");
+    assert!(
+        report
+            .pools
+            .iter()
+            .all(|p| p.outcome == Outcome::Abandoned { running: 1 })
+    );
+    assert!(
+        took < deadline + Duration::from_millis(100),
+        "one deadline: {took:?}"
+    );
     assert_eq!(report.abandoned_running(), 3);
     drop(gate);
 }
@@ -100,7 +114,10 @@ async fn shutdown_twice_even_concurrently_gives_the_same_outcome() {
     let started = Instant::now();
     let c = shutdown.shutdown().await;
     assert_eq!(a, c);
-    assert!(started.elapsed() < Duration::from_millis(50), "no second wait");
+    assert!(
+        started.elapsed() < Duration::from_millis(50),
+        "no second wait"
+    );
     drop(gate);
 }
 
@@ -124,7 +141,10 @@ async fn cleanup_runs_after_a_drained_pool_stops_and_never_for_an_abandoned_one(
     let seen = Arc::clone(&saw_ended);
     let ended = Arc::clone(&work_ended);
     shutdown.on_drained(&drained, move || {
-        seen.store(if ended.load(Ordering::SeqCst) { 1 } else { 2 }, Ordering::SeqCst);
+        seen.store(
+            if ended.load(Ordering::SeqCst) { 1 } else { 2 },
+            Ordering::SeqCst,
+        );
     });
     let abandoned_ran = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&abandoned_ran);
@@ -140,13 +160,24 @@ async fn cleanup_runs_after_a_drained_pool_stops_and_never_for_an_abandoned_one(
     release.send(()).unwrap();
     let report = stopping.await.unwrap();
 
-    assert_eq!(running.await, Ok(()), "running work finished, not cancelled");
+    assert_eq!(
+        running.await,
+        Ok(()),
+        "running work finished, not cancelled"
+    );
     assert_eq!(report.pools[0].outcome, Outcome::Drained);
     assert_eq!(report.pools[0].cleanup.ran, 1);
-    assert_eq!(saw_ended.load(Ordering::SeqCst), 1, "cleanup ran after the work ended");
+    assert_eq!(
+        saw_ended.load(Ordering::SeqCst),
+        1,
+        "cleanup ran after the work ended"
+    );
     assert_eq!(report.pools[1].outcome, Outcome::Abandoned { running: 1 });
     assert_eq!(report.pools[1].cleanup.skipped, 1);
-    assert!(!abandoned_ran.load(Ordering::SeqCst), "never for an abandoned pool");
+    assert!(
+        !abandoned_ran.load(Ordering::SeqCst),
+        "never for an abandoned pool"
+    );
     drop(gate);
 }
 

@@ -4,9 +4,9 @@
 //! This module declares and re-exports; each file owns one piece.
 
 mod class;
-mod pools;
 #[allow(clippy::module_inception)]
 mod lease;
+mod pools;
 
 pub use self::class::{Class, UnknownClass};
 pub use self::lease::Lease;

@@ -204,9 +204,7 @@ impl RequestPools {
     ) -> Result<W::Output, WorkError<W::Error>> {
         match context::current() {
             Context::Lease(lease) => lease.offload(work).await,
-            Context::Reservation(reservation) => {
-                reservation.try_admit()?.offload(work).await
-            }
+            Context::Reservation(reservation) => reservation.try_admit()?.offload(work).await,
             Context::Empty => {
                 let slot = self.pool(class).try_admit_coded(Code::LeaseUnavailable)?;
                 Lease::new(slot, class).offload(work).await

@@ -14,5 +14,5 @@ pub use self::core::{Admission, Pool};
 pub(crate) use self::core::{Kind, PoolInner};
 pub use self::retry::RetryHint;
 pub use self::slot::Slot;
-pub use self::stats::{DURATION_BUCKETS, PoolStats};
 pub(crate) use self::stats::Counters;
+pub use self::stats::{DURATION_BUCKETS, PoolStats};

@@ -90,6 +90,9 @@ mod tests {
     #[test]
     fn fixed_hint_rounds_up() {
         assert_eq!(RetryHint::Fixed(Duration::from_millis(1500)).secs(0), 2);
-        assert_eq!(RetryHint::Fixed(Duration::from_secs(u64::MAX)).secs(0), u32::MAX);
+        assert_eq!(
+            RetryHint::Fixed(Duration::from_secs(u64::MAX)).secs(0),
+            u32::MAX
+        );
     }
 }

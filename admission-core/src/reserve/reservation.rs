@@ -51,7 +51,9 @@ impl Reservation {
     /// [`ConfigError`] when `slots` is 0 or too large, or `name` is empty.
     pub fn new(name: impl Into<String>, slots: usize) -> Result<Reservation, ConfigError> {
         Ok(Reservation {
-            pool: Pool::builder(name).capacity(slots).build_kind(Kind::Reservation)?,
+            pool: Pool::builder(name)
+                .capacity(slots)
+                .build_kind(Kind::Reservation)?,
         })
     }
 

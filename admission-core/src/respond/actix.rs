@@ -15,8 +15,7 @@ use crate::{Problem, Refusal, WorkError};
 impl Problem {
     /// The actix-web response for this problem.
     pub fn to_actix_response(&self) -> HttpResponse {
-        let status =
-            StatusCode::from_u16(self.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+        let status = StatusCode::from_u16(self.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
         let mut builder = HttpResponse::build(status);
         for (name, value) in self.headers() {
             builder.insert_header((name, value));

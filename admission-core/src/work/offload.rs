@@ -44,9 +44,8 @@ where
     WorkFuture::new(rx)
 }
 
-type Sender<W> = oneshot::Sender<
-    Result<<W as RegistryWork>::Output, WorkError<<W as RegistryWork>::Error>>,
->;
+type Sender<W> =
+    oneshot::Sender<Result<<W as RegistryWork>::Output, WorkError<<W as RegistryWork>::Error>>>;
 
 fn run<H, W: RegistryWork>(pool: &PoolInner, hold: H, work: W, tx: Sender<W>) {
     pool.counters.start();

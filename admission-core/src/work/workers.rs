@@ -132,7 +132,10 @@ fn work_loop(shared: &Shared) {
                 if state.closed {
                     break None;
                 }
-                state = shared.ready.wait(state).unwrap_or_else(PoisonError::into_inner);
+                state = shared
+                    .ready
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner);
             }
         };
         match job {

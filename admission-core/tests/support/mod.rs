@@ -42,7 +42,8 @@ struct Fields<'a> {
 
 impl Visit for Fields<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.fields.push((field.name().to_owned(), value.to_owned()));
+        self.fields
+            .push((field.name().to_owned(), value.to_owned()));
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
@@ -122,7 +123,9 @@ impl Gate {
 
     /// Work that reports its start, then blocks until [`open`](Self::open)
     /// lets one worker through (or the gate is dropped, then it fails).
-    pub fn work(&self) -> impl FnOnce() -> Result<&'static str, std::sync::mpsc::RecvError> + Send + 'static {
+    pub fn work(
+        &self,
+    ) -> impl FnOnce() -> Result<&'static str, std::sync::mpsc::RecvError> + Send + 'static {
         let wait = Arc::clone(&self.wait);
         let started = self.started_tx.clone();
         move || {
