@@ -1,1 +1,103 @@
-//! axum adapter for `admission`.
+//! axum adapter for `admission`: every request holds a request lease until
+//! its response body has been sent or dropped, a refused request gets
+//! `503 Service Unavailable` (or `429`) with `Retry-After` and an
+//! `application/problem+json` body, and a handler runs registry work in one
+//! line and returns its refusal with `?`.
+//!
+//! * [`AdmissionLayer`]: the tower layer. [`AdmissionLayer::new`] leases by
+//!   method (reads from *control*, mutations from *work*),
+//!   [`AdmissionLayer::class`] one class per route, and
+//!   [`AdmissionLayer::classify`] by your closure over the request head.
+//! * [`AdmissionControl`]: the service it makes, and its
+//!   [`future::ResponseFuture`].
+//! * [`registry`] and [`registry_wait`]: registry work on a [`Pool`] from a
+//!   handler; the error is core's [`WorkError`], which is
+//!   [`IntoResponse`](axum::response::IntoResponse).
+//!
+//! The answers themselves (status, headers, body) are core's
+//! [`Problem`](admission_core::Problem), so every adapter sends the same bytes.
+//!
+//! # One set of pools per app
+//!
+//! Build [`RequestPools`] once at startup and give the layer a clone: clones
+//! share their slots. axum may apply a route's layer once per connection
+//! (`axum::serve` calls `with_state` per connection); the layer only clones
+//! a pointer there, so every connection draws on the same slots.
+//!
+//! # Examples
+//!
+//! A complete app: the layer over every route and a `/metrics` handler
+//! whose registry walk runs on a bounded pool. It is served here with
+//! [`tower::ServiceExt::oneshot`](https://docs.rs/tower/0.5/tower/trait.ServiceExt.html#method.oneshot);
+//! in production, `axum::serve(listener, router).await`.
+//!
+//! ```
+//! use admission_axum::{AdmissionLayer, registry};
+//! use admission_core::{Class, Pool, RequestPools, WorkError};
+//! use axum::body::{Body, to_bytes};
+//! use axum::extract::State;
+//! use axum::http::{Request, StatusCode, header};
+//! use axum::{Router, routing::{get, post}};
+//! use tower::ServiceExt;
+//!
+//! #[derive(Clone)]
+//! struct App {
+//!     registry: Pool,
+//! }
+//!
+//! async fn metrics(State(app): State<App>) -> Result<String, WorkError<std::fmt::Error>> {
+//!     registry(&app.registry, || Ok("# EOF\n".to_owned())).await
+//! }
+//!
+//! async fn create_item() -> StatusCode {
+//!     StatusCode::CREATED
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! // Built once at startup: a configuration error surfaces here, not per request.
+//! let requests = RequestPools::new(2, 4).unwrap();
+//! let app = App { registry: Pool::new("registry", 2).unwrap() };
+//! let router = Router::new()
+//!     .route("/metrics", get(metrics))
+//!     .route("/items", post(create_item))
+//!     .layer(AdmissionLayer::new(requests.clone()))
+//!     .with_state(app);
+//!
+//! let get_metrics = || Request::get("/metrics").body(Body::empty()).unwrap();
+//! let response = router.clone().oneshot(get_metrics()).await.unwrap();
+//! assert_eq!(response.status(), StatusCode::OK);
+//! assert_eq!(to_bytes(response.into_body(), 1024).await.unwrap(), "# EOF\n");
+//! assert_eq!(requests.pool(Class::Control).stats().in_use, 0, "the body was sent: the lease is back");
+//!
+//! // Four reads in flight take every *control* slot: the next one is refused.
+//! let in_flight: Vec<_> = (0..4).map(|_| requests.try_lease(Class::Control).unwrap()).collect();
+//! let refused = router.clone().oneshot(get_metrics()).await.unwrap();
+//! assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+//! assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
+//! assert_eq!(refused.headers()[header::CONTENT_TYPE], "application/problem+json");
+//! let problem = to_bytes(refused.into_body(), 1024).await.unwrap();
+//! assert!(std::str::from_utf8(&problem).unwrap().contains(r#""code":"ADMISSION_SATURATED""#));
+//!
+//! // Mutations lease from *work*, which is still free.
+//! let post_item = Request::post("/items").body(Body::empty()).unwrap();
+//! assert_eq!(router.oneshot(post_item).await.unwrap().status(), StatusCode::CREATED);
+//! # drop(in_flight);
+//! # }
+//! ```
+//!
+//! [`Pool`]: admission_core::Pool
+//! [`RequestPools`]: admission_core::RequestPools
+//! [`WorkError`]: admission_core::WorkError
+#![doc(test(attr(deny(warnings))))]
+
+mod body;
+mod classify;
+pub mod future;
+mod handler;
+mod layer;
+mod service;
+
+pub use crate::handler::{registry, registry_wait};
+pub use crate::layer::AdmissionLayer;
+pub use crate::service::AdmissionControl;

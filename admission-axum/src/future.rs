@@ -1,0 +1,101 @@
+//! The future [`AdmissionControl`](crate::AdmissionControl) returns.
+//!
+//! This module owns [`ResponseFuture`]. It must never drop the lease before
+//! the response body holds it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use admission_core::{Lease, Scoped};
+use axum::BoxError;
+use axum::body::Body;
+use bytes::Bytes;
+use http::Response;
+
+use crate::body::LeasedBody;
+
+pin_project_lite::pin_project! {
+    /// The response of a request that was admitted (the inner service's
+    /// future, run under the request's lease) or refused (the refusal
+    /// answer, ready at once).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it before it completes drops the inner future and releases
+    /// the request's lease, unless pure work the handler started still holds
+    /// a share: that work keeps the slot until it ends.
+    ///
+    /// # Panics
+    ///
+    /// Polling it again after it completed panics.
+    #[must_use = "futures do nothing unless polled"]
+    #[derive(Debug)]
+    pub struct ResponseFuture<F> {
+        #[pin]
+        state: State<F>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = StateProj]
+    #[derive(Debug)]
+    enum State<F> {
+        Admitted {
+            #[pin]
+            future: Scoped<F>,
+            // The request's lease lives here until the response exists, then
+            // moves into its body: the request holds its slot until the body
+            // has been sent, not only until the handler returns.
+            _lease: Option<Lease>,
+        },
+        Refused {
+            response: Option<Response<Body>>,
+        },
+    }
+}
+
+impl<F> ResponseFuture<F> {
+    pub(crate) fn admitted(future: Scoped<F>, lease: Lease) -> Self {
+        ResponseFuture {
+            state: State::Admitted {
+                future,
+                _lease: Some(lease),
+            },
+        }
+    }
+
+    pub(crate) fn refused(response: Response<Body>) -> Self {
+        ResponseFuture {
+            state: State::Refused {
+                response: Some(response),
+            },
+        }
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Output = Result<Response<Body>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            StateProj::Admitted { future, _lease } => {
+                let response = ready!(future.poll(cx))?;
+                let lease = _lease
+                    .take()
+                    .expect("`ResponseFuture` polled after completion");
+                Poll::Ready(Ok(
+                    response.map(|body| Body::new(LeasedBody::new(body, lease)))
+                ))
+            }
+            StateProj::Refused { response } => Poll::Ready(Ok(response
+                .take()
+                .expect("`ResponseFuture` polled after completion"))),
+        }
+    }
+}

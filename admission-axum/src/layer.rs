@@ -1,0 +1,176 @@
+//! The layer that wraps services in admission control.
+//!
+//! This module owns [`AdmissionLayer`] and its constructors. It must never
+//! create pools: axum may call [`Layer::layer`] once per connection, and
+//! every service it makes shares the one set of pools it was given.
+
+use std::fmt;
+use std::sync::Arc;
+
+use admission_core::{Class, RequestPools};
+use http::request::Parts;
+use tower_layer::Layer;
+
+use crate::classify::Classifier;
+use crate::service::AdmissionControl;
+
+/// What every layer and service clone shares: the app's pools and how
+/// requests are classified.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) pools: RequestPools,
+    pub(crate) classifier: Classifier,
+}
+
+/// A tower [`Layer`] that makes every request hold a request lease for its
+/// whole response, body included, and answers a refused request with
+/// `503 Service Unavailable` (or `429`, see
+/// [`RequestPoolsBuilder::refusal_status`](admission_core::RequestPoolsBuilder::refusal_status)),
+/// `Retry-After` and an `application/problem+json` body.
+///
+/// The layer holds the [`RequestPools`] it was given and nothing else:
+/// cloning it, or applying it once per connection as axum does, never
+/// creates pools, so one app has one set of slots however many connections
+/// it serves. Build the pools once at startup; a configuration error
+/// surfaces there ([`RequestPools::new`] returns a `Result`), never on a
+/// request.
+///
+/// It fails fast: a request never waits for a lease.
+///
+/// # Examples
+///
+/// ```
+/// use admission_axum::AdmissionLayer;
+/// use admission_core::{Class, RequestPools};
+/// use axum::{Router, routing::get};
+///
+/// let pools = RequestPools::new(2, 4).unwrap();
+/// let app: Router = Router::new()
+///     // A per-route class: this scrape always leases from *control*.
+///     .route("/metrics", get(|| async { "# EOF\n" }).layer(AdmissionLayer::class(pools.clone(), Class::Control)))
+///     // Everything else: reads are *control*, mutations *work*.
+///     .route("/items", get(|| async { "[]" }).post(|| async { "created" }))
+///     .layer(AdmissionLayer::new(pools));
+/// # drop(app);
+/// ```
+#[derive(Clone)]
+pub struct AdmissionLayer {
+    shared: Arc<Shared>,
+}
+
+impl AdmissionLayer {
+    /// Leases by method: `GET`, `HEAD` and `OPTIONS` from *control*, every
+    /// other method from *work* ([`Class::for_method`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_axum::AdmissionLayer;
+    /// use admission_core::{Class, RequestPools};
+    /// use axum::{Router, body::Body, http::{Request, StatusCode}, routing::post};
+    /// use tower::ServiceExt;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 4).unwrap();
+    /// let app = Router::new()
+    ///     .route("/items", post(|| async { "created" }))
+    ///     .layer(AdmissionLayer::new(pools.clone()));
+    ///
+    /// let held = pools.try_lease(Class::Work).unwrap(); // every *work* slot is taken
+    /// let post = Request::post("/items").body(Body::empty()).unwrap();
+    /// let response = app.oneshot(post).await.unwrap();
+    /// assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    /// # drop(held);
+    /// # }
+    /// ```
+    pub fn new(pools: RequestPools) -> Self {
+        Self::with_classifier(pools, Classifier::Method)
+    }
+
+    /// Leases every request from `class`: the per-route form,
+    /// `.route("/metrics", get(metrics).layer(AdmissionLayer::class(pools, Class::Control)))`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_axum::AdmissionLayer;
+    /// use admission_core::{Class, RequestPools};
+    /// use axum::{Router, body::Body, http::{Request, StatusCode}, routing::post};
+    /// use tower::ServiceExt;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let layer = AdmissionLayer::class(pools.clone(), Class::Control);
+    /// let app = Router::new().route("/terminal/stop", post(|| async { "stopping" }).layer(layer));
+    ///
+    /// let _work = pools.try_lease(Class::Work).unwrap(); // *work* is full, *control* is not
+    /// let post = Request::post("/terminal/stop").body(Body::empty()).unwrap();
+    /// assert_eq!(app.oneshot(post).await.unwrap().status(), StatusCode::OK);
+    /// # }
+    /// ```
+    pub fn class(pools: RequestPools, class: Class) -> Self {
+        Self::with_classifier(pools, Classifier::Fixed(class))
+    }
+
+    /// Leases from the class `classify` picks from the request head
+    /// (method, URI, headers, extensions). It runs once per request, before
+    /// the lease is taken, and must be cheap.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_axum::AdmissionLayer;
+    /// use admission_core::{Class, RequestPools};
+    /// use axum::{Router, body::Body, http::{Request, StatusCode}, routing::post};
+    /// use tower::ServiceExt;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let layer = AdmissionLayer::classify(pools.clone(), |head| {
+    ///     if head.uri.path().starts_with("/control/") { Class::Control } else { Class::Work }
+    /// });
+    /// let app = Router::new()
+    ///     .route("/control/pause", post(|| async { "paused" }))
+    ///     .route("/jobs", post(|| async { "queued" }))
+    ///     .layer(layer);
+    ///
+    /// let _work = pools.try_lease(Class::Work).unwrap();
+    /// let pause = Request::post("/control/pause").body(Body::empty()).unwrap();
+    /// assert_eq!(app.clone().oneshot(pause).await.unwrap().status(), StatusCode::OK);
+    /// let job = Request::post("/jobs").body(Body::empty()).unwrap();
+    /// assert_eq!(app.oneshot(job).await.unwrap().status(), StatusCode::SERVICE_UNAVAILABLE);
+    /// # }
+    /// ```
+    pub fn classify<F>(pools: RequestPools, classify: F) -> Self
+    where
+        F: Fn(&Parts) -> Class + Send + Sync + 'static,
+    {
+        Self::with_classifier(pools, Classifier::Custom(Arc::new(classify)))
+    }
+
+    fn with_classifier(pools: RequestPools, classifier: Classifier) -> Self {
+        AdmissionLayer {
+            shared: Arc::new(Shared { pools, classifier }),
+        }
+    }
+}
+
+impl<S> Layer<S> for AdmissionLayer {
+    type Service = AdmissionControl<S>;
+
+    fn layer(&self, inner: S) -> AdmissionControl<S> {
+        AdmissionControl::new(inner, Arc::clone(&self.shared))
+    }
+}
+
+impl fmt::Debug for AdmissionLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdmissionLayer")
+            .field("pools", &self.shared.pools)
+            .field("classifier", &self.shared.classifier)
+            .finish()
+    }
+}
