@@ -256,7 +256,7 @@ fn many_callers_that_randomly_drop_never_run_more_than_n_and_return_every_slot()
                 .wrapping_mul(6_364_136_223_846_793_005)
                 .wrapping_add(1_442_695_040_888_963_407);
             let drop_after = Duration::from_micros((seed >> 33) % 400);
-            let mode = if i % 3 == 0 {
+            let mode = if i.is_multiple_of(3) {
                 Admission::FailFast
             } else {
                 Admission::Wait
@@ -271,7 +271,7 @@ fn many_callers_that_randomly_drop_never_run_more_than_n_and_return_every_slot()
                     Ok::<_, std::fmt::Error>(())
                 };
                 let call = pool.run(work, mode);
-                if seed % 2 == 0 {
+                if seed.is_multiple_of(2) {
                     // This caller gives up after a random moment.
                     let _ = tokio::time::timeout(drop_after, call).await;
                 } else {

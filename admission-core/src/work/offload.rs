@@ -17,13 +17,14 @@ use crate::pool::{PoolInner, Slot};
 
 /// Starts `work` on the slot's pool with the slot moved into it.
 pub(crate) fn offload<W: RegistryWork>(slot: Slot, work: W) -> WorkFuture<W::Output, W::Error> {
-    offload_holding(Arc::clone(&slot.pool), slot, work)
+    let pool = Arc::clone(&slot.pool);
+    offload_holding(&pool, slot, work)
 }
 
 /// Starts `work` on `pool`'s threads with `hold` (a slot, or a share of a
 /// lease) moved into it and dropped when the work ends.
 pub(crate) fn offload_holding<H, W>(
-    pool: Arc<PoolInner>,
+    pool: &Arc<PoolInner>,
     hold: H,
     work: W,
 ) -> WorkFuture<W::Output, W::Error>
@@ -33,7 +34,7 @@ where
 {
     let (tx, rx) = oneshot::channel();
     let job: Job = Box::new({
-        let pool = Arc::clone(&pool);
+        let pool = Arc::clone(pool);
         move || run(&pool, hold, work, tx)
     });
     // A closed pool gives the job back; dropping it releases the slot and
