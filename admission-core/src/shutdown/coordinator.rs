@@ -261,7 +261,7 @@ impl Shutdown {
     /// # Examples
     ///
     /// ```
-    /// use admission_core::{Outcome, Pool, Shutdown};
+    /// use admission_core::{Pool, Shutdown};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
