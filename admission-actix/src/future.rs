@@ -1,0 +1,199 @@
+//! The future [`AdmissionMiddleware`](crate::AdmissionMiddleware) returns.
+//!
+//! This module owns [`ResponseFuture`]: it calls the inner service under the
+//! request's lease and moves a share of the lease into the response body. It
+//! must never hold a share of the lease after it has produced its response,
+//! so that the body is what keeps the slot.
+
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use actix_web::Error;
+use actix_web::body::{BoxBody, EitherBody, MessageBody};
+use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
+use admission_core::{Lease, Scoped};
+
+use crate::body::LeasedBody;
+
+pin_project_lite::pin_project! {
+    /// The response of a request that went through
+    /// [`AdmissionMiddleware`](crate::AdmissionMiddleware): the inner
+    /// service's response with its body wrapped in a [`LeasedBody`], or the
+    /// refusal answered at once.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it drops the inner service's future and every share of the
+    /// lease it holds; pure work the handler started keeps its own share
+    /// until that work ends.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use actix_web::dev::{Service, Transform, fn_service};
+    /// use actix_web::{HttpResponse, test};
+    /// use admission_actix::AdmissionControl;
+    /// use admission_core::{Class, RequestPools};
+    ///
+    /// # #[actix_web::main]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let inner = fn_service(|req: actix_web::dev::ServiceRequest| async move {
+    ///     Ok::<_, actix_web::Error>(req.into_response(HttpResponse::Ok().body("hi")))
+    /// });
+    /// let middleware = AdmissionControl::new(pools.clone()).new_transform(inner).await.unwrap();
+    ///
+    /// let future = middleware.call(test::TestRequest::get().to_srv_request());
+    /// assert_eq!(pools.pool(Class::Control).stats().in_use, 1, "admitted when called");
+    /// drop(future);
+    /// assert_eq!(pools.pool(Class::Control).stats().in_use, 0, "dropping it releases the lease");
+    /// # }
+    /// ```
+    #[must_use = "futures do nothing unless polled"]
+    pub struct ResponseFuture<S, B>
+    where
+        S: Service<ServiceRequest>,
+    {
+        #[pin]
+        state: State<S>,
+        _body: PhantomData<fn() -> B>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = StateProj]
+    enum State<S>
+    where
+        S: Service<ServiceRequest>,
+    {
+        Admitted {
+            // The scope runs the inner service with the lease as the task's
+            // context (pure work inherits it) and holds one share of it.
+            #[pin]
+            call: Scoped<Call<S>>,
+            // The share that moves into the response body.
+            lease: Option<Lease>,
+        },
+        Refused {
+            response: Option<ServiceResponse<BoxBody>>,
+        },
+        Done,
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// Calls the inner service on its first poll, so that the call itself
+    /// (not only the future it returns) runs inside the lease's scope.
+    #[project = CallProj]
+    enum Call<S>
+    where
+        S: Service<ServiceRequest>,
+    {
+        Pending {
+            service: Rc<S>,
+            req: Option<ServiceRequest>,
+        },
+        Running {
+            #[pin]
+            future: S::Future,
+        },
+    }
+}
+
+impl<S, B> ResponseFuture<S, B>
+where
+    S: Service<ServiceRequest>,
+{
+    pub(crate) fn admitted(service: Rc<S>, req: ServiceRequest, lease: Lease) -> Self {
+        let call = Call::Pending {
+            service,
+            req: Some(req),
+        };
+        ResponseFuture {
+            state: State::Admitted {
+                call: lease.clone().scope(call),
+                lease: Some(lease),
+            },
+            _body: PhantomData,
+        }
+    }
+
+    pub(crate) fn refused(response: ServiceResponse<BoxBody>) -> Self {
+        ResponseFuture {
+            state: State::Refused {
+                response: Some(response),
+            },
+            _body: PhantomData,
+        }
+    }
+}
+
+impl<S, B> Future for ResponseFuture<S, B>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error>,
+    B: MessageBody,
+{
+    type Output = Result<ServiceResponse<EitherBody<LeasedBody<B>, BoxBody>>, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        let output = match state.as_mut().project() {
+            StateProj::Admitted { call, lease } => {
+                let result = std::task::ready!(call.poll(cx));
+                let lease = lease.take();
+                result.map(|res| {
+                    res.map_body(|_, body| EitherBody::left(LeasedBody::from_parts(body, lease)))
+                })
+            }
+            StateProj::Refused { response } => match response.take() {
+                Some(response) => Ok(response.map_into_right_body()),
+                None => panic!("`ResponseFuture` polled after completion"),
+            },
+            StateProj::Done => panic!("`ResponseFuture` polled after completion"),
+        };
+        // Drops the scope and its share of the lease now: from here on the
+        // response body alone holds the request's slot.
+        state.set(State::Done);
+        Poll::Ready(output)
+    }
+}
+
+impl<S> Future for Call<S>
+where
+    S: Service<ServiceRequest>,
+{
+    type Output = Result<S::Response, S::Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            match self.as_mut().project() {
+                CallProj::Pending { service, req } => {
+                    let req = req.take().expect("the request is taken only once");
+                    let future = service.call(req);
+                    self.set(Call::Running { future });
+                }
+                CallProj::Running { future } => return future.poll(cx),
+            }
+        }
+    }
+}
+
+impl<S, B> fmt::Debug for ResponseFuture<S, B>
+where
+    S: Service<ServiceRequest>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            State::Admitted { .. } => "Admitted",
+            State::Refused { .. } => "Refused",
+            State::Done => "Done",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("state", &state)
+            .finish()
+    }
+}

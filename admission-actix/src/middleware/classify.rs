@@ -1,0 +1,52 @@
+//! How a request is given its class.
+//!
+//! This module owns [`Classify`]: the default (by method), one class for a
+//! whole scope, or a user's classifier. It must never look at anything but
+//! the request it is given.
+
+use std::fmt;
+use std::sync::Arc;
+
+use actix_web::dev::ServiceRequest;
+use admission_core::Class;
+
+/// A classifier shared by every worker's middleware.
+type Classifier = Arc<dyn Fn(&ServiceRequest) -> Class + Send + Sync + 'static>;
+
+/// How the middleware picks a request's class.
+#[derive(Clone)]
+pub(crate) enum Classify {
+    /// [`Class::for_method`]: reads are *control*, the rest *work*.
+    Method,
+    /// One class for every request.
+    Fixed(Class),
+    /// A user's classifier.
+    Custom(Classifier),
+}
+
+impl Classify {
+    pub(crate) fn custom<F>(classifier: F) -> Classify
+    where
+        F: Fn(&ServiceRequest) -> Class + Send + Sync + 'static,
+    {
+        Classify::Custom(Arc::new(classifier))
+    }
+
+    pub(crate) fn class(&self, req: &ServiceRequest) -> Class {
+        match self {
+            Classify::Method => Class::for_method(req.method().as_str()),
+            Classify::Fixed(class) => *class,
+            Classify::Custom(classifier) => classifier(req),
+        }
+    }
+}
+
+impl fmt::Debug for Classify {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Classify::Method => f.write_str("Method"),
+            Classify::Fixed(class) => f.debug_tuple("Fixed").field(class).finish(),
+            Classify::Custom(_) => f.write_str("Custom(..)"),
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! The per-worker service that admits each request.
+//!
+//! This module owns [`AdmissionMiddleware`]: classify, take a lease or
+//! answer the refusal, and hand the admitted request to the inner service.
+//! It must never wait for a lease: admission fails fast.
+
+use std::rc::Rc;
+
+use actix_web::Error;
+use actix_web::body::{BoxBody, EitherBody, MessageBody};
+use actix_web::dev::{Service, ServiceRequest, ServiceResponse, forward_ready};
+use admission_core::{Problem, RequestPools};
+
+use super::Classify;
+use crate::body::LeasedBody;
+use crate::future::ResponseFuture;
+
+/// The service [`AdmissionControl`](crate::AdmissionControl) wraps around
+/// the app's inner service, one per actix-web worker thread; every worker's
+/// middleware shares the same pools.
+///
+/// # Examples
+///
+/// ```
+/// use actix_web::dev::Transform;
+/// use actix_web::{HttpResponse, test};
+/// use actix_web::dev::Service;
+/// use admission_actix::AdmissionControl;
+/// use admission_core::RequestPools;
+///
+/// # #[actix_web::main]
+/// # async fn main() {
+/// let inner = |req: actix_web::dev::ServiceRequest| async move {
+///     Ok::<_, actix_web::Error>(req.into_response(HttpResponse::Ok().finish()))
+/// };
+/// let inner = actix_web::dev::fn_service(inner);
+/// let middleware = AdmissionControl::new(RequestPools::new(1, 1).unwrap())
+///     .new_transform(inner)
+///     .await
+///     .unwrap();
+/// let res = middleware.call(test::TestRequest::get().to_srv_request()).await.unwrap();
+/// assert_eq!(res.status(), 200);
+/// # }
+/// ```
+pub struct AdmissionMiddleware<S> {
+    // An `Rc` so that the response future can call the inner service under
+    // the request's lease, on its first poll, without borrowing `self`.
+    service: Rc<S>,
+    pools: RequestPools,
+    classify: Classify,
+}
+
+impl<S> AdmissionMiddleware<S> {
+    pub(crate) fn new(service: Rc<S>, pools: RequestPools, classify: Classify) -> Self {
+        AdmissionMiddleware {
+            service,
+            pools,
+            classify,
+        }
+    }
+}
+
+impl<S> std::fmt::Debug for AdmissionMiddleware<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdmissionMiddleware")
+            .field("pools", &self.pools)
+            .field("classify", &self.classify)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B> Service<ServiceRequest> for AdmissionMiddleware<S>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error>,
+    B: MessageBody,
+{
+    type Response = ServiceResponse<EitherBody<LeasedBody<B>, BoxBody>>;
+    type Error = Error;
+    type Future = ResponseFuture<S, B>;
+
+    forward_ready!(service);
+
+    fn call(&self, req: ServiceRequest) -> Self::Future {
+        let class = self.classify.class(&req);
+        match self.pools.try_lease(class) {
+            Ok(lease) => ResponseFuture::admitted(Rc::clone(&self.service), req, lease),
+            Err(refusal) => {
+                tracing::debug!(
+                    pool = refusal.pool(),
+                    code = refusal.code().as_str(),
+                    "request refused"
+                );
+                let response = req.into_response(Problem::refusal(&refusal).to_actix_response());
+                ResponseFuture::refused(response)
+            }
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The middleware factory an app `.wrap(...)`s.
+//!
+//! This module owns [`AdmissionControl`]: the request pools and the
+//! classifier, shared by every worker. It must never build pools itself:
+//! pools are built (and their configuration errors reported) once, before
+//! the server starts, and every worker gets a clone of the same ones.
+
+use std::future::{Ready, ready};
+use std::rc::Rc;
+
+use actix_web::Error;
+use actix_web::body::{BoxBody, EitherBody, MessageBody};
+use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
+use admission_core::{Class, RequestPools};
+
+use super::{AdmissionMiddleware, Classify};
+use crate::body::LeasedBody;
+
+/// Request admission for an actix-web app or scope: every request takes a
+/// lease of its class from [`RequestPools`] and holds it until its response
+/// body has been sent or dropped.
+///
+/// * Admission fails fast ([`RequestPools::try_lease`]): a request the class
+///   has no slot for is answered at once with core's
+///   [`Problem`](admission_core::Problem) for the refusal (`503`, or `429` if
+///   the pools were built with `refusal_status(429)`), `Retry-After` and an
+///   `application/problem+json` body. The handler never runs.
+/// * An admitted request runs under its lease
+///   ([`Lease::scope`](admission_core::Lease::scope)), so pure work it does
+///   with [`RequestPools::execute_pure`] inherits the lease and takes no
+///   second slot.
+/// * The response body is wrapped in a [`LeasedBody`] holding a share of the
+///   lease until its last chunk is sent, it fails, or it is dropped (for
+///   example when the client goes away).
+///
+/// # One pool per app
+///
+/// actix-web builds the app, and so this middleware, once per worker thread.
+/// `AdmissionControl` holds only a clone of [`RequestPools`], which shares its
+/// slots through an `Arc`: build the pools once, before the server starts,
+/// and every worker and connection draws from the same slots. Building the
+/// pools is where a configuration error is reported
+/// ([`RequestPools::new`] returns a `Result`); this middleware cannot fail
+/// afterwards, neither when it is built nor on a request.
+///
+/// # Examples
+///
+/// ```
+/// use actix_web::{App, HttpResponse, test, web};
+/// use admission_actix::AdmissionControl;
+/// use admission_core::{Class, RequestPools};
+///
+/// # #[actix_web::main]
+/// # async fn main() {
+/// let pools = RequestPools::new(2, 1).unwrap();
+/// let app = test::init_service(
+///     App::new()
+///         .wrap(AdmissionControl::new(pools.clone()))
+///         .route("/", web::get().to(HttpResponse::Ok)),
+/// )
+/// .await;
+///
+/// // The only control slot is taken: a read is refused without running.
+/// let held = pools.try_lease(Class::Control).unwrap();
+/// let res = test::call_service(&app, test::TestRequest::get().uri("/").to_request()).await;
+/// assert_eq!(res.status(), 503);
+/// assert!(res.headers().contains_key("retry-after"));
+///
+/// drop(held);
+/// let res = test::call_service(&app, test::TestRequest::get().uri("/").to_request()).await;
+/// assert_eq!(res.status(), 200);
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a middleware does nothing until it is passed to `.wrap(...)`"]
+pub struct AdmissionControl {
+    pools: RequestPools,
+    classify: Classify,
+}
+
+impl AdmissionControl {
+    /// Admission with the default classification, [`Class::for_method`]:
+    /// `GET`, `HEAD` and `OPTIONS` take a *control* lease, every other method
+    /// a *work* lease.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use actix_web::{App, HttpResponse, test, web};
+    /// use admission_actix::AdmissionControl;
+    /// use admission_core::{Class, RequestPools};
+    ///
+    /// # #[actix_web::main]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let app = test::init_service(
+    ///     App::new()
+    ///         .wrap(AdmissionControl::new(pools.clone()))
+    ///         .route("/", web::to(HttpResponse::Ok)),
+    /// )
+    /// .await;
+    ///
+    /// let _writes_full = pools.try_lease(Class::Work).unwrap();
+    /// let read = test::call_service(&app, test::TestRequest::get().uri("/").to_request()).await;
+    /// assert_eq!(read.status(), 200, "reads take a control lease");
+    /// let write = test::call_service(&app, test::TestRequest::post().uri("/").to_request()).await;
+    /// assert_eq!(write.status(), 503, "writes take a work lease");
+    /// # }
+    /// ```
+    pub fn new(pools: RequestPools) -> AdmissionControl {
+        AdmissionControl {
+            pools,
+            classify: Classify::Method,
+        }
+    }
+
+    /// Admission where every request takes a lease of `class`, e.g. for a
+    /// `web::scope` of terminal control endpoints.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use actix_web::{App, HttpResponse, test, web};
+    /// use admission_actix::AdmissionControl;
+    /// use admission_core::{Class, RequestPools};
+    ///
+    /// # #[actix_web::main]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let app = test::init_service(
+    ///     App::new().service(
+    ///         web::scope("/control")
+    ///             .wrap(AdmissionControl::class(pools.clone(), Class::Control))
+    ///             .route("/stop", web::post().to(HttpResponse::Accepted)),
+    ///     ),
+    /// )
+    /// .await;
+    ///
+    /// let _writes_full = pools.try_lease(Class::Work).unwrap();
+    /// let req = test::TestRequest::post().uri("/control/stop").to_request();
+    /// assert_eq!(test::call_service(&app, req).await.status(), 202);
+    /// # }
+    /// ```
+    pub fn class(pools: RequestPools, class: Class) -> AdmissionControl {
+        AdmissionControl {
+            pools,
+            classify: Classify::Fixed(class),
+        }
+    }
+
+    /// Admission where `classifier` picks each request's class. It runs once
+    /// per request, before admission, on the worker's thread; keep it cheap.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use actix_web::{App, HttpResponse, test, web};
+    /// use admission_actix::AdmissionControl;
+    /// use admission_core::{Class, RequestPools};
+    ///
+    /// # #[actix_web::main]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let admission = AdmissionControl::classify(pools.clone(), |req| {
+    ///     if req.path().starts_with("/admin") { Class::Control } else { Class::Work }
+    /// });
+    /// let app = test::init_service(
+    ///     App::new().wrap(admission).default_service(web::to(HttpResponse::Ok)),
+    /// )
+    /// .await;
+    ///
+    /// let _work_full = pools.try_lease(Class::Work).unwrap();
+    /// let admin = test::call_service(&app, test::TestRequest::get().uri("/admin").to_request()).await;
+    /// assert_eq!(admin.status(), 200);
+    /// let other = test::call_service(&app, test::TestRequest::get().uri("/items").to_request()).await;
+    /// assert_eq!(other.status(), 503);
+    /// # }
+    /// ```
+    pub fn classify<F>(pools: RequestPools, classifier: F) -> AdmissionControl
+    where
+        F: Fn(&ServiceRequest) -> Class + Send + Sync + 'static,
+    {
+        AdmissionControl {
+            pools,
+            classify: Classify::custom(classifier),
+        }
+    }
+
+    /// The request pools leases are taken from.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_actix::AdmissionControl;
+    /// use admission_core::{Class, RequestPools};
+    ///
+    /// let pools = RequestPools::new(2, 4).unwrap();
+    /// let admission = AdmissionControl::new(pools.clone());
+    /// assert!(admission.pools().pool(Class::Work).same_pool(pools.pool(Class::Work)));
+    /// ```
+    pub fn pools(&self) -> &RequestPools {
+        &self.pools
+    }
+}
+
+impl<S, B> Transform<S, ServiceRequest> for AdmissionControl
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error>,
+    B: MessageBody,
+{
+    type Response = ServiceResponse<EitherBody<LeasedBody<B>, BoxBody>>;
+    type Error = Error;
+    type Transform = AdmissionMiddleware<S>;
+    type InitError = ();
+    type Future = Ready<Result<AdmissionMiddleware<S>, ()>>;
+
+    fn new_transform(&self, service: S) -> Self::Future {
+        ready(Ok(AdmissionMiddleware::new(
+            Rc::new(service),
+            self.pools.clone(),
+            self.classify.clone(),
+        )))
+    }
+}
