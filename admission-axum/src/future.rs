@@ -39,6 +39,7 @@ pin_project_lite::pin_project! {
 
 pin_project_lite::pin_project! {
     #[project = StateProj]
+    #[project_replace = StateReplace]
     #[derive(Debug)]
     enum State<F> {
         Admitted {
@@ -47,11 +48,13 @@ pin_project_lite::pin_project! {
             // The request's lease lives here until the response exists, then
             // moves into its body: the request holds its slot until the body
             // has been sent, not only until the handler returns.
-            _lease: Option<Lease>,
+            _lease: Lease,
         },
         Refused {
-            response: Option<Response<Body>>,
+            response: Response<Body>,
         },
+        // Completed: the inner future and its share of the lease are gone.
+        Done,
     }
 }
 
@@ -60,16 +63,14 @@ impl<F> ResponseFuture<F> {
         ResponseFuture {
             state: State::Admitted {
                 future,
-                _lease: Some(lease),
+                _lease: lease,
             },
         }
     }
 
     pub(crate) fn refused(response: Response<Body>) -> Self {
         ResponseFuture {
-            state: State::Refused {
-                response: Some(response),
-            },
+            state: State::Refused { response },
         }
     }
 }
@@ -83,19 +84,23 @@ where
     type Output = Result<Response<Body>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
-            StateProj::Admitted { future, _lease } => {
-                let response = ready!(future.poll(cx))?;
-                let lease = _lease
-                    .take()
-                    .expect("`ResponseFuture` polled after completion");
-                Poll::Ready(Ok(
-                    response.map(|body| Body::new(LeasedBody::new(body, lease)))
-                ))
-            }
-            StateProj::Refused { response } => Poll::Ready(Ok(response
-                .take()
-                .expect("`ResponseFuture` polled after completion"))),
+        let mut state = self.project().state;
+        if let StateProj::Admitted { future, .. } = state.as_mut().project() {
+            let output = ready!(future.poll(cx));
+            // Drop the finished inner future (and the scope's share of the
+            // lease) now, whoever owns this future, and move the lease on.
+            return match state.project_replace(State::Done) {
+                StateReplace::Admitted { _lease, .. } => {
+                    Poll::Ready(output.map(|response| {
+                        response.map(|body| Body::new(LeasedBody::new(body, _lease)))
+                    }))
+                }
+                _ => unreachable!("the state was `Admitted`"),
+            };
+        }
+        match state.project_replace(State::Done) {
+            StateReplace::Refused { response } => Poll::Ready(Ok(response)),
+            _ => panic!("`ResponseFuture` polled after completion"),
         }
     }
 }

@@ -90,10 +90,12 @@ pub async fn registry<W: RegistryWork>(
 /// let held = pool.try_admit().unwrap();
 /// let waiting = tokio::spawn({
 ///     let pool = pool.clone();
-///     async move { registry_wait(&pool, || Ok::<_, std::fmt::Error>("walked")).await }
+///     async move { registry_wait(&pool, || Ok::<_, std::fmt::Error>(42)).await }
 /// });
+/// tokio::task::yield_now().await; // the waiter is queued behind `held`
+/// assert!(!waiting.is_finished());
 /// drop(held); // the slot frees and the waiter runs
-/// assert_eq!(waiting.await.unwrap(), Ok("walked"));
+/// assert_eq!(waiting.await.unwrap(), Ok(42));
 /// # }
 /// ```
 pub async fn registry_wait<W: RegistryWork>(
