@@ -151,6 +151,23 @@ impl AdmissionLayer {
         Self::with_classifier(pools, Classifier::Custom(Arc::new(classify)))
     }
 
+    /// The request pools leases are taken from: the ones given at
+    /// construction, shared, not a copy.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_axum::AdmissionLayer;
+    /// use admission_core::{Class, RequestPools};
+    ///
+    /// let pools = RequestPools::new(2, 4).unwrap();
+    /// let layer = AdmissionLayer::new(pools.clone());
+    /// assert!(layer.pools().pool(Class::Work).same_pool(pools.pool(Class::Work)));
+    /// ```
+    pub fn pools(&self) -> &RequestPools {
+        &self.shared.pools
+    }
+
     fn with_classifier(pools: RequestPools, classifier: Classifier) -> Self {
         AdmissionLayer {
             shared: Arc::new(Shared { pools, classifier }),

@@ -93,6 +93,11 @@ async fn panic_in_registry_work_is_500_and_the_next_request_succeeds() {
         .await
         .unwrap();
     assert_eq!(next.status(), StatusCode::OK, "the worker thread survived");
+    assert_eq!(
+        next.headers()["content-length"],
+        "6",
+        "the leased body keeps the inner body's exact size"
+    );
     assert_eq!(next.text().await.unwrap(), "# EOF\n");
 }
 
