@@ -1,1 +1,11 @@
 //! Shared pieces of the example services.
+//!
+//! * [`exporter`]: the incident-1 and incident-2 metrics exporter (axum),
+//!   run by the `exporter` binary and, in-process, by `storm`.
+//! * [`storm`]: the scrape-storm demo that puts numbers on the difference
+//!   between admission, an unbounded queue and tower's limit plus shed.
+//! * [`args`]: the small flag parser the binaries share.
+
+pub mod args;
+pub mod exporter;
+pub mod storm;

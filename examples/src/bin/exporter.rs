@@ -1,0 +1,125 @@
+//! Run: `cargo run --release -p admission-examples --bin exporter -- --listen 127.0.0.1:9464`
+//!
+//! The incident-1 and incident-2 metrics exporter (axum): a `prometheus-client`
+//! registry of `--series` series whose full walks run behind an admission gate
+//! of `--workers` slots. `GET /metrics` and `GET /` fail fast with `503` +
+//! `Retry-After` when every slot is busy; `GET /healthz` never touches the
+//! registry. On SIGTERM or SIGINT it stops accepting, drains under
+//! `--shutdown-deadline-ms` counted from the signal, logs `drained` or
+//! `abandoned`, and exits 0.
+//!
+//! Flags: `--listen ADDR` (default `127.0.0.1:9464`; port 0 picks one),
+//! `--workers N` (2), `--series N` (10000), `--walk-delay-ms MS` (0),
+//! `--cardinality-interval-ms MS` (10000), `--shutdown-deadline-ms MS` (5000),
+//! and `--gate admission|queue|tower` (admission; the other two are the
+//! failure modes `storm` compares against). It prints `listening on ADDR` on
+//! stdout once bound; logs go to stderr.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use admission_examples::args::{ArgError, Args};
+use admission_examples::exporter::{self, Config, Gate};
+
+const USAGE: &str = "usage: exporter [--listen ADDR] [--workers N] [--series N] \
+[--walk-delay-ms MS] [--cardinality-interval-ms MS] [--shutdown-deadline-ms MS] \
+[--gate admission|queue|tower]";
+
+fn config(mut args: Args) -> Result<Config, ArgError> {
+    let defaults = Config::default();
+    let ms = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_millis);
+    let config = Config {
+        listen: args
+            .value::<SocketAddr>("listen")?
+            .unwrap_or(defaults.listen),
+        workers: args.value("workers")?.unwrap_or(defaults.workers),
+        series: args.value("series")?.unwrap_or(defaults.series),
+        walk_delay: ms(args.value("walk-delay-ms")?, defaults.walk_delay),
+        cardinality_interval: ms(
+            args.value("cardinality-interval-ms")?,
+            defaults.cardinality_interval,
+        ),
+        shutdown_deadline: ms(
+            args.value("shutdown-deadline-ms")?,
+            defaults.shutdown_deadline,
+        ),
+        gate: args.value::<Gate>("gate")?.unwrap_or(defaults.gate),
+    };
+    args.finish()?;
+    Ok(config)
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM received"),
+                _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
+            },
+            Err(err) => {
+                tracing::error!(class = ?err.kind(), "cannot listen for SIGTERM; SIGINT only");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("SIGINT received");
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_max_level(tracing::Level::INFO)
+        .init();
+
+    let mut args = match Args::parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(err) => fail(&err),
+    };
+    if args.flag("help") {
+        println!("{USAGE}");
+        return;
+    }
+    let config = match config(args) {
+        Ok(config) => config,
+        Err(err) => fail(&err),
+    };
+    let listener = match tokio::net::TcpListener::bind(config.listen).await {
+        Ok(listener) => listener,
+        Err(err) => fail(&format!("cannot listen on {}: {err}", config.listen)),
+    };
+    match listener.local_addr() {
+        Ok(addr) => println!("listening on {addr}"),
+        Err(err) => fail(&format!("no local address: {err}")),
+    }
+    tracing::info!(
+        workers = config.workers,
+        series = config.series,
+        walk_delay_ms = config.walk_delay.as_millis() as u64,
+        gate = %config.gate,
+        "exporter up"
+    );
+    match exporter::serve(config, listener, signal()).await {
+        Ok(stopped) => stopped.log(),
+        Err(err) => {
+            tracing::error!(class = ?err.kind(), "server failed");
+            std::process::exit(1);
+        }
+    }
+    // Blocked worker threads cannot be joined; the report above says what
+    // was left running, and the exit ends it.
+    std::process::exit(0);
+}
+
+fn fail(err: &dyn std::fmt::Display) -> ! {
+    eprintln!("exporter: {err}\n{USAGE}");
+    std::process::exit(2);
+}

@@ -1,0 +1,140 @@
+//! The HTTP side: shared state, routes and handlers.
+//!
+//! This module owns the router. Handlers are one-liners over [`App`]; the
+//! walk routes go through the gate, `/healthz` never touches the registry
+//! and is never refused.
+
+use std::sync::Arc;
+
+use admission_core::Admission;
+use axum::Router;
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use prometheus_client::metrics::gauge::Gauge;
+use tower::ServiceBuilder;
+use tower::limit::GlobalConcurrencyLimitLayer;
+use tower::load_shed::LoadShedLayer;
+
+use super::backend::{Backend, WalkError};
+use super::walk::{RegistryStats, WalkGauge, Walker};
+
+/// The exposition content type `prometheus-client` encodes.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// State shared by every handler and the cardinality loop.
+#[derive(Debug)]
+pub(crate) struct App {
+    pub(crate) backend: Backend,
+    pub(crate) walker: Walker,
+    pub(crate) gauge: WalkGauge,
+    pub(crate) cardinality: Gauge,
+    pub(crate) workers: usize,
+}
+
+/// A scrape's body with its content type.
+#[derive(Debug)]
+pub(crate) struct Exposition(String);
+
+impl IntoResponse for Exposition {
+    fn into_response(self) -> Response {
+        ([(header::CONTENT_TYPE, OPENMETRICS)], self.0).into_response()
+    }
+}
+
+impl App {
+    /// The whole registry as exposition text, fail-fast.
+    pub(crate) async fn exposition(&self) -> Result<Exposition, WalkError> {
+        self.walk(Admission::FailFast, Exposition).await
+    }
+
+    /// The status page from one full walk, fail-fast.
+    pub(crate) async fn status_page(&self) -> Result<Html<String>, WalkError> {
+        let stats = self
+            .walk(Admission::FailFast, |text| RegistryStats::of(&text))
+            .await?;
+        Ok(Html(self.render(stats)))
+    }
+
+    /// One walk through the gate, `then` applied on the walking thread.
+    pub(crate) async fn walk<T, F>(&self, admission: Admission, then: F) -> Result<T, WalkError>
+    where
+        T: Send + 'static,
+        F: FnOnce(String) -> T + Send + 'static,
+    {
+        self.backend.walk(&self.walker, admission, then).await
+    }
+
+    fn render(&self, stats: RegistryStats) -> String {
+        let pool = match &self.backend {
+            Backend::Admission(pool) => {
+                let s = pool.stats();
+                format!(
+                    "<tr><th>slots in use</th><td>{} of {}</td></tr>\
+                     <tr><th>admitted</th><td>{}</td></tr>\
+                     <tr><th>refused</th><td>{}</td></tr>\
+                     <tr><th>orphaned</th><td>{}</td></tr>",
+                    s.in_use, s.capacity, s.admitted, s.refused, s.orphaned
+                )
+            }
+            Backend::Queue(_) | Backend::Tower => String::new(),
+        };
+        format!(
+            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>exporter status</title></head>\
+             <body><h1>exporter status</h1><table>\
+             <tr><th>families</th><td>{}</td></tr>\
+             <tr><th>series</th><td>{}</td></tr>\
+             <tr><th>lines</th><td>{}</td></tr>\
+             <tr><th>bytes</th><td>{}</td></tr>\
+             <tr><th>last cardinality walk</th><td>{}</td></tr>\
+             <tr><th>walk gate</th><td>{} workers</td></tr>\
+             <tr><th>walks running</th><td>{} (peak {})</td></tr>\
+             {pool}</table></body></html>\n",
+            stats.families,
+            stats.series,
+            stats.lines,
+            stats.bytes,
+            self.cardinality.get(),
+            self.workers,
+            self.gauge.running(),
+            self.gauge.peak(),
+        )
+    }
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> Result<Exposition, WalkError> {
+    app.exposition().await
+}
+
+async fn status(State(app): State<Arc<App>>) -> Result<Html<String>, WalkError> {
+    app.status_page().await
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn overloaded(_: tower::BoxError) -> StatusCode {
+    StatusCode::SERVICE_UNAVAILABLE
+}
+
+/// The routes: `/metrics` and `/` through the gate, `/healthz` outside it.
+pub(crate) fn router(app: Arc<App>) -> Router {
+    let walks = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/", get(status));
+    let walks = match app.backend {
+        // One semaphore shared by both walk routes (`Router::layer` layers
+        // each route on its own); `LoadShed` turns "not ready" into a 503.
+        Backend::Tower => walks.layer(
+            ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(overloaded))
+                .layer(LoadShedLayer::new())
+                .layer(GlobalConcurrencyLimitLayer::new(app.workers)),
+        ),
+        Backend::Admission(_) | Backend::Queue(_) => walks,
+    };
+    walks.route("/healthz", get(healthz)).with_state(app)
+}

@@ -1,0 +1,129 @@
+//! The exporter's settings and the gate in front of its walks.
+//!
+//! This module owns [`Config`] and [`Gate`]; the defaults here are the
+//! binary's documented defaults.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// What stands in front of the registry walks.
+///
+/// Only [`Gate::Admission`] is this project's answer; the other two are the
+/// failure modes `storm` compares it with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Gate {
+    /// An admission [`Pool`](admission_core::Pool) of N slots and N worker
+    /// threads: HTTP walks fail fast with `503` + `Retry-After`, the
+    /// cardinality walk waits.
+    #[default]
+    Admission,
+    /// The incident's executor: N worker threads fed by a queue with no
+    /// bound. Nothing is refused; every caller waits its turn, and a caller
+    /// that went away still leaves its walk in the queue.
+    UnboundedQueue,
+    /// `tower::limit::ConcurrencyLimit` (one semaphore of N permits shared by
+    /// the walk routes) plus `LoadShed`, around a handler that walks on
+    /// tokio's blocking pool. The permit is released when the response future
+    /// is dropped, not when the walk ends.
+    TowerLimit,
+}
+
+impl Gate {
+    /// Every gate, in the order `storm` runs them.
+    pub const ALL: [Gate; 3] = [Gate::Admission, Gate::UnboundedQueue, Gate::TowerLimit];
+
+    /// The name used by `--gate` and in the storm table.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Gate::Admission => "admission",
+            Gate::UnboundedQueue => "unbounded-queue",
+            Gate::TowerLimit => "tower-limit+shed",
+        }
+    }
+}
+
+impl fmt::Display for Gate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A `--gate` value that names no gate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownGate(String);
+
+impl fmt::Display for UnknownGate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown gate `{}`; expected `admission`, `queue` or `tower`",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownGate {}
+
+impl FromStr for Gate {
+    type Err = UnknownGate;
+
+    fn from_str(s: &str) -> Result<Gate, UnknownGate> {
+        match s {
+            "admission" => Ok(Gate::Admission),
+            "queue" | "unbounded-queue" => Ok(Gate::UnboundedQueue),
+            "tower" | "tower-limit+shed" => Ok(Gate::TowerLimit),
+            other => Err(UnknownGate(other.to_owned())),
+        }
+    }
+}
+
+/// The exporter's settings; [`Config::default`] gives the binary's defaults.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admission_examples::exporter::{Config, Gate};
+///
+/// let config = Config::default();
+/// assert_eq!(config.listen.to_string(), "127.0.0.1:9464");
+/// assert_eq!((config.workers, config.series), (2, 10_000));
+/// assert_eq!(config.shutdown_deadline, Duration::from_secs(5));
+/// assert_eq!(config.gate, Gate::Admission);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Where the binary listens (`--listen`, default `127.0.0.1:9464`).
+    pub listen: SocketAddr,
+    /// Worker threads, and so slots, for registry walks (`--workers`, default 2).
+    pub workers: usize,
+    /// Series in the demo registry (`--series`, default 10000).
+    pub series: usize,
+    /// Extra time slept inside every walk, on the worker thread, standing in
+    /// for a larger registry (`--walk-delay-ms`, default 0).
+    pub walk_delay: Duration,
+    /// Period of the background cardinality walk: first after one interval,
+    /// then every interval (`--cardinality-interval-ms`, default 10000).
+    pub cardinality_interval: Duration,
+    /// How long shutdown may take, counted from the signal
+    /// (`--shutdown-deadline-ms`, default 5000).
+    pub shutdown_deadline: Duration,
+    /// What stands in front of the walks (`--gate`, default `admission`).
+    pub gate: Gate,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9464)),
+            workers: 2,
+            series: 10_000,
+            walk_delay: Duration::ZERO,
+            cardinality_interval: Duration::from_secs(10),
+            shutdown_deadline: admission_core::DEFAULT_DEADLINE,
+            gate: Gate::Admission,
+        }
+    }
+}

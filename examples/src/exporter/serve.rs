@@ -1,0 +1,283 @@
+//! Building the exporter, serving it, and stopping it under one deadline.
+//!
+//! This module owns [`Exporter`], [`serve`] and [`Stopped`]. Shutdown counts
+//! its deadline from the signal, stops accepting at once, drains the walk
+//! pool and the connections concurrently, and never waits past the deadline
+//! for either: blocked worker threads cannot be joined, so the caller's
+//! process exit is the fallback.
+
+use std::future::{Future, IntoFuture};
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use admission_core::metrics::AdmissionMetrics;
+use admission_core::{Admission, CancellationToken, Outcome, Shutdown, ShutdownReport};
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::net::TcpListener;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use super::app::{App, router};
+use super::backend::Backend;
+use super::walk::{RegistryStats, WalkGauge, Walker, demo_registry};
+use super::{Config, Gate};
+
+/// A built exporter, not yet serving.
+///
+/// Building it fills the registry and starts the worker threads; serving it
+/// needs a tokio runtime.
+///
+/// # Examples
+///
+/// ```
+/// use admission_examples::exporter::{Config, Exporter};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// let exporter = Exporter::new(Config { series: 10, ..Config::default() })?;
+/// let walks = exporter.walks();
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let stopped = exporter.serve(listener, async {}).await?;
+/// assert!(stopped.report.drained());
+/// assert_eq!(walks.peak(), 0, "nobody scraped");
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Exporter {
+    app: Arc<App>,
+    shutdown: Shutdown,
+    config: Config,
+}
+
+/// How a served exporter stopped.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Stopped {
+    /// The gate the exporter ran with.
+    pub gate: Gate,
+    /// Per pool: drained or abandoned, with what was still running.
+    pub report: ShutdownReport,
+    /// Whether connections were still busy at the deadline (their requests
+    /// wait on walks that have not ended) and were left to the process exit.
+    pub connections_cut: bool,
+    /// Queued walks discarded at the signal (unbounded queue only).
+    pub discarded: u64,
+    /// The configured deadline, counted from the signal.
+    pub deadline: Duration,
+    /// Time from the signal to the end of shutdown.
+    pub took: Duration,
+}
+
+impl Stopped {
+    /// Logs the outcome: one line per pool saying `drained` or `abandoned`
+    /// with its counts, then one summary line.
+    pub fn log(&self) {
+        for pool in &self.report.pools {
+            match pool.outcome {
+                Outcome::Drained => tracing::info!(
+                    pool = %pool.pool,
+                    cancelled = pool.cancelled,
+                    "pool {} drained ({} queued walks cancelled)",
+                    pool.pool,
+                    pool.cancelled,
+                ),
+                Outcome::Abandoned { running } => tracing::warn!(
+                    pool = %pool.pool,
+                    running,
+                    cancelled = pool.cancelled,
+                    "pool {} abandoned with {running} walks still running \
+                     ({} queued walks cancelled); process exit is the fallback",
+                    pool.pool,
+                    pool.cancelled,
+                ),
+            }
+        }
+        if self.discarded > 0 {
+            tracing::warn!(
+                discarded = self.discarded,
+                "unbounded queue: {} queued walks discarded",
+                self.discarded
+            );
+        }
+        if self.connections_cut {
+            tracing::warn!("connections still waiting on walks at the deadline; left to the exit");
+        }
+        let outcome = if self.report.drained() && !self.connections_cut {
+            "drained"
+        } else {
+            "abandoned"
+        };
+        tracing::info!(
+            gate = %self.gate,
+            took_ms = self.took.as_millis() as u64,
+            deadline_ms = self.deadline.as_millis() as u64,
+            loops_stopped = self.report.loops_stopped,
+            loops_aborted = self.report.loops_aborted,
+            "shutdown {outcome} in {} ms of {} ms",
+            self.took.as_millis(),
+            self.deadline.as_millis(),
+        );
+    }
+}
+
+impl Exporter {
+    /// Fills the registry with `config.series` series and starts the gate's
+    /// worker threads.
+    ///
+    /// # Errors
+    ///
+    /// A configuration error (0 workers, a zero deadline) or a thread that
+    /// could not start, as an [`io::Error`].
+    pub fn new(config: Config) -> io::Result<Exporter> {
+        let gauge = WalkGauge::default();
+        let cardinality = Gauge::default();
+        let backend = Backend::new(config.gate, config.workers, gauge.queued.clone())
+            .map_err(io::Error::other)?;
+        let shutdown = Shutdown::new(config.shutdown_deadline).map_err(io::Error::other)?;
+        let mut registry = demo_registry(config.series, &gauge, &cardinality);
+        if let Backend::Admission(pool) = &backend {
+            let metrics = AdmissionMetrics::new();
+            metrics.add(pool);
+            metrics.register(&mut registry);
+            shutdown.register(pool);
+        }
+        let walker = Walker::new(registry, config.walk_delay, gauge.clone());
+        let app = Arc::new(App {
+            backend,
+            walker,
+            gauge,
+            cardinality,
+            workers: config.workers,
+        });
+        Ok(Exporter {
+            app,
+            shutdown,
+            config,
+        })
+    }
+
+    /// The walk gauge (running, peak, queued), readable while serving.
+    pub fn walks(&self) -> WalkGauge {
+        self.app.gauge.clone()
+    }
+
+    /// Serves on `listener` until `shutdown_signal` completes, then shuts
+    /// down by the configured deadline counted from that moment.
+    ///
+    /// On the signal it stops accepting connections, lets open ones finish,
+    /// drains the walk pool (queued walks are cancelled) and stops the
+    /// cardinality loop, all concurrently and none past the deadline.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropping the future drops the server task's handle
+    /// but not the server, which serves on.
+    ///
+    /// # Errors
+    ///
+    /// An [`io::Error`] when the server stopped before any signal.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown_signal: impl Future<Output = ()> + Send + 'static,
+    ) -> io::Result<Stopped> {
+        let Exporter {
+            app,
+            shutdown,
+            config,
+        } = self;
+        spawn_cardinality(&shutdown, Arc::clone(&app), config.cardinality_interval);
+
+        let stop_accepting = CancellationToken::new();
+        let server = axum::serve(listener, router(Arc::clone(&app)))
+            .with_graceful_shutdown(stop_accepting.clone().cancelled_owned());
+        let mut server = tokio::spawn(server.into_future());
+
+        let signalled = tokio::select! {
+            () = shutdown_signal => Instant::now(),
+            ended = &mut server => {
+                let _ = shutdown.shutdown().await;
+                return Err(match ended {
+                    Ok(Ok(())) => io::Error::other("the server stopped before any signal"),
+                    Ok(Err(err)) => err,
+                    Err(join) => io::Error::other(join),
+                });
+            }
+        };
+        let deadline = signalled + config.shutdown_deadline;
+        tracing::info!(
+            deadline_ms = config.shutdown_deadline.as_millis() as u64,
+            "shutdown signal: no new connections; draining by the deadline"
+        );
+        stop_accepting.cancel();
+        let discarded = match &app.backend {
+            Backend::Queue(queue) => queue.close(),
+            Backend::Admission(_) | Backend::Tower => 0,
+        };
+        let (served, report) = tokio::join!(
+            tokio::time::timeout_at(deadline, &mut server),
+            shutdown.shutdown_by(deadline)
+        );
+        let connections_cut = served.is_err();
+        if connections_cut {
+            server.abort();
+        }
+        Ok(Stopped {
+            gate: config.gate,
+            report,
+            connections_cut,
+            discarded,
+            deadline: config.shutdown_deadline,
+            took: signalled.elapsed(),
+        })
+    }
+}
+
+/// Builds an [`Exporter`] from `config` and [serves](Exporter::serve) it.
+///
+/// # Cancel safety
+///
+/// As [`Exporter::serve`].
+///
+/// # Errors
+///
+/// As [`Exporter::new`] and [`Exporter::serve`].
+pub async fn serve(
+    config: Config,
+    listener: TcpListener,
+    shutdown_signal: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<Stopped> {
+    Exporter::new(config)?
+        .serve(listener, shutdown_signal)
+        .await
+}
+
+/// The background cardinality walk: first after one interval, then every
+/// interval; it waits for a slot instead of failing, and stops when
+/// shutdown begins.
+fn spawn_cardinality(shutdown: &Shutdown, app: Arc<App>, every: Duration) {
+    shutdown.spawn_lifespan(move |stop| async move {
+        let mut ticks = tokio::time::interval_at(Instant::now() + every, every);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => return,
+                _ = ticks.tick() => {}
+            }
+            let walked = tokio::select! {
+                biased;
+                () = stop.cancelled() => return,
+                walked = app.walk(Admission::Wait, |text| RegistryStats::of(&text).series) => walked,
+            };
+            match walked {
+                Ok(series) => {
+                    app.cardinality.set(i64::try_from(series).unwrap_or(i64::MAX));
+                    tracing::info!(series, "cardinality walk");
+                }
+                Err(err) => tracing::warn!(class = err.class(), "cardinality walk failed"),
+            }
+        }
+    });
+}
