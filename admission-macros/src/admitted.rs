@@ -1,0 +1,337 @@
+//! `#[admitted(class = ...)]`: a request lease for one handler.
+//!
+//! This module owns the attribute's keys and the handler rewrite. It must
+//! never change what the handler takes (attributes, visibility, generics and
+//! arguments stay as written) and must only use `admission-core`'s public API.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned};
+use syn::ext::IdentExt;
+use syn::parse::{ParseStream, Parser};
+use syn::spanned::Spanned;
+use syn::{
+    Expr, ExprLit, FnArg, Ident, Item, ItemFn, Lit, LitStr, Path, ReturnType, Token, Type,
+    TypeParamBound,
+};
+
+use crate::common::{self, Errors};
+
+mod kw {
+    syn::custom_keyword!(class);
+    syn::custom_keyword!(pools);
+    syn::custom_keyword!(wait);
+    syn::custom_keyword!(wait_ms);
+}
+
+/// What to write instead, repeated in several messages.
+const EXAMPLE: &str = "#[admitted(class = work)]` or `#[admitted(class = control)]";
+
+/// A request class, as the attribute spells it.
+#[derive(Clone, Copy)]
+enum Class {
+    Work,
+    Control,
+}
+
+/// The parsed arguments.
+struct Args {
+    class: Option<(Class, Span)>,
+    pools: Option<Expr>,
+    krate: Option<Path>,
+}
+
+/// Expands `#[admitted(args)] item`.
+pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    let mut errors = Errors::default();
+    let args = errors.take(parse_args.parse2(args));
+    let item = syn::parse2::<Item>(item)?;
+    let handler = errors.take(handler(item));
+    errors.finish()?;
+
+    let (Some(args), Some(handler)) = (args, handler) else {
+        unreachable!("errors.finish() returned Ok, so both parsed");
+    };
+    Ok(generate(handler, args))
+}
+
+/// Parses `class = work|control, pools = expr, crate = "..."` in any order.
+fn parse_args(input: ParseStream<'_>) -> syn::Result<Args> {
+    let mut errors = Errors::default();
+    let mut args = Args {
+        class: None,
+        pools: None,
+        krate: None,
+    };
+    let mut seen_class = false;
+    let mut seen_pools = false;
+    let mut seen_crate = false;
+    let mut wait: Option<Span> = None;
+
+    while !input.is_empty() {
+        let lookahead = input.lookahead1();
+        if lookahead.peek(kw::class) {
+            let key: kw::class = input.parse()?;
+            common::parse_eq(input, "class", "work")?;
+            let value = parse_class(input);
+            if seen_class {
+                errors.push(common::repeated(key.span, "class"));
+            }
+            seen_class = true;
+            if let Some(value) = errors.take(value) {
+                args.class.get_or_insert(value);
+            }
+        } else if lookahead.peek(kw::pools) {
+            let key: kw::pools = input.parse()?;
+            common::parse_eq(input, "pools", "POOLS")?;
+            let value: Expr = input.parse()?;
+            if seen_pools {
+                errors.push(common::repeated(key.span, "pools"));
+            }
+            seen_pools = true;
+            args.pools.get_or_insert(value);
+        } else if lookahead.peek(kw::wait_ms) {
+            let key: kw::wait_ms = input.parse()?;
+            common::parse_eq(input, "wait_ms", "250")?;
+            let value = parse_wait_ms(input);
+            errors.take(value);
+            errors.take(wait_key(&mut wait, key.span, "wait_ms"));
+        } else if lookahead.peek(kw::wait) {
+            let key: kw::wait = input.parse()?;
+            common::parse_eq(input, "wait", "\"250ms\"")?;
+            let value = parse_wait(input);
+            errors.take(value);
+            errors.take(wait_key(&mut wait, key.span, "wait"));
+        } else if lookahead.peek(Token![crate]) {
+            let key: Token![crate] = input.parse()?;
+            common::parse_eq(input, "crate", "\"my_admission\"")?;
+            let value = common::parse_crate_value(input);
+            if seen_crate {
+                errors.push(common::repeated(key.span, "crate"));
+            }
+            seen_crate = true;
+            if let Some(value) = errors.take(value) {
+                args.krate.get_or_insert(value);
+            }
+        } else if input.peek(Ident::peek_any) {
+            let key = input.call(Ident::parse_any)?;
+            return Err(syn::Error::new(
+                key.span(),
+                format!(
+                    "unknown key `{key}`: valid keys are `class`, `pools`, `wait`, `wait_ms` \
+                     and `crate`"
+                ),
+            ));
+        } else {
+            return Err(syn::Error::new(
+                input.span(),
+                format!("expected `class = ...`: write `{EXAMPLE}`"),
+            ));
+        }
+        common::parse_separator(input)?;
+    }
+
+    if !seen_class {
+        errors.push(syn::Error::new(
+            Span::call_site(),
+            format!("missing `class`: write `{EXAMPLE}`"),
+        ));
+    }
+    errors.finish()?;
+    Ok(args)
+}
+
+/// Parses the value of `class`: `work` or `control`, unquoted.
+fn parse_class(input: ParseStream<'_>) -> syn::Result<(Class, Span)> {
+    if input.peek(LitStr) {
+        let lit: LitStr = input.parse()?;
+        return Err(syn::Error::new(
+            lit.span(),
+            format!("write the class without quotes: `class = {}`", lit.value()),
+        ));
+    }
+    if !input.peek(Ident::peek_any) {
+        let expr: Expr = input.parse()?;
+        return Err(syn::Error::new_spanned(
+            &expr,
+            "`class` is `work` or `control`: write `class = work` or `class = control`",
+        ));
+    }
+    let ident = input.call(Ident::parse_any)?;
+    match ident.to_string().as_str() {
+        "work" => Ok((Class::Work, ident.span())),
+        "control" => Ok((Class::Control, ident.span())),
+        other => Err(syn::Error::new(
+            ident.span(),
+            format!("unknown class `{other}`: expected `work` or `control`"),
+        )),
+    }
+}
+
+/// Parses the value of `wait`: a string such as `"250ms"` or `"2s"`.
+fn parse_wait(input: ParseStream<'_>) -> syn::Result<()> {
+    let message = "`wait` takes a duration string in `ms` or `s`: write `wait = \"250ms\"`";
+    if !input.peek(LitStr) {
+        let expr: Expr = input.parse()?;
+        return Err(syn::Error::new_spanned(&expr, message));
+    }
+    let lit: LitStr = input.parse()?;
+    let text = lit.value();
+    let digits = text
+        .strip_suffix("ms")
+        .or_else(|| text.strip_suffix('s'))
+        .ok_or_else(|| syn::Error::new(lit.span(), message))?;
+    match digits.parse::<u64>() {
+        Ok(_) => Ok(()),
+        Err(_) => Err(syn::Error::new(lit.span(), message)),
+    }
+}
+
+/// Parses the value of `wait_ms`: an integer literal.
+fn parse_wait_ms(input: ParseStream<'_>) -> syn::Result<()> {
+    let expr: Expr = input.parse()?;
+    match &expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(lit), ..
+        }) => lit.base10_parse::<u64>().map(drop),
+        _ => Err(syn::Error::new_spanned(
+            &expr,
+            "`wait_ms` takes a whole number of milliseconds: write `wait_ms = 250`",
+        )),
+    }
+}
+
+/// Records a `wait` or `wait_ms` key. Both are parsed and checked, but a
+/// bounded wait needs a public way to turn a waited-for slot into a lease,
+/// which `admission-core` does not offer yet, so either key is reported.
+fn wait_key(seen: &mut Option<Span>, span: Span, key: &str) -> syn::Result<()> {
+    if seen.is_some() {
+        return Err(syn::Error::new(
+            span,
+            "`wait` and `wait_ms` specified more than once: give one of them",
+        ));
+    }
+    *seen = Some(span);
+    Err(syn::Error::new(
+        span,
+        format!(
+            "`{key}` is not supported yet: `#[admitted]` fails fast (503 with `Retry-After` when \
+             the class is full); remove `{key}`, or take the lease by hand with \
+             `RequestPools::lease` and `Lease::scope`"
+        ),
+    ))
+}
+
+/// Accepts an `async fn` without `self` whose response type the attribute can
+/// wrap; each other case gets its own message.
+fn handler(item: Item) -> syn::Result<ItemFn> {
+    let function = match item {
+        Item::Fn(function) => function,
+        other => {
+            let (what, tokens) = common::describe(&other);
+            return Err(syn::Error::new_spanned(
+                tokens,
+                format!("`#[admitted]` belongs on an `async fn` handler, not on {what}"),
+            ));
+        }
+    };
+
+    let mut errors = Errors::default();
+    if function.sig.asyncness.is_none() {
+        errors.push(syn::Error::new(
+            function.sig.fn_token.span,
+            "`#[admitted]` goes on an `async fn` handler: write `async fn`; the lease is taken \
+             when the handler's future first runs",
+        ));
+    }
+    if let Some(FnArg::Receiver(receiver)) = function.sig.inputs.first() {
+        errors.push(syn::Error::new_spanned(
+            receiver,
+            "`#[admitted]` does not support methods that take `self`: axum and actix-web \
+             handlers are free functions; take the state as an extractor (e.g. `State(app): \
+             State<App>` or `app: web::Data<App>`) instead",
+        ));
+    }
+    match &function.sig.output {
+        ReturnType::Default => errors.push(syn::Error::new(
+            function.sig.paren_token.span.close(),
+            "`#[admitted]` needs the handler's response type, which it wraps in \
+             `Result<_, Refusal>`: write e.g. `-> String`, `-> impl IntoResponse` (axum) or \
+             `-> impl Responder` (actix-web)",
+        )),
+        ReturnType::Type(_, ty) => errors.take(check_response_type(ty)).unwrap_or(()),
+    }
+    errors.finish()?;
+    Ok(function)
+}
+
+/// Rejects return types that cannot be a response: `!` and futures.
+fn check_response_type(ty: &Type) -> syn::Result<()> {
+    match ty {
+        Type::Never(never) => Err(syn::Error::new(
+            never.span(),
+            "a handler that never returns has no response to admit: `#[admitted]` needs a \
+             response type such as `String` or `impl IntoResponse`",
+        )),
+        Type::Paren(inner) => check_response_type(&inner.elem),
+        Type::Group(inner) => check_response_type(&inner.elem),
+        Type::ImplTrait(bounds) => {
+            for bound in &bounds.bounds {
+                if let TypeParamBound::Trait(bound) = bound {
+                    let last = bound.path.segments.last().map(|s| s.ident.to_string());
+                    if matches!(last.as_deref(), Some("Future" | "IntoFuture")) {
+                        return Err(syn::Error::new_spanned(
+                            bound,
+                            "an `async fn` already returns a future: write the response type \
+                             itself, e.g. `-> impl IntoResponse`, not `-> impl Future<...>`",
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The handler, returning `Result<T, Refusal>` and running its body under a
+/// freshly taken lease.
+fn generate(mut function: ItemFn, args: Args) -> TokenStream {
+    let krate = common::crate_path(args.krate);
+    let Some((class, class_span)) = args.class else {
+        unreachable!("parse_args rejects a missing `class`");
+    };
+    let class = match class {
+        Class::Work => quote_spanned!(class_span=> #krate::Class::Work),
+        Class::Control => quote_spanned!(class_span=> #krate::Class::Control),
+    };
+    let lease = Ident::new("__admission_lease", Span::mixed_site());
+    let pools = Ident::new("__admission_pools", Span::mixed_site());
+    let take = match args.pools {
+        Some(expr) => quote_spanned! {expr.span()=>
+            let #pools: &#krate::RequestPools = &(#expr);
+        },
+        None => quote! {
+            let #pools: &#krate::RequestPools = #krate::RequestPools::global();
+        },
+    };
+
+    let output = match &function.sig.output {
+        ReturnType::Type(_, ty) => ty.clone(),
+        ReturnType::Default => unreachable!("`handler` rejects a missing return type"),
+    };
+    let arrow = <Token![->]>::default();
+    function.sig.output = ReturnType::Type(
+        arrow,
+        Box::new(syn::parse_quote_spanned! {output.span()=>
+            ::core::result::Result<#output, #krate::Refusal>
+        }),
+    );
+
+    let stmts = std::mem::take(&mut function.block.stmts);
+    *function.block = syn::parse_quote! {{
+        #take
+        let #lease = #pools.try_lease(#class)?;
+        ::core::result::Result::Ok(#lease.scope(async move { #(#stmts)* }).await)
+    }};
+    quote!(#function)
+}

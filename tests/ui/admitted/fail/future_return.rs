@@ -1,0 +1,10 @@
+use std::future::Future;
+
+use admission_core::admitted;
+
+#[admitted(class = work)]
+async fn rotate() -> impl Future<Output = String> {
+    async { String::new() }
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use admission_core::admitted;
+
+#[admitted(class = control)]
+struct Status;
+
+fn main() {}

@@ -1,0 +1,6 @@
+use admission_core::reserved;
+
+#[reserved]
+struct RecoveryLoop;
+
+fn main() {}

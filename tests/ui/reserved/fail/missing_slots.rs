@@ -1,0 +1,6 @@
+use admission_core::reserved;
+
+#[reserved(name = "recovery")]
+struct RecoveryLoop;
+
+fn main() {}

@@ -1,0 +1,6 @@
+use admission_core::reserved;
+
+#[reserved(slots = 2)]
+fn recovery_loop() {}
+
+fn main() {}
