@@ -37,12 +37,13 @@ use admission_core::{Admission, Pool, RegistryWork, WorkError};
 /// # Examples
 ///
 /// ```
-/// use actix_web::{App, test, web};
+/// use actix_web::{App, HttpResponse, test, web};
 /// use admission_actix::registry;
 /// use admission_core::{Pool, WorkError};
 ///
-/// async fn metrics(pool: web::Data<Pool>) -> Result<String, WorkError<std::fmt::Error>> {
-///     Ok(registry(&pool, || Ok("# EOF\n".to_owned())).await?)
+/// async fn metrics(pool: web::Data<Pool>) -> Result<HttpResponse, WorkError<std::fmt::Error>> {
+///     let text = registry(&pool, || Ok("# EOF\n".to_owned())).await?;
+///     Ok(HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(text))
 /// }
 ///
 /// # #[actix_web::main]

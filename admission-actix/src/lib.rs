@@ -29,7 +29,7 @@
 //! use bytes::Bytes;
 //!
 //! async fn metrics(pool: web::Data<Pool>) -> Result<String, WorkError<std::fmt::Error>> {
-//!     Ok(registry(&pool, || Ok("requests_total 7\n# EOF\n".to_owned())).await?)
+//!     registry(&pool, || Ok("requests_total 7\n# EOF\n".to_owned())).await
 //! }
 //!
 //! async fn events() -> HttpResponse {

@@ -32,6 +32,18 @@ use crate::body::LeasedBody;
 /// * The response body is wrapped in a [`LeasedBody`] holding a share of the
 ///   lease until its last chunk is sent, it fails, or it is dropped (for
 ///   example when the client goes away).
+/// * An inner service that fails with an `Err` (rather than an error
+///   response) releases the lease when it fails; actix-web renders the error
+///   afterwards.
+///
+/// # A client that goes away
+///
+/// actix-web drops a response body, and so releases its lease, when it
+/// notices the connection is gone. With its default
+/// (`HttpServer::h1_allow_half_closed(true)`) that is when a write to the
+/// client fails, so an idle stream to a vanished client keeps its slot until
+/// it next sends a chunk. `h1_allow_half_closed(false)` makes a worker drop
+/// the response as soon as the client closes its side of the connection.
 ///
 /// # One pool per app
 ///
