@@ -56,6 +56,16 @@ fn bounds() {
     send::<LeasedBody<String>>();
     sync::<LeasedBody<String>>();
 
+    // The helpers' futures can move across threads (e.g. into `tokio::spawn`).
+    fn send_value<T: Send>(_: &T) {}
+    let pool = admission_core::Pool::new("bounds", 1).unwrap();
+    send_value(&admission_actix::registry(&pool, || {
+        Ok::<_, std::fmt::Error>(())
+    }));
+    send_value(&admission_actix::registry_wait(&pool, || {
+        Ok::<_, std::fmt::Error>(())
+    }));
+
     // A handler returns the helpers' error with `?`.
     response_error::<WorkError<std::fmt::Error>>();
     response_error::<WorkError<std::io::Error>>();
