@@ -306,6 +306,9 @@ fn generate(mut function: ItemFn, args: Args) -> TokenStream {
     };
     let lease = Ident::new("__admission_lease", Span::mixed_site());
     let pools = Ident::new("__admission_pools", Span::mixed_site());
+    // The pools are borrowed in a block of their own: a borrow held across
+    // the `.await` below would make the handler's future `Send` only for one
+    // lifetime, which axum's `Handler` rejects.
     let take = match args.pools {
         Some(expr) => quote_spanned! {expr.span()=>
             let #pools: &#krate::RequestPools = &(#expr);
@@ -329,8 +332,10 @@ fn generate(mut function: ItemFn, args: Args) -> TokenStream {
 
     let stmts = std::mem::take(&mut function.block.stmts);
     *function.block = syn::parse_quote! {{
-        #take
-        let #lease = #pools.try_lease(#class)?;
+        let #lease = {
+            #take
+            #pools.try_lease(#class)
+        }?;
         ::core::result::Result::Ok(#lease.scope(async move { #(#stmts)* }).await)
     }};
     quote!(#function)

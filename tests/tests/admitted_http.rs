@@ -1,0 +1,301 @@
+//! `#[admitted]` handlers over real HTTP, in axum and in actix-web: refused
+//! with `503`, `Retry-After` and a problem body when their class is full, run
+//! when a slot is free, and pure work inside them takes no second slot.
+//!
+//! Each test has its own request pools (a `static` named in `pools = ...`),
+//! so tests running in parallel never share capacity. Handlers are held with
+//! channels, never with sleeps.
+
+use std::convert::Infallible;
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use admission_core::{Class, Lease, RequestPools, admitted, current_lease};
+use reqwest::{Response, StatusCode};
+use tokio::sync::{Mutex, mpsc};
+
+/// Lets a test see a handler reach its middle and decide when it returns.
+struct Gate {
+    /// What the handler saw: the pool's `in_use` during its pure work, and
+    /// the class of the lease it runs under.
+    entered: mpsc::UnboundedSender<(usize, Option<Class>)>,
+    /// The handler returns once the test sends on the other end.
+    release: Mutex<mpsc::UnboundedReceiver<()>>,
+}
+
+/// The test's ends of a [`Gate`].
+struct GateControl {
+    entered: mpsc::UnboundedReceiver<(usize, Option<Class>)>,
+    release: mpsc::UnboundedSender<()>,
+}
+
+fn gate() -> (Gate, GateControl) {
+    let (entered_tx, entered_rx) = mpsc::unbounded_channel();
+    let (release_tx, release_rx) = mpsc::unbounded_channel();
+    (
+        Gate {
+            entered: entered_tx,
+            release: Mutex::new(release_rx),
+        },
+        GateControl {
+            entered: entered_rx,
+            release: release_tx,
+        },
+    )
+}
+
+/// Runs pure work that reports its class's `in_use` from the worker thread,
+/// then tells the test and waits to be released.
+async fn held_handler(pools: &'static RequestPools, gate: &Gate) -> String {
+    // The work owns a handle on the pool (a borrow captured by the closure
+    // would make the handler's future `Send` for one lifetime only).
+    let pool = pools.pool(Class::Work).clone();
+    let in_use = pools
+        .execute_pure(Class::Work, move || {
+            Ok::<_, Infallible>(pool.stats().in_use)
+        })
+        .await
+        .expect("pure work under the handler's lease must run");
+    let class = current_lease().map(|lease| lease.class());
+    gate.entered
+        .send((in_use, class))
+        .expect("the test waits for the handler");
+    gate.release.lock().await.recv().await;
+    format!("in_use={in_use}")
+}
+
+/// Takes every slot of `class`, as concurrent requests would.
+fn hold_every_slot(pools: &RequestPools, class: Class) -> Vec<Lease> {
+    let held: Vec<Lease> = std::iter::from_fn(|| pools.try_lease(class).ok()).collect();
+    assert_eq!(
+        held.len(),
+        pools.pool(class).capacity(),
+        "the test must hold every slot of `{class}`"
+    );
+    held
+}
+
+/// Checks a refusal: `503`, `Retry-After` of at least 1 s and a problem body
+/// naming the code and the class's pool.
+async fn assert_refused(response: Response, class: Class) {
+    assert_eq!(
+        response.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "a full class refuses with 503"
+    );
+    let retry_after: u32 = response
+        .headers()
+        .get("retry-after")
+        .expect("a refusal carries `retry-after`")
+        .to_str()
+        .expect("`retry-after` is ASCII")
+        .parse()
+        .expect("`retry-after` is whole seconds");
+    assert!(retry_after >= 1, "`retry-after` is at least 1 s");
+    assert_eq!(
+        response
+            .headers()
+            .get("content-type")
+            .map(|value| value.as_bytes()),
+        Some(admission_core::PROBLEM_JSON.as_bytes()),
+        "a refusal is a problem document"
+    );
+    let body: serde_json::Value =
+        serde_json::from_str(&response.text().await.expect("a refusal has a body"))
+            .expect("the problem body is JSON");
+    assert_eq!(body["status"], 503, "the body repeats the status");
+    assert_eq!(body["code"], "ADMISSION_SATURATED", "the body names the code");
+    assert_eq!(body["pool"], class.as_str(), "the body names the class's pool");
+}
+
+async fn get(url: &str) -> Response {
+    reqwest::get(url).await.expect("the server answers")
+}
+
+async fn post(url: String) -> Response {
+    reqwest::Client::new()
+        .post(url)
+        .send()
+        .await
+        .expect("the server answers")
+}
+
+mod axum_handlers {
+    use std::sync::Arc;
+
+    use axum::Router;
+    use axum::extract::State;
+    use axum::routing::{get, post};
+
+    use super::*;
+
+    pub(super) static FULL: LazyLock<RequestPools> =
+        LazyLock::new(|| RequestPools::new(1, 2).expect("valid pools"));
+    pub(super) static FULL_RAN: AtomicUsize = AtomicUsize::new(0);
+
+    #[admitted(class = control, pools = FULL)]
+    async fn status() -> String {
+        FULL_RAN.fetch_add(1, Ordering::SeqCst);
+        String::from("ok")
+    }
+
+    pub(super) static HELD: LazyLock<RequestPools> =
+        LazyLock::new(|| RequestPools::new(2, 1).expect("valid pools"));
+
+    #[admitted(class = work, pools = HELD)]
+    async fn rotate(State(gate): State<Arc<Gate>>) -> String {
+        held_handler(&HELD, &gate).await
+    }
+
+    /// Serves the handlers on 127.0.0.1 and returns the base URL.
+    pub(super) async fn serve(gate: Gate) -> String {
+        let app = Router::new()
+            .route("/status", get(status))
+            .route("/rotate", post(rotate))
+            .with_state(Arc::new(gate));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind port 0");
+        let addr = listener.local_addr().expect("bound address");
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}")
+    }
+}
+
+#[tokio::test]
+async fn axum_handler_is_refused_when_its_class_is_full_and_runs_when_a_slot_is_free() {
+    use axum_handlers::{FULL, FULL_RAN};
+    let (gate, _control) = gate();
+    let base = axum_handlers::serve(gate).await;
+
+    let held = hold_every_slot(&FULL, Class::Control);
+    assert_refused(get(&format!("{base}/status")).await, Class::Control).await;
+    assert_eq!(FULL_RAN.load(Ordering::SeqCst), 0, "a refused handler never runs");
+
+    drop(held);
+    let response = get(&format!("{base}/status")).await;
+    assert_eq!(response.status(), StatusCode::OK, "a free slot admits");
+    assert_eq!(response.text().await.expect("body"), "ok");
+    assert_eq!(FULL_RAN.load(Ordering::SeqCst), 1, "the admitted handler ran once");
+    assert_eq!(
+        FULL.pool(Class::Control).stats().in_use,
+        0,
+        "the lease ends when the handler returns"
+    );
+}
+
+#[tokio::test]
+async fn axum_handler_holds_one_slot_and_its_pure_work_takes_no_second() {
+    use axum_handlers::HELD;
+    let (gate, mut control) = gate();
+    let base = axum_handlers::serve(gate).await;
+
+    let first = tokio::spawn(post(format!("{base}/rotate")));
+    let (in_use, class) = control.entered.recv().await.expect("the handler runs");
+    assert_eq!(in_use, 1, "pure work runs under the handler's lease");
+    assert_eq!(class, Some(Class::Work), "the body runs in the lease's scope");
+
+    // One of two work slots is held by the handler: the test takes the other,
+    // and the class is full for the next request.
+    let other = HELD.try_lease(Class::Work).expect("the second slot is free");
+    assert_refused(post(format!("{base}/rotate")).await, Class::Work).await;
+    drop(other);
+
+    control.release.send(()).expect("the handler waits");
+    let response = first.await.expect("the request task ends");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.text().await.expect("body"), "in_use=1");
+    assert_eq!(HELD.pool(Class::Work).stats().in_use, 0, "every slot is back");
+}
+
+mod actix_handlers {
+    use actix_web::dev::ServerHandle;
+    use actix_web::{App, HttpServer, web};
+
+    use super::*;
+
+    pub(super) static FULL: LazyLock<RequestPools> =
+        LazyLock::new(|| RequestPools::new(1, 2).expect("valid pools"));
+    pub(super) static FULL_RAN: AtomicUsize = AtomicUsize::new(0);
+
+    #[admitted(class = control, pools = FULL)]
+    async fn status() -> String {
+        FULL_RAN.fetch_add(1, Ordering::SeqCst);
+        String::from("ok")
+    }
+
+    pub(super) static HELD: LazyLock<RequestPools> =
+        LazyLock::new(|| RequestPools::new(2, 1).expect("valid pools"));
+
+    #[admitted(class = work, pools = HELD)]
+    async fn rotate(gate: web::Data<Gate>) -> String {
+        held_handler(&HELD, &gate).await
+    }
+
+    /// Serves the handlers on 127.0.0.1 with one worker and returns the base
+    /// URL and the server's handle.
+    pub(super) fn serve(gate: Gate) -> (String, ServerHandle) {
+        let gate = web::Data::new(gate);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+        let addr = listener.local_addr().expect("bound address");
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(gate.clone())
+                .route("/status", web::get().to(status))
+                .route("/rotate", web::post().to(rotate))
+        })
+        .workers(1)
+        .listen(listener)
+        .expect("listen on the bound socket")
+        .run();
+        let handle = server.handle();
+        actix_rt::spawn(server);
+        (format!("http://{addr}"), handle)
+    }
+}
+
+#[actix_web::test]
+async fn actix_handler_is_refused_when_its_class_is_full_and_runs_when_a_slot_is_free() {
+    use actix_handlers::{FULL, FULL_RAN};
+    let (gate, _control) = gate();
+    let (base, server) = actix_handlers::serve(gate);
+
+    let held = hold_every_slot(&FULL, Class::Control);
+    assert_refused(get(&format!("{base}/status")).await, Class::Control).await;
+    assert_eq!(FULL_RAN.load(Ordering::SeqCst), 0, "a refused handler never runs");
+
+    drop(held);
+    let response = get(&format!("{base}/status")).await;
+    assert_eq!(response.status(), StatusCode::OK, "a free slot admits");
+    assert_eq!(response.text().await.expect("body"), "ok");
+    assert_eq!(FULL_RAN.load(Ordering::SeqCst), 1, "the admitted handler ran once");
+    assert_eq!(
+        FULL.pool(Class::Control).stats().in_use,
+        0,
+        "the lease ends when the handler returns"
+    );
+    server.stop(false).await;
+}
+
+#[actix_web::test]
+async fn actix_handler_holds_one_slot_and_its_pure_work_takes_no_second() {
+    use actix_handlers::HELD;
+    let (gate, mut control) = gate();
+    let (base, server) = actix_handlers::serve(gate);
+
+    let first = actix_rt::spawn(post(format!("{base}/rotate")));
+    let (in_use, class) = control.entered.recv().await.expect("the handler runs");
+    assert_eq!(in_use, 1, "pure work runs under the handler's lease");
+    assert_eq!(class, Some(Class::Work), "the body runs in the lease's scope");
+
+    let other = HELD.try_lease(Class::Work).expect("the second slot is free");
+    assert_refused(post(format!("{base}/rotate")).await, Class::Work).await;
+    drop(other);
+
+    control.release.send(()).expect("the handler waits");
+    let response = first.await.expect("the request task ends");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.text().await.expect("body"), "in_use=1");
+    assert_eq!(HELD.pool(Class::Work).stats().in_use, 0, "every slot is back");
+    server.stop(false).await;
+}
