@@ -84,9 +84,10 @@ mod reserved;
 /// # fn main() {}
 /// ```
 ///
-/// and a `const` of 0 fails the build as well, with the same message:
+/// and a `const` of 0 fails the build too, in const evaluation, with a
+/// message of the attribute's own naming the `const`:
 ///
-/// ```compile_fail
+/// ```compile_fail,E0080
 /// use admission_core::reserved;
 ///
 /// const SLOTS: usize = 0;

@@ -96,7 +96,7 @@ async fn assert_refused(response: Response, class: Class) {
         response
             .headers()
             .get("content-type")
-            .map(|value| value.as_bytes()),
+            .map(reqwest::header::HeaderValue::as_bytes),
         Some(admission_core::PROBLEM_JSON.as_bytes()),
         "a refusal is a problem document"
     );
@@ -104,8 +104,15 @@ async fn assert_refused(response: Response, class: Class) {
         serde_json::from_str(&response.text().await.expect("a refusal has a body"))
             .expect("the problem body is JSON");
     assert_eq!(body["status"], 503, "the body repeats the status");
-    assert_eq!(body["code"], "ADMISSION_SATURATED", "the body names the code");
-    assert_eq!(body["pool"], class.as_str(), "the body names the class's pool");
+    assert_eq!(
+        body["code"], "ADMISSION_SATURATED",
+        "the body names the code"
+    );
+    assert_eq!(
+        body["pool"],
+        class.as_str(),
+        "the body names the class's pool"
+    );
 }
 
 async fn get(url: &str) -> Response {
@@ -170,13 +177,21 @@ async fn axum_handler_is_refused_when_its_class_is_full_and_runs_when_a_slot_is_
 
     let held = hold_every_slot(&FULL, Class::Control);
     assert_refused(get(&format!("{base}/status")).await, Class::Control).await;
-    assert_eq!(FULL_RAN.load(Ordering::SeqCst), 0, "a refused handler never runs");
+    assert_eq!(
+        FULL_RAN.load(Ordering::SeqCst),
+        0,
+        "a refused handler never runs"
+    );
 
     drop(held);
     let response = get(&format!("{base}/status")).await;
     assert_eq!(response.status(), StatusCode::OK, "a free slot admits");
     assert_eq!(response.text().await.expect("body"), "ok");
-    assert_eq!(FULL_RAN.load(Ordering::SeqCst), 1, "the admitted handler ran once");
+    assert_eq!(
+        FULL_RAN.load(Ordering::SeqCst),
+        1,
+        "the admitted handler ran once"
+    );
     assert_eq!(
         FULL.pool(Class::Control).stats().in_use,
         0,
@@ -193,11 +208,17 @@ async fn axum_handler_holds_one_slot_and_its_pure_work_takes_no_second() {
     let first = tokio::spawn(post(format!("{base}/rotate")));
     let (in_use, class) = control.entered.recv().await.expect("the handler runs");
     assert_eq!(in_use, 1, "pure work runs under the handler's lease");
-    assert_eq!(class, Some(Class::Work), "the body runs in the lease's scope");
+    assert_eq!(
+        class,
+        Some(Class::Work),
+        "the body runs in the lease's scope"
+    );
 
     // One of two work slots is held by the handler: the test takes the other,
     // and the class is full for the next request.
-    let other = HELD.try_lease(Class::Work).expect("the second slot is free");
+    let other = HELD
+        .try_lease(Class::Work)
+        .expect("the second slot is free");
     assert_refused(post(format!("{base}/rotate")).await, Class::Work).await;
     drop(other);
 
@@ -205,7 +226,11 @@ async fn axum_handler_holds_one_slot_and_its_pure_work_takes_no_second() {
     let response = first.await.expect("the request task ends");
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.text().await.expect("body"), "in_use=1");
-    assert_eq!(HELD.pool(Class::Work).stats().in_use, 0, "every slot is back");
+    assert_eq!(
+        HELD.pool(Class::Work).stats().in_use,
+        0,
+        "every slot is back"
+    );
 }
 
 mod actix_handlers {
@@ -262,13 +287,21 @@ async fn actix_handler_is_refused_when_its_class_is_full_and_runs_when_a_slot_is
 
     let held = hold_every_slot(&FULL, Class::Control);
     assert_refused(get(&format!("{base}/status")).await, Class::Control).await;
-    assert_eq!(FULL_RAN.load(Ordering::SeqCst), 0, "a refused handler never runs");
+    assert_eq!(
+        FULL_RAN.load(Ordering::SeqCst),
+        0,
+        "a refused handler never runs"
+    );
 
     drop(held);
     let response = get(&format!("{base}/status")).await;
     assert_eq!(response.status(), StatusCode::OK, "a free slot admits");
     assert_eq!(response.text().await.expect("body"), "ok");
-    assert_eq!(FULL_RAN.load(Ordering::SeqCst), 1, "the admitted handler ran once");
+    assert_eq!(
+        FULL_RAN.load(Ordering::SeqCst),
+        1,
+        "the admitted handler ran once"
+    );
     assert_eq!(
         FULL.pool(Class::Control).stats().in_use,
         0,
@@ -286,9 +319,15 @@ async fn actix_handler_holds_one_slot_and_its_pure_work_takes_no_second() {
     let first = actix_rt::spawn(post(format!("{base}/rotate")));
     let (in_use, class) = control.entered.recv().await.expect("the handler runs");
     assert_eq!(in_use, 1, "pure work runs under the handler's lease");
-    assert_eq!(class, Some(Class::Work), "the body runs in the lease's scope");
+    assert_eq!(
+        class,
+        Some(Class::Work),
+        "the body runs in the lease's scope"
+    );
 
-    let other = HELD.try_lease(Class::Work).expect("the second slot is free");
+    let other = HELD
+        .try_lease(Class::Work)
+        .expect("the second slot is free");
     assert_refused(post(format!("{base}/rotate")).await, Class::Work).await;
     drop(other);
 
@@ -296,6 +335,10 @@ async fn actix_handler_holds_one_slot_and_its_pure_work_takes_no_second() {
     let response = first.await.expect("the request task ends");
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.text().await.expect("body"), "in_use=1");
-    assert_eq!(HELD.pool(Class::Work).stats().in_use, 0, "every slot is back");
+    assert_eq!(
+        HELD.pool(Class::Work).stats().in_use,
+        0,
+        "every slot is back"
+    );
     server.stop(false).await;
 }

@@ -1,5 +1,5 @@
-use admission_core::admitted;
 use actix_web::{App, HttpResponse, Responder, web};
+use admission_core::admitted;
 
 struct Registry;
 

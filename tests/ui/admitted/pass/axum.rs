@@ -24,7 +24,9 @@ pub(crate) async fn rotate(State(app): State<App>, Path(id): Path<u32>) -> impl 
 }
 
 fn main() {
-    let app = App { pools: Arc::new(RequestPools::new(2, 4).unwrap()) };
+    let app = App {
+        pools: Arc::new(RequestPools::new(2, 4).unwrap()),
+    };
     let _router: Router = Router::new()
         .route("/status", get(status_page))
         .route("/rotate/{id}", post(rotate))

@@ -30,7 +30,9 @@ async fn parse(input: String) -> Result<u32, Invalid> {
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         assert_eq!(parse("7".into()).await.unwrap().unwrap(), 7);
         assert!(parse(String::new()).await.unwrap().is_err());

@@ -19,6 +19,9 @@ fn main() {
     let a = RecoveryLoop { _scans: 0 };
     let b = RecoveryLoop { _scans: 1 };
     assert_eq!(a.reservation().pool().capacity(), 4);
-    assert!(a.reservation().pool().same_pool(b.reservation().pool()), "one per type");
+    assert!(
+        a.reservation().pool().same_pool(b.reservation().pool()),
+        "one per type"
+    );
     assert_eq!(Receipts.reservation().pool().capacity(), 3);
 }

@@ -4,7 +4,10 @@ use admission_core::{Class, LoopOwner, RequestPools, reserved};
 struct RecoveryLoop;
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         let requests = RequestPools::new(1, 1).unwrap();
         let _every_work_slot = requests.try_lease(Class::Work).unwrap();

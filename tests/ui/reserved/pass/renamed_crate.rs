@@ -1,5 +1,5 @@
-use admission_core as admission;
 use admission::{LoopOwner, reserved};
+use admission_core as admission;
 
 #[reserved(slots = 2, crate = "admission")]
 struct RecoveryLoop;
