@@ -46,6 +46,9 @@ mod cause;
 mod context;
 mod error;
 mod lease;
+mod loom;
+#[cfg(all(test, loom))]
+mod loom_models;
 #[cfg(feature = "prometheus")]
 pub mod metrics;
 mod pool;

@@ -104,6 +104,10 @@ impl Lease {
     /// # }
     /// ```
     pub fn offload<W: RegistryWork>(&self, work: W) -> WorkFuture<W::Output, W::Error> {
-        work::offload_holding(&self.slot.pool, self.clone(), work)
+        work::offload_holding(
+            Arc::clone(&self.slot.pool),
+            work::Hold::Lease(self.clone()),
+            work,
+        )
     }
 }

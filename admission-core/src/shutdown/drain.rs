@@ -8,7 +8,9 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+
+use crate::loom::sync::atomic::{AtomicU8, Ordering};
+use crate::loom::thread;
 
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -30,6 +32,9 @@ pub(crate) struct Drain {
     hooks: usize,
     state: Arc<AtomicU8>,
     done: Option<oneshot::Receiver<Cleanup>>,
+    /// The coordinator thread; detached in production, joined by the loom
+    /// models.
+    coordinator: Option<thread::JoinHandle<()>>,
 }
 
 /// Closes `pool`, cancels its queued work and starts joining its threads.
@@ -45,7 +50,7 @@ pub(crate) fn start(pool: Pool, hooks: Vec<Hook>) -> Drain {
     let hook_count = hooks.len();
     let state = Arc::new(AtomicU8::new(DRAINING));
     let (tx, rx) = oneshot::channel();
-    let spawned = std::thread::Builder::new()
+    let spawned = thread::Builder::new()
         .name(format!("admission-drain-{}", pool.name()))
         .spawn({
             let state = Arc::clone(&state);
@@ -64,15 +69,15 @@ pub(crate) fn start(pool: Pool, hooks: Vec<Hook>) -> Drain {
                 }
             }
         });
-    let done = match spawned {
-        Ok(_detached) => Some(rx),
+    let (done, coordinator) = match spawned {
+        Ok(handle) => (Some(rx), Some(handle)),
         Err(err) => {
             tracing::error!(
                 pool = pool.name(),
                 class = ?err.kind(),
                 "could not start a drain thread; the pool is abandoned"
             );
-            None
+            (None, None)
         }
     };
     Drain {
@@ -81,6 +86,7 @@ pub(crate) fn start(pool: Pool, hooks: Vec<Hook>) -> Drain {
         hooks: hook_count,
         state,
         done,
+        coordinator,
     }
 }
 
@@ -108,7 +114,11 @@ impl Drain {
             hooks,
             state,
             done,
+            coordinator,
         } = self;
+        // Detach: a coordinator stuck joining a blocked worker must not hold
+        // up the shutdown.
+        drop(coordinator);
         let waited = match done {
             Some(done) => tokio::time::timeout_at(deadline, done).await.ok(),
             None => None,
@@ -157,5 +167,24 @@ fn at_deadline(pool: &Pool, state: &AtomicU8, hooks: usize) -> (Outcome, Cleanup
                 ..Cleanup::default()
             },
         ),
+    }
+}
+
+#[cfg(loom)]
+impl Drain {
+    /// The deadline passes now (for the loom models, which have no clock).
+    pub(crate) fn expire(&self) -> (Outcome, Cleanup) {
+        at_deadline(&self.pool, &self.state, self.hooks)
+    }
+
+    /// Joins the coordinator thread and returns what it sent, if it claimed
+    /// the pool as drained.
+    pub(crate) fn join(&mut self) -> Option<Cleanup> {
+        if let Some(coordinator) = self.coordinator.take() {
+            coordinator
+                .join()
+                .expect("the coordinator thread does not panic");
+        }
+        self.done.as_mut().and_then(|done| done.try_recv().ok())
     }
 }

@@ -3,7 +3,7 @@
 //! This module declares and re-exports; each file owns one piece.
 
 mod coordinator;
-mod drain;
+pub(crate) mod drain;
 mod report;
 
 pub use self::coordinator::{DEFAULT_DEADLINE, Shutdown};

@@ -1,15 +1,19 @@
 //! The future for offloaded work's result.
 //!
 //! This module owns [`WorkFuture`]. Dropping it must never cancel the work or
-//! release its slot: it only stops listening.
+//! release its slot early: it only stops listening.
 
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::sync::oneshot;
 
 use super::WorkError;
+use super::offload::{Delivery, report_orphan};
+use crate::pool::PoolInner;
 
 /// The result of offloaded work, once it ends.
 ///
@@ -32,15 +36,29 @@ use super::WorkError;
 /// assert_eq!(future.await, Ok(4));
 /// # }
 /// ```
-#[derive(Debug)]
 #[must_use = "dropping the future orphans the work; await it for its result"]
 pub struct WorkFuture<T, E> {
-    rx: oneshot::Receiver<Result<T, WorkError<E>>>,
+    rx: oneshot::Receiver<Delivery<T, E>>,
+    pool: Arc<PoolInner>,
+    taken: bool,
 }
 
 impl<T, E> WorkFuture<T, E> {
-    pub(crate) fn new(rx: oneshot::Receiver<Result<T, WorkError<E>>>) -> Self {
-        WorkFuture { rx }
+    pub(crate) fn new(rx: oneshot::Receiver<Delivery<T, E>>, pool: Arc<PoolInner>) -> Self {
+        WorkFuture {
+            rx,
+            pool,
+            taken: false,
+        }
+    }
+}
+
+impl<T, E> fmt::Debug for WorkFuture<T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkFuture")
+            .field("pool", &self.pool.name)
+            .field("taken", &self.taken)
+            .finish_non_exhaustive()
     }
 }
 
@@ -48,10 +66,33 @@ impl<T, E> Future for WorkFuture<T, E> {
     type Output = Result<T, WorkError<E>>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.rx)
-            .poll(cx)
+        let delivered = std::task::ready!(Pin::new(&mut self.rx).poll(cx));
+        self.taken = true;
+        Poll::Ready(match delivered {
+            // The slot comes back before the caller sees the result.
+            Ok((result, hold)) => {
+                drop(hold);
+                result
+            }
             // The sender is dropped unsent only when shutdown dropped the
             // job before it started.
-            .map(|sent| sent.unwrap_or(Err(WorkError::Cancelled)))
+            Err(_) => Err(WorkError::Cancelled),
+        })
+    }
+}
+
+impl<T, E> Drop for WorkFuture<T, E> {
+    fn drop(&mut self) {
+        if self.taken {
+            return;
+        }
+        // Either the job sees the channel closed and reports the orphan
+        // itself, or its result is already here and never taken: report it
+        // here, before the slot it carries is released.
+        self.rx.close();
+        if let Ok((result, hold)) = self.rx.try_recv() {
+            report_orphan(&self.pool, &result);
+            drop(hold);
+        }
     }
 }

@@ -1,54 +1,67 @@
 //! Moving a slot and its work onto a worker thread, and reporting orphans.
 //!
 //! This module owns the job wrapper: run the work, catch a panic, record the
-//! duration, release the slot when the work ends, and report an orphan's
-//! failure exactly once. It must never release a slot before the work ends,
-//! and never log the work's error message or values.
+//! duration, hand the result *and the slot* to the caller, and report an
+//! orphan's failure exactly once. It must never release a slot before the
+//! work ends, and never log the work's error message or values.
+//!
+//! The slot travels with the result: when the caller is still there, the
+//! [`WorkFuture`] drops it as it returns the result, so the caller sees the
+//! slot back; when the caller has gone, the job reports the orphan first and
+//! releases the slot after, so whoever sees the slot back also sees the
+//! report.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use tokio::sync::oneshot;
 
 use super::{Job, RegistryWork, WorkError, WorkFuture};
+use crate::lease::Lease;
 use crate::pool::{PoolInner, Slot};
+use std::sync::atomic::Ordering::Relaxed;
+
+/// What keeps the capacity of a piece of work held until it ends.
+#[derive(Debug)]
+pub(crate) enum Hold {
+    /// A slot of its own.
+    Slot(#[allow(dead_code)] Slot),
+    /// A share of a request lease.
+    Lease(#[allow(dead_code)] Lease),
+}
+
+/// A finished piece of work's result and the capacity it held.
+pub(crate) type Delivery<T, E> = (Result<T, WorkError<E>>, Hold);
 
 /// Starts `work` on the slot's pool with the slot moved into it.
 pub(crate) fn offload<W: RegistryWork>(slot: Slot, work: W) -> WorkFuture<W::Output, W::Error> {
     let pool = Arc::clone(&slot.pool);
-    offload_holding(&pool, slot, work)
+    offload_holding(pool, Hold::Slot(slot), work)
 }
 
-/// Starts `work` on `pool`'s threads with `hold` (a slot, or a share of a
-/// lease) moved into it and dropped when the work ends.
-pub(crate) fn offload_holding<H, W>(
-    pool: &Arc<PoolInner>,
-    hold: H,
+/// Starts `work` on `pool`'s threads with `hold` moved into it.
+pub(crate) fn offload_holding<W: RegistryWork>(
+    pool: Arc<PoolInner>,
+    hold: Hold,
     work: W,
-) -> WorkFuture<W::Output, W::Error>
-where
-    H: Send + 'static,
-    W: RegistryWork,
-{
+) -> WorkFuture<W::Output, W::Error> {
     let (tx, rx) = oneshot::channel();
     let job: Job = Box::new({
-        let pool = Arc::clone(pool);
+        let pool = Arc::clone(&pool);
         move || run(&pool, hold, work, tx)
     });
-    // A closed pool gives the job back; dropping it releases the slot and
+    // A closed pool gives the job back; dropping it releases the hold and
     // resolves the future with `Cancelled`.
     if let Err(job) = pool.workers.submit(job) {
         drop(job);
     }
-    WorkFuture::new(rx)
+    WorkFuture::new(rx, pool)
 }
 
-type Sender<W> =
-    oneshot::Sender<Result<<W as RegistryWork>::Output, WorkError<<W as RegistryWork>::Error>>>;
+type Sender<W> = oneshot::Sender<Delivery<<W as RegistryWork>::Output, <W as RegistryWork>::Error>>;
 
-fn run<H, W: RegistryWork>(pool: &PoolInner, hold: H, work: W, tx: Sender<W>) {
+fn run<W: RegistryWork>(pool: &PoolInner, hold: Hold, work: W, tx: Sender<W>) {
     pool.counters.start();
     let started = Instant::now();
     let result = match catch_unwind(AssertUnwindSafe(|| work.run())) {
@@ -62,21 +75,21 @@ fn run<H, W: RegistryWork>(pool: &PoolInner, hold: H, work: W, tx: Sender<W>) {
         }
     };
     pool.counters.finish(started.elapsed());
-    if tx.is_closed() {
-        // Report before releasing, so anyone who sees the slot back also
-        // sees the report.
+    let delivered = if tx.is_closed() {
+        Err((result, hold))
+    } else {
+        tx.send((result, hold))
+    };
+    if let Err((result, hold)) = delivered {
         report_orphan(pool, &result);
         drop(hold);
-        return;
-    }
-    drop(hold);
-    if let Err(result) = tx.send(result) {
-        report_orphan(pool, &result);
     }
 }
 
-/// Counts an orphan and reports its failure, once.
-fn report_orphan<T, E>(pool: &PoolInner, result: &Result<T, WorkError<E>>) {
+/// Counts an orphan and reports its failure, once: called either by the job
+/// (the caller had gone) or by the dropped future (the result arrived but
+/// was never taken), never both.
+pub(crate) fn report_orphan<T, E>(pool: &PoolInner, result: &Result<T, WorkError<E>>) {
     pool.counters.orphaned.fetch_add(1, Relaxed);
     if let Err(err) = result {
         pool.counters.orphan_failures.fetch_add(1, Relaxed);

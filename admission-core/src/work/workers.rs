@@ -8,8 +8,10 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::PoisonError;
+
+use crate::loom::sync::{Arc, Condvar, Mutex, MutexGuard};
+use crate::loom::thread::{self, JoinHandle};
 
 /// A job: offloaded work wrapped with its slot and its result channel.
 pub(crate) type Job = Box<dyn FnOnce() + Send + 'static>;
@@ -51,7 +53,7 @@ impl Workers {
         let mut threads = Vec::with_capacity(count);
         for i in 0..count {
             let for_thread = Arc::clone(&shared);
-            let spawned = std::thread::Builder::new()
+            let spawned = thread::Builder::new()
                 .name(format!("admission-{pool}-{i}"))
                 .spawn(move || work_loop(&for_thread));
             match spawned {

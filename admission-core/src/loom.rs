@@ -1,0 +1,17 @@
+//! The synchronisation primitives the crate's own code uses, swapped for
+//! loom's under `--cfg loom` so that the models in `loom_models/` explore
+//! their interleavings: the worker threads' queue lock and condition
+//! variable, the threads themselves, and the drain's state.
+//!
+//! tokio's semaphore and oneshot are *not* loom-instrumented when tokio is a
+//! dependency (tokio swaps them only in its own tests), so in the models they
+//! act as atomic black boxes. The pool's statistics counters stay on `std`
+//! atomics: they observe the accounting, they are not part of it.
+//!
+//! This module only re-exports; it must never hold logic.
+
+#[cfg(not(loom))]
+pub(crate) use std::{sync, thread};
+
+#[cfg(loom)]
+pub(crate) use loom::{sync, thread};

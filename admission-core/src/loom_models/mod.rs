@@ -1,0 +1,54 @@
+//! loom models of the slot accounting, run with
+//! `RUSTFLAGS="--cfg loom" cargo test -p admission-core --release --lib loom`.
+//!
+//! Under `--cfg loom` the crate's own locks, atomics and threads (see
+//! `crate::loom`) and tokio's semaphore and oneshot are loom's, so these
+//! models explore the interleavings of the real code.
+
+mod loom_reservation;
+mod loom_shutdown;
+mod loom_slots;
+mod loom_waiter;
+
+use std::sync::Arc;
+
+use crate::loom::sync::atomic::{AtomicUsize, Ordering};
+
+/// A gauge inside the work: how many run at once, and the most seen.
+#[derive(Debug, Default)]
+struct Gauge {
+    running: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl Gauge {
+    fn work(self: &Arc<Self>) -> impl FnOnce() -> Result<(), std::fmt::Error> + Send + 'static {
+        let gauge = Arc::clone(self);
+        move || {
+            let now = gauge.running.fetch_add(1, Ordering::SeqCst) + 1;
+            gauge.peak.fetch_max(now, Ordering::SeqCst);
+            crate::loom::thread::yield_now();
+            gauge.running.fetch_sub(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    fn peak(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
+    }
+}
+
+/// Takes every slot of `pool` by waiting (they come back when work ends)
+/// and checks the books balance.
+fn all_back(pool: &crate::Pool) {
+    let slots: Vec<_> = (0..pool.capacity())
+        .map(|_| loom::future::block_on(pool.admit()).expect("pool open"))
+        .collect();
+    drop(slots);
+    let stats = pool.stats();
+    assert_eq!(stats.in_use, 0, "every slot is back");
+    assert_eq!(
+        stats.admitted, stats.released,
+        "each slot returned exactly once"
+    );
+}
