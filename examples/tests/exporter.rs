@@ -1,0 +1,236 @@
+//! The `exporter` binary's contract, checked over HTTP against the real
+//! binary on a free port: routes, refusals under saturation, and the SIGTERM
+//! path with walks blocked on their worker threads.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
+use support::{Exporter, client};
+
+/// A walk that never ends while a test runs.
+const BLOCKED: &str = "600000";
+
+/// Holds both worker slots with walks that never end: scrapes with a short
+/// client timeout until one is refused. The scrapes that timed out left
+/// orphaned walks that keep their slots.
+async fn saturate(exporter: &Exporter) {
+    let impatient = client(Duration::from_millis(300));
+    for _ in 0..20 {
+        match impatient.get(exporter.url("/metrics")).send().await {
+            Ok(response) if response.status() == StatusCode::SERVICE_UNAVAILABLE => return,
+            Ok(response) => panic!("a blocked walk cannot answer {}", response.status()),
+            Err(err) => assert!(err.is_timeout(), "an admitted scrape waits: {err}"),
+        }
+    }
+    panic!("two blocked walks saturate two workers");
+}
+
+#[tokio::test]
+async fn healthz_answers_200() {
+    let exporter = Exporter::start(&["--series", "100"]).await;
+    let response = client(Duration::from_secs(5))
+        .get(exporter.url("/healthz"))
+        .send()
+        .await
+        .expect("healthz answers");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.text().await.unwrap(), "ok\n");
+}
+
+#[tokio::test]
+async fn metrics_serve_the_registry_and_admission_metrics() {
+    let exporter = Exporter::start(&["--series", "100", "--workers", "3"]).await;
+    let response = client(Duration::from_secs(10))
+        .get(exporter.url("/metrics"))
+        .send()
+        .await
+        .expect("metrics answer");
+    assert_eq!(response.status(), StatusCode::OK);
+    let content_type = response.headers()[CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        content_type.starts_with("application/openmetrics-text"),
+        "exposition content type, got {content_type}"
+    );
+    let text = response.text().await.unwrap();
+    assert!(
+        text.contains(r#"admission_slots_capacity{pool="registry"} 3"#),
+        "admission's own metrics are in the exposition:\n{text}"
+    );
+    assert!(
+        text.contains("admission_refused_total"),
+        "refusal counter present"
+    );
+    assert!(
+        text.contains(r#"exporter_demo_events_total{series="series-99"} 99"#),
+        "every demo series is exposed"
+    );
+    assert!(text.ends_with("# EOF\n"), "a whole exposition");
+}
+
+#[tokio::test]
+async fn status_page_is_html_with_registry_statistics() {
+    let exporter = Exporter::start(&["--series", "100"]).await;
+    let response = client(Duration::from_secs(10))
+        .get(exporter.url("/"))
+        .send()
+        .await
+        .expect("status page answers");
+    assert_eq!(response.status(), StatusCode::OK);
+    let content_type = response.headers()[CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(content_type.starts_with("text/html"), "got {content_type}");
+    let html = response.text().await.unwrap();
+    assert!(
+        html.contains("<th>series</th>"),
+        "series count shown:\n{html}"
+    );
+    assert!(html.contains("<th>bytes</th>"), "byte count shown");
+}
+
+#[tokio::test]
+async fn saturated_walks_get_503_with_retry_after_while_healthz_stays_200() {
+    let exporter = Exporter::start(&["--series", "100", "--walk-delay-ms", BLOCKED]).await;
+    saturate(&exporter).await;
+
+    let scraper = client(Duration::from_secs(5));
+    let storm: Vec<_> = (0..16)
+        .map(|i| {
+            let path = if i % 4 == 0 { "/" } else { "/metrics" };
+            let request = scraper.get(exporter.url(path)).send();
+            tokio::spawn(async move {
+                let started = Instant::now();
+                (request.await, started.elapsed())
+            })
+        })
+        .collect();
+    for scrape in storm {
+        let (response, took) = scrape.await.unwrap();
+        let response = response.expect("a refusal is an answer, not a hang");
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            took < Duration::from_secs(2),
+            "a refusal is fast, took {took:?}"
+        );
+        let retry_after: u64 = response.headers()[RETRY_AFTER]
+            .to_str()
+            .unwrap()
+            .parse()
+            .expect("Retry-After is whole seconds");
+        assert!(retry_after >= 1, "Retry-After is at least 1 s");
+        assert_eq!(
+            response.headers()[CONTENT_TYPE],
+            "application/problem+json",
+            "refusals are problem documents"
+        );
+        assert!(
+            response
+                .text()
+                .await
+                .unwrap()
+                .contains("ADMISSION_SATURATED")
+        );
+    }
+
+    let health = client(Duration::from_secs(2))
+        .get(exporter.url("/healthz"))
+        .send()
+        .await
+        .expect("healthz answers while every walk is blocked");
+    assert_eq!(health.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn sigterm_with_blocked_walks_exits_0_within_the_deadline_and_logs_abandoned() {
+    let deadline = Duration::from_millis(1500);
+    let exporter = Exporter::start(&[
+        "--series",
+        "100",
+        "--walk-delay-ms",
+        BLOCKED,
+        "--shutdown-deadline-ms",
+        "1500",
+    ])
+    .await;
+    // Two scrapers stay connected, waiting on walks that never end.
+    let patient = client(Duration::from_secs(600));
+    let connected: Vec<_> = (0..2)
+        .map(|_| tokio::spawn(patient.get(exporter.url("/metrics")).send()))
+        .collect();
+    saturate(&exporter).await;
+    let health = client(Duration::from_secs(2))
+        .get(exporter.url("/healthz"))
+        .send()
+        .await
+        .expect("healthz answers");
+    assert_eq!(health.status(), StatusCode::OK);
+
+    let signalled = Instant::now();
+    exporter.terminate();
+    let (status, output) = exporter
+        .exit_within(deadline + Duration::from_millis(1500))
+        .await;
+    let took = signalled.elapsed();
+    assert!(
+        status.success(),
+        "exit 0 after SIGTERM, got {status}:\n{output}"
+    );
+    assert!(
+        took <= deadline + Duration::from_millis(1500),
+        "exits within the deadline plus 1.5 s, took {took:?}"
+    );
+    assert!(
+        output.contains("abandoned"),
+        "the log says the blocked pool was abandoned:\n{output}"
+    );
+    assert!(
+        output.contains("walks still running"),
+        "the log says what was still running:\n{output}"
+    );
+    for scrape in connected {
+        scrape.abort();
+    }
+}
+
+#[tokio::test]
+async fn sigterm_when_idle_drains_and_exits_0() {
+    let exporter = Exporter::start(&["--series", "100"]).await;
+    let response = client(Duration::from_secs(10))
+        .get(exporter.url("/metrics"))
+        .send()
+        .await
+        .expect("metrics answer");
+    assert_eq!(response.status(), StatusCode::OK);
+    exporter.terminate();
+    let (status, output) = exporter.exit_within(Duration::from_secs(7)).await;
+    assert!(
+        status.success(),
+        "exit 0 after SIGTERM, got {status}:\n{output}"
+    );
+    assert!(
+        output.contains("drained"),
+        "the log says drained:\n{output}"
+    );
+    assert!(
+        !output.contains("abandoned"),
+        "nothing was abandoned:\n{output}"
+    );
+}
+
+#[tokio::test]
+async fn unknown_flag_is_a_usage_error() {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_exporter"))
+        .arg("--no-such-flag")
+        .output()
+        .await
+        .expect("the exporter binary runs");
+    assert_eq!(output.status.code(), Some(2), "usage errors exit 2");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("usage: exporter"));
+}

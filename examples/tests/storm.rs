@@ -1,0 +1,112 @@
+//! The `storm` binary's contract: it ends by itself, exits 0 and prints one
+//! table; with `--url` it storms any server.
+
+mod support;
+
+use std::time::Duration;
+
+use support::Exporter;
+
+/// The cell of right-aligned column `name` in `row`, found by where the
+/// column ends in `header`.
+fn cell<'a>(header: &str, row: &'a str, name: &str) -> &'a str {
+    let end = header.find(name).expect("the column exists") + name.len();
+    row[..end]
+        .split("  ")
+        .last()
+        .expect("a cell before the column end")
+        .trim()
+}
+
+async fn run_storm(args: &[&str]) -> (std::process::ExitStatus, String, String) {
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_storm"))
+            .args(args)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the storm ends by itself")
+    .expect("the storm binary runs");
+    (
+        output.status,
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn storm_with_tiny_settings_exits_0_and_prints_the_table() {
+    let (status, stdout, stderr) =
+        run_storm(&["--duration-ms", "300", "--clients", "8", "--series", "500"]).await;
+    assert!(status.success(), "storm exits 0, got {status}:\n{stderr}");
+    for column in [
+        "mode",
+        "phase",
+        "requests",
+        "ok p50",
+        "ok p99",
+        "refused p99",
+        "max walks at once",
+        "memory growth",
+    ] {
+        assert!(stdout.contains(column), "column `{column}` in:\n{stdout}");
+    }
+    assert_eq!(
+        stdout.matches("mode ").count(),
+        1,
+        "one table, one header:\n{stdout}"
+    );
+    for mode in ["admission", "unbounded-queue", "tower-limit+shed"] {
+        assert_eq!(
+            stdout.lines().filter(|l| l.starts_with(mode)).count(),
+            2,
+            "two phases of `{mode}`:\n{stdout}"
+        );
+    }
+    assert!(
+        stderr.contains("storm: admission / patient"),
+        "progress on stderr:\n{stderr}"
+    );
+    let header = stdout.lines().next().expect("a header");
+    let admission_peak: Vec<u64> = stdout
+        .lines()
+        .filter(|l| l.starts_with("admission"))
+        .map(|l| {
+            cell(header, l, "max walks at once")
+                .parse()
+                .unwrap_or_else(|_| panic!("a peak in {l:?}"))
+        })
+        .collect();
+    assert!(
+        admission_peak.iter().all(|&peak| peak <= 2),
+        "admission never runs more walks than its 2 workers: {admission_peak:?}\n{stdout}"
+    );
+}
+
+#[tokio::test]
+async fn storm_with_url_storms_that_server() {
+    let exporter = Exporter::start(&["--series", "100"]).await;
+    let url = exporter.url("/metrics");
+    let (status, stdout, stderr) =
+        run_storm(&["--duration-ms", "300", "--clients", "4", "--url", &url]).await;
+    assert!(status.success(), "storm exits 0, got {status}:\n{stderr}");
+    assert!(
+        stdout.starts_with("mode "),
+        "the table comes first:\n{stdout}"
+    );
+    let header = stdout.lines().next().expect("a header");
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("url "))
+        .unwrap_or_else(|| panic!("one `url` row:\n{stdout}"));
+    assert!(row.contains(" patient "), "the patient phase only: {row}");
+    let ok: u64 = cell(header, row, "ok").parse().expect("an ok count");
+    assert!(ok > 0, "an idle exporter answers some scrapes: {row}");
+    assert_eq!(
+        cell(header, row, "max walks at once"),
+        "-",
+        "peak walks unknown for a remote server: {row}"
+    );
+}
