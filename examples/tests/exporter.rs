@@ -200,6 +200,37 @@ async fn sigterm_with_blocked_walks_exits_0_within_the_deadline_and_logs_abandon
 }
 
 #[tokio::test]
+async fn cardinality_walk_runs_in_the_background() {
+    let exporter = Exporter::start(&["--series", "100", "--cardinality-interval-ms", "50"]).await;
+    let scraper = client(Duration::from_secs(10));
+    // Bounded polling: the loop's first walk comes after one interval.
+    for _ in 0..100 {
+        let text = scraper
+            .get(exporter.url("/metrics"))
+            .send()
+            .await
+            .expect("metrics answer")
+            .text()
+            .await
+            .unwrap();
+        let counted = text
+            .lines()
+            .find_map(|l| l.strip_prefix("exporter_cardinality_series "))
+            .expect("the cardinality gauge is exported");
+        if counted != "0" {
+            let series: u64 = counted.parse().expect("a count");
+            assert!(
+                series >= 100,
+                "the walk counted every demo series: {series}"
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the background cardinality walk ran within 5 s");
+}
+
+#[tokio::test]
 async fn sigterm_when_idle_drains_and_exits_0() {
     let exporter = Exporter::start(&["--series", "100"]).await;
     let response = client(Duration::from_secs(10))

@@ -71,9 +71,10 @@ async fn main() {
     };
     print!("{}", storm::render(&mut rows));
     println!(
-        "\nok/refused p50/p99: latency of 200 and 503 answers, timed apart. \
-         max walks at once: the gauge inside the walk. walks left: running or \
-         queued when the phase ended. memory growth: this process's VmRSS over the phase."
+        "\nok p50/p99 and refused p99: latency of 200 and of 503 answers, timed apart.\n\
+         gave up: requests the scraper stopped waiting for (its give-up time, or the phase's end).\n\
+         max walks at once: the gauge inside the walk. walks left: running or queued at the phase's end.\n\
+         memory growth: this process's VmRSS (server and scrapers) over the phase."
     );
     // Walks orphaned on tokio's blocking pool may still be running; they hold
     // nothing the table needs.

@@ -6,8 +6,7 @@
 
 use std::fmt;
 
-use admission_core::{Admission, Pool, WorkError};
-use axum::http::StatusCode;
+use admission_core::{Admission, Pool, Problem, WorkError};
 use axum::response::{IntoResponse, Response};
 
 use super::Gate;
@@ -63,12 +62,12 @@ impl std::error::Error for WalkError {}
 
 impl IntoResponse for WalkError {
     fn into_response(self) -> Response {
+        // Core defines every answer once: a failure is a `500` with a code
+        // and no message, a walk lost to shutdown a `503` saying so.
         match self {
             WalkError::Admission(err) => err.into_response(),
-            WalkError::Failed => {
-                (StatusCode::INTERNAL_SERVER_ERROR, "registry walk failed\n").into_response()
-            }
-            WalkError::Lost => (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response(),
+            WalkError::Failed => Problem::work_error(&WorkError::Failed(())).into_response(),
+            WalkError::Lost => Problem::work_error(&WorkError::<()>::Cancelled).into_response(),
         }
     }
 }

@@ -18,6 +18,8 @@ use crate::exporter::{Config, Exporter, Gate};
 
 /// How long the exporter may take to stop between phases.
 const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(2);
+/// How long the untimed warm-up phase lasts at most.
+const WARM_UP: Duration = Duration::from_millis(300);
 /// How long to wait for walks left over by give-ups before the next phase.
 const SETTLE: Duration = Duration::from_secs(2);
 
@@ -63,9 +65,18 @@ pub async fn run(config: &StormConfig) -> io::Result<Vec<Row>> {
         config.series,
         config.walk_delay.as_millis(),
     );
+    // One short untimed phase first, so that the first row's memory does
+    // not include the runtime's and the allocator's first use.
+    let warm_up = StormConfig {
+        duration: WARM_UP.min(config.duration),
+        ..config.clone()
+    };
+    eprintln!("storm: warming up (not counted) ...");
+    one(&warm_up, Gate::Admission, Phase::Patient).await?;
     let mut rows = Vec::new();
     for gate in Gate::ALL {
         for phase in [Phase::Patient, Phase::GiveUp(config.give_up)] {
+            eprintln!("storm: {gate} / {phase} ...");
             let row = one(config, gate, phase).await?;
             progress(&row);
             rows.push(row);
@@ -91,7 +102,6 @@ async fn one(config: &StormConfig, gate: Gate, phase: Phase) -> io::Result<Row> 
     let server = tokio::spawn(exporter.serve(listener, async move {
         let _ = stopped.await;
     }));
-    eprintln!("storm: {gate} / {phase} against {target} ...");
 
     let before = rss_kib();
     let tally = storm(config, target, phase).await;
