@@ -9,3 +9,4 @@
 pub mod args;
 pub mod exporter;
 pub mod storm;
+pub mod workflow;

@@ -1,0 +1,125 @@
+//! Run: `cargo run -p admission-examples --bin workflow -- --listen 127.0.0.1:8080`
+//!
+//! The incident-3 workflow service (actix-web). Requests take a lease of
+//! their class (`POST /operations?work_ms=MS` a *work* lease, `GET
+//! /operations/{id}` a *control* lease) and are refused with `503` +
+//! `Retry-After` when their class is full; `GET /healthz` and `GET /status`
+//! are never refused. Four background loops (recovery, provider, broker
+//! consumer, native dispatcher) do pure work every cycle in their own
+//! reserved slots, so request load cannot refuse them: `/status` shows their
+//! cycles going up while requests hold every slot. On SIGTERM or SIGINT it
+//! stops the server and drains every pool under `--shutdown-deadline-ms`
+//! counted from the signal, logs `drained` or `abandoned`, and exits 0.
+//!
+//! Flags: `--listen ADDR` (default `127.0.0.1:8080`; port 0 picks one),
+//! `--work-slots N` (2), `--control-slots N` (4), `--cycle-ms MS` (200),
+//! `--native-capacities LIST` (`2,3`), `--shutdown-deadline-ms MS` (5000),
+//! `--http-workers N` (2). It prints `listening on ADDR` on stdout once
+//! bound; logs go to stderr.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use admission_examples::args::{ArgError, Args};
+use admission_examples::workflow::{Config, NativeCapacities, Workflow};
+
+const USAGE: &str = "usage: workflow [--listen ADDR] [--work-slots N] [--control-slots N] \
+[--cycle-ms MS] [--native-capacities N,N,...] [--shutdown-deadline-ms MS] [--http-workers N]";
+
+fn config(mut args: Args) -> Result<Config, ArgError> {
+    let defaults = Config::default();
+    let ms = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_millis);
+    let config = Config {
+        listen: args
+            .value::<SocketAddr>("listen")?
+            .unwrap_or(defaults.listen),
+        work_slots: args.value("work-slots")?.unwrap_or(defaults.work_slots),
+        control_slots: args
+            .value("control-slots")?
+            .unwrap_or(defaults.control_slots),
+        cycle: ms(args.value("cycle-ms")?, defaults.cycle),
+        native_capacities: args
+            .value::<NativeCapacities>("native-capacities")?
+            .unwrap_or(defaults.native_capacities),
+        shutdown_deadline: ms(
+            args.value("shutdown-deadline-ms")?,
+            defaults.shutdown_deadline,
+        ),
+        http_workers: args.value("http-workers")?.unwrap_or(defaults.http_workers),
+    };
+    args.finish()?;
+    Ok(config)
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM received"),
+                _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
+            },
+            Err(err) => {
+                tracing::error!(class = ?err.kind(), "cannot listen for SIGTERM; SIGINT only");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("SIGINT received");
+    }
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_max_level(tracing::Level::INFO)
+        .init();
+
+    let mut args = match Args::parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(err) => fail(&err),
+    };
+    if args.flag("help") {
+        println!("{USAGE}");
+        return;
+    }
+    let config = match config(args) {
+        Ok(config) => config,
+        Err(err) => fail(&err),
+    };
+    let listen = config.listen;
+    let workflow = match Workflow::new(config) {
+        Ok(workflow) => workflow,
+        Err(err) => fail(&err),
+    };
+    let listener = match std::net::TcpListener::bind(listen) {
+        Ok(listener) => listener,
+        Err(err) => fail(&format!("cannot listen on {listen}: {err}")),
+    };
+    match listener.local_addr() {
+        Ok(addr) => println!("listening on {addr}"),
+        Err(err) => fail(&format!("no local address: {err}")),
+    }
+    let served = actix_web::rt::System::new().block_on(workflow.serve(listener, signal()));
+    match served {
+        Ok(stopped) => stopped.log(),
+        Err(err) => {
+            tracing::error!(class = ?err.kind(), "server failed");
+            std::process::exit(1);
+        }
+    }
+    // Blocked worker threads cannot be joined; the report above says what
+    // was left running, and the exit ends it.
+    std::process::exit(0);
+}
+
+fn fail(err: &dyn std::fmt::Display) -> ! {
+    eprintln!("workflow: {err}\n{USAGE}");
+    std::process::exit(2);
+}

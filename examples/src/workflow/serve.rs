@@ -1,0 +1,223 @@
+//! Building the workflow service, serving it, and stopping it under one
+//! deadline.
+//!
+//! This module owns [`Workflow`], [`AppState`] and [`Stopped`]. The
+//! admission middleware wraps only the `/operations` scope, so `/healthz`
+//! and `/status` are never refused. Shutdown counts its deadline from the
+//! signal and never waits past it: blocked worker threads cannot be joined,
+//! so the caller's process exit is the fallback.
+
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::{App, HttpServer, web};
+use admission_actix::AdmissionControl;
+use admission_core::{ConfigError, Outcome, RequestPools, Shutdown, ShutdownReport};
+use tokio::time::Instant;
+
+use super::Config;
+use super::loops::Loops;
+use super::operations::{self, Store};
+use super::owners::NativeDispatcher;
+use super::status;
+
+/// What every actix-web worker's handlers share.
+#[derive(Debug)]
+pub struct AppState {
+    pub(crate) requests: RequestPools,
+    pub(crate) store: Store,
+    pub(crate) loops: Loops,
+}
+
+/// A built workflow service, not yet serving: pools, reservations and their
+/// worker threads exist; the loops start when it serves.
+///
+/// # Examples
+///
+/// ```
+/// use admission_examples::workflow::{Config, Workflow};
+///
+/// let workflow = Workflow::new(Config::default()).unwrap();
+/// let status = workflow.status();
+/// assert_eq!(status["pools"]["work"]["capacity"], 2);
+/// assert_eq!(status["pools"]["native"]["capacity"], 2 + 3 + 1);
+/// assert_eq!(status["loops"]["broker"]["cycles"], 0, "loops start when it serves");
+/// ```
+#[derive(Debug)]
+pub struct Workflow {
+    state: Arc<AppState>,
+    shutdown: Shutdown,
+    config: Config,
+}
+
+/// How a served workflow stopped.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Stopped {
+    /// Per pool: drained or abandoned, with what was still running; and the
+    /// loops stopped or aborted.
+    pub report: ShutdownReport,
+    /// Whether the HTTP server finished its in-flight requests before the
+    /// deadline (otherwise they were left to the process exit).
+    pub server_stopped: bool,
+    /// The configured deadline, counted from the signal.
+    pub deadline: Duration,
+    /// Time from the signal to the end of shutdown.
+    pub took: Duration,
+}
+
+impl Stopped {
+    /// Logs the outcome: one line per pool saying `drained` or `abandoned`,
+    /// then one summary line.
+    pub fn log(&self) {
+        for pool in &self.report.pools {
+            match pool.outcome {
+                Outcome::Drained => tracing::info!(pool = %pool.pool, "pool {} drained", pool.pool),
+                Outcome::Abandoned { running } => tracing::warn!(
+                    pool = %pool.pool,
+                    running,
+                    "pool {} abandoned with {running} calls still running; process exit is the fallback",
+                    pool.pool,
+                ),
+            }
+        }
+        if !self.server_stopped {
+            tracing::warn!("requests still in flight at the deadline; left to the exit");
+        }
+        let outcome = if self.report.drained() && self.server_stopped {
+            "drained"
+        } else {
+            "abandoned"
+        };
+        tracing::info!(
+            took_ms = self.took.as_millis() as u64,
+            deadline_ms = self.deadline.as_millis() as u64,
+            loops_stopped = self.report.loops_stopped,
+            loops_aborted = self.report.loops_aborted,
+            "shutdown {outcome}"
+        );
+    }
+}
+
+impl Workflow {
+    /// Builds the request pools, the loop owners' reservations and the
+    /// shutdown coordinator, and registers every pool with it.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] for a class of 0 slots, native capacities too large,
+    /// or a zero shutdown deadline.
+    pub fn new(config: Config) -> Result<Workflow, ConfigError> {
+        let requests = RequestPools::new(config.work_slots, config.control_slots)?;
+        let shutdown = Shutdown::new(config.shutdown_deadline)?;
+        let dispatcher = NativeDispatcher::new(config.native_capacities.clone())?;
+        let loops = Loops::new(dispatcher);
+        shutdown.register_requests(&requests);
+        for entry in loops.entries() {
+            shutdown.register(entry.reservation.pool());
+        }
+        Ok(Workflow {
+            state: Arc::new(AppState {
+                requests,
+                store: Store::default(),
+                loops,
+            }),
+            shutdown,
+            config,
+        })
+    }
+
+    /// The `/status` document as it stands.
+    pub fn status(&self) -> serde_json::Value {
+        status::document(&self.state)
+    }
+
+    /// The routes: `/operations` behind admission, `/healthz` and `/status`
+    /// outside it.
+    fn configure(state: &Arc<AppState>, cfg: &mut web::ServiceConfig) {
+        cfg.app_data(web::Data::from(Arc::clone(state)))
+            .service(
+                web::scope("/operations")
+                    .wrap(AdmissionControl::new(state.requests.clone()))
+                    .route("", web::post().to(operations::create))
+                    .route("/{id}", web::get().to(operations::read)),
+            )
+            .route("/healthz", web::get().to(status::healthz))
+            .route("/status", web::get().to(status::status));
+    }
+
+    /// Starts the loops, serves on `listener` until `signal` completes (or
+    /// the server fails), then stops the server and shuts down every pool
+    /// and loop concurrently, by one deadline counted from the signal.
+    ///
+    /// Call it inside an actix system (`#[actix_web::main]`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropping it mid-shutdown leaves pools closed and
+    /// the server stopping.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error of a listener the server cannot take, or of a server
+    /// that failed while running (after shutting down).
+    pub async fn serve(
+        self,
+        listener: std::net::TcpListener,
+        signal: impl Future<Output = ()>,
+    ) -> io::Result<Stopped> {
+        let Workflow {
+            state,
+            shutdown,
+            config,
+        } = self;
+        let routes = Arc::clone(&state);
+        let server = HttpServer::new(move || {
+            let routes = Arc::clone(&routes);
+            App::new().configure(move |cfg| Workflow::configure(&routes, cfg))
+        })
+        .workers(config.http_workers.max(1))
+        .disable_signals()
+        .shutdown_timeout(config.shutdown_deadline.as_secs().max(1))
+        .listen(listener)?
+        .run();
+        let handle = server.handle();
+        state.loops.spawn(&shutdown, &state.requests, config.cycle);
+        let mut running = actix_web::rt::spawn(server);
+
+        let mut failed = None;
+        tokio::select! {
+            () = signal => {}
+            ended = &mut running => {
+                failed = Some(match ended {
+                    Ok(Ok(())) => io::Error::other("the server stopped on its own"),
+                    Ok(Err(err)) => err,
+                    Err(join) => io::Error::other(join),
+                });
+            }
+        }
+        let signalled = Instant::now();
+        let deadline = signalled + config.shutdown_deadline;
+        let stop_server = async {
+            tokio::time::timeout_at(deadline, handle.stop(true))
+                .await
+                .is_ok()
+        };
+        let (server_stopped, report) = tokio::join!(stop_server, shutdown.shutdown_by(deadline));
+        let stopped = Stopped {
+            report,
+            server_stopped,
+            deadline: config.shutdown_deadline,
+            took: signalled.elapsed(),
+        };
+        match failed {
+            None => Ok(stopped),
+            Some(err) => {
+                stopped.log();
+                Err(err)
+            }
+        }
+    }
+}

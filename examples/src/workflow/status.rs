@@ -1,0 +1,55 @@
+//! `GET /status` and `GET /healthz`: never behind admission, never refused.
+//!
+//! This module owns the status document. It must never take a lease nor
+//! run pure work: it reads counters only.
+
+use actix_web::{HttpResponse, web};
+use admission_core::PoolStats;
+use serde_json::{Map, Value, json};
+
+use super::serve::AppState;
+
+/// `GET /healthz`: `200 ok`, touching nothing.
+pub(crate) async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().content_type("text/plain").body("ok\n")
+}
+
+/// `GET /status`: every loop's counters and every pool's occupancy.
+pub(crate) async fn status(app: web::Data<AppState>) -> HttpResponse {
+    HttpResponse::Ok().json(document(&app))
+}
+
+/// The status document:
+/// `{"loops": {name: {cycles, refusals, ...}}, "pools": {name: {capacity, in_use, refused, ...}}, "operations": n}`.
+pub(crate) fn document(app: &AppState) -> Value {
+    let mut loops = Map::new();
+    let mut pools = Map::new();
+    for stats in app.requests.stats() {
+        pools.insert(stats.name.clone(), pool(&stats));
+    }
+    for entry in app.loops.entries() {
+        let stats = entry.reservation.stats();
+        loops.insert(
+            entry.name.to_owned(),
+            json!({
+                "cycles": entry.stats.cycles(),
+                "refusals": entry.stats.refusals(),
+                "failures": entry.stats.failures(),
+                "reservation": stats.name,
+            }),
+        );
+        pools.insert(stats.name.clone(), pool(&stats));
+    }
+    json!({ "loops": loops, "pools": pools, "operations": app.store.len() })
+}
+
+fn pool(stats: &PoolStats) -> Value {
+    json!({
+        "capacity": stats.capacity,
+        "in_use": stats.in_use,
+        "refused": stats.refused,
+        "admitted": stats.admitted,
+        "running": stats.running,
+        "orphaned": stats.orphaned,
+    })
+}
