@@ -1,0 +1,103 @@
+//! The adapter conformance suite: every case is written once
+//! ([`cases`]) and run over real HTTP against the axum adapter and the
+//! actix-web adapter ([`harness`]), so both keep the same promises:
+//!
+//! 1. a scrape is refused at once (`503` + `Retry-After`) while every
+//!    registry worker is held;
+//! 2. the status page is refused the same way;
+//! 3. a client that hangs up mid-walk leaves the walk's slot held until the
+//!    walk ends;
+//! 4. a waiting background walker gets the next free slot while HTTP
+//!    callers are refused;
+//! 5. a streamed body holds its request lease to its last chunk, and a
+//!    client dropping it early releases the lease;
+//! 6. both adapters send the same refusal, byte for byte;
+//! 7. a panicking walk answers `500` and frees its slot;
+//! 8. clients on separate connections share one pool, whichever way the
+//!    middleware is mounted.
+//!
+//! Tests are `axum::<case>` and `actix::<case>`, plus the mount variants of
+//! case 8 and the cross-adapter case 6 at the top level.
+
+// A test crate's root resolves modules beside it, not in a folder named
+// after it: the paths say where the suite's modules live.
+#[path = "conformance/cases.rs"]
+mod cases;
+#[path = "conformance/client.rs"]
+mod client;
+#[path = "conformance/endpoints.rs"]
+mod endpoints;
+#[path = "conformance/harness.rs"]
+mod harness;
+
+use harness::{ActixMount, Adapter, AxumMount};
+
+/// One `#[tokio::test]` per case for `$adapter`.
+macro_rules! every_case {
+    ($adapter:expr) => {
+        every_case!(
+            $adapter;
+            third_scrape_is_refused_at_once_while_both_workers_are_held,
+            status_page_is_refused_the_same_way,
+            disconnected_client_keeps_its_slot_until_the_walk_ends,
+            waiting_background_walker_is_admitted_when_a_slot_frees,
+            streamed_body_holds_its_lease_until_the_last_chunk,
+            client_dropping_the_body_early_releases_the_lease,
+            panicking_walk_answers_500_and_frees_its_slot,
+        );
+    };
+    ($adapter:expr; $($case:ident),+ $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                crate::cases::$case($adapter).await;
+            }
+        )+
+    };
+}
+
+/// Case 8 for one mount of the middleware.
+macro_rules! shares_one_pool {
+    ($($name:ident => $adapter:expr),+ $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                crate::cases::separate_connections_share_one_pool($adapter).await;
+            }
+        )+
+    };
+}
+
+mod axum {
+    //! The cases against `admission-axum`, layer mounted router-wide unless
+    //! the name says otherwise.
+
+    use super::{Adapter, AxumMount};
+
+    every_case!(Adapter::AXUM);
+
+    shares_one_pool! {
+        separate_connections_share_one_pool_with_a_router_layer => Adapter::Axum(AxumMount::Router),
+        separate_connections_share_one_pool_with_a_route_layer => Adapter::Axum(AxumMount::Route),
+        separate_connections_share_one_pool_with_route_service => Adapter::Axum(AxumMount::RouteService),
+    }
+}
+
+mod actix {
+    //! The cases against `admission-actix`, middleware on the `App` unless
+    //! the name says otherwise.
+
+    use super::{ActixMount, Adapter};
+
+    every_case!(Adapter::ACTIX);
+
+    shares_one_pool! {
+        separate_connections_share_one_pool_with_app_wrap => Adapter::Actix(ActixMount::App),
+        separate_connections_share_one_pool_with_scope_wrap => Adapter::Actix(ActixMount::Scope),
+    }
+}
+
+#[tokio::test]
+async fn both_adapters_answer_byte_for_byte_alike() {
+    cases::both_adapters_answer_byte_for_byte_alike().await;
+}

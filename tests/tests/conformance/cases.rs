@@ -1,0 +1,549 @@
+//! Each conformance case, written once and run against every adapter.
+//!
+//! Workers are held by the test (a held walk blocks its worker thread on a
+//! std channel until the test releases it), handlers by gates, and bodies by
+//! feeds: nothing waits on a timer. Bounded polling on `pool.stats()` is
+//! used only where a slot comes back on a server's thread with nothing to
+//! signal it.
+
+use std::time::{Duration, Instant};
+
+use admission_core::{Admission, Class, Lease, PROBLEM_JSON, Pool, Problem, RequestPools};
+use bytes::Bytes;
+use reqwest::StatusCode;
+use tokio::sync::{mpsc, oneshot};
+
+use super::client::{Answer, answer, client, eventually, get, hang_up_later, spawn_get, within};
+use super::endpoints::{Endpoint, Feeds, Gate, HTML, HandlerEnd, METRICS, Walk};
+use super::harness::{Adapter, Routes};
+
+/// The registry pool's name, as refusals name it.
+const REGISTRY: &str = "registry";
+/// A fail-fast refusal must arrive well within this, however long the
+/// running walks take.
+const FAIL_FAST: Duration = Duration::from_secs(2);
+
+fn registry_pool(capacity: usize) -> Pool {
+    Pool::new(REGISTRY, capacity).expect("a valid registry pool")
+}
+
+/// Request pools roomy enough that only the registry pool can refuse.
+fn roomy_requests() -> RequestPools {
+    RequestPools::new(8, 8).expect("valid request pools")
+}
+
+/// A refusal: `503`, `Retry-After` of at least 1 s, a problem document that
+/// must not be cached, naming the code and `pool`.
+fn assert_refused(answer: &Answer, pool: &str) {
+    assert_eq!(
+        answer.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "a refusal is a 503"
+    );
+    let retry_after: u32 = answer
+        .header("retry-after")
+        .parse()
+        .expect("`retry-after` is whole seconds");
+    assert!(retry_after >= 1, "`retry-after` is at least 1 s");
+    assert_eq!(
+        answer.header("content-type"),
+        PROBLEM_JSON,
+        "a refusal is a problem document"
+    );
+    assert_eq!(
+        answer.header("cache-control"),
+        "no-store",
+        "a refusal is never cached"
+    );
+    let problem = answer.problem();
+    assert_eq!(problem["code"], "ADMISSION_SATURATED", "the code is named");
+    assert_eq!(problem["pool"], pool, "the refusing pool is named");
+    assert_eq!(problem["status"], 503, "the body repeats the status");
+}
+
+/// A `200` with `body` served as `content_type`.
+fn assert_ok(answer: &Answer, content_type: &str, body: &str) {
+    assert_eq!(answer.status, StatusCode::OK, "admitted and answered");
+    assert_eq!(answer.header("content-type"), content_type);
+    assert_eq!(answer.text(), body);
+}
+
+/// Waits until every request lease of `pools` is back.
+async fn leases_back(pools: &RequestPools) {
+    eventually("every request lease to come back", || {
+        pools.stats().iter().all(|stats| stats.in_use == 0)
+    })
+    .await;
+}
+
+/// Case 1: with both registry workers held, a third scrape is refused with
+/// `503` and `Retry-After` while they are still held, well under 2 s.
+pub(crate) async fn third_scrape_is_refused_at_once_while_both_workers_are_held(adapter: Adapter) {
+    let requests = roomy_requests();
+    let registry = registry_pool(2);
+    let (walk, mut walks) = Walk::held("requests_total 1\n# EOF\n");
+    let routes = Routes::new().route("/metrics", Endpoint::registry(&registry, walk, METRICS));
+    let server = adapter.serve(&requests, routes).await;
+
+    let first = spawn_get(server.url("/metrics"));
+    let second = spawn_get(server.url("/metrics"));
+    let held = [walks.started().await, walks.started().await];
+
+    let asked = Instant::now();
+    let refused = get(&server.url("/metrics")).await;
+    let took = asked.elapsed();
+    let stats = registry.stats();
+    assert_eq!(
+        (stats.in_use, stats.running),
+        (2, 2),
+        "the refusal arrived while both workers were still held"
+    );
+    assert_refused(&refused, REGISTRY);
+    assert!(
+        took < FAIL_FAST,
+        "a refusal never waits for a worker (took {took:?})"
+    );
+    assert_eq!(stats.refused, 1, "the pool counted the refusal");
+    assert!(
+        !walks.more_started(),
+        "the refused scrape never reached a worker"
+    );
+
+    held.into_iter()
+        .for_each(super::endpoints::Release::release);
+    for scrape in [first, second] {
+        assert_ok(&answer(scrape).await, METRICS, "requests_total 1\n# EOF\n");
+    }
+    assert_eq!(registry.stats().in_use, 0, "both slots are back");
+    leases_back(&requests).await;
+    server.stop().await;
+}
+
+/// Case 2: the HTML status page, a registry walk as well, is refused the
+/// same way when the workers are busy, and served when they are not.
+pub(crate) async fn status_page_is_refused_the_same_way(adapter: Adapter) {
+    let requests = roomy_requests();
+    let registry = registry_pool(2);
+    let (scrape_walk, mut scrapes) = Walk::held("# EOF\n");
+    let (page_walk, mut pages) = Walk::held("<h1>ok</h1>");
+    let routes = Routes::new()
+        .route(
+            "/metrics",
+            Endpoint::registry(&registry, scrape_walk, METRICS),
+        )
+        .route("/", Endpoint::registry(&registry, page_walk, HTML));
+    let server = adapter.serve(&requests, routes).await;
+
+    let scrape = spawn_get(server.url("/metrics"));
+    let page = spawn_get(server.url("/"));
+    let held = [scrapes.started().await, pages.started().await];
+
+    let asked = Instant::now();
+    let refused = get(&server.url("/")).await;
+    let took = asked.elapsed();
+    assert_eq!(
+        registry.stats().running,
+        2,
+        "the refusal arrived while both workers were still held"
+    );
+    assert_refused(&refused, REGISTRY);
+    assert!(took < FAIL_FAST, "a refusal never waits (took {took:?})");
+    assert!(!pages.more_started(), "the refused page never walked");
+
+    held.into_iter()
+        .for_each(super::endpoints::Release::release);
+    assert_ok(&answer(page).await, HTML, "<h1>ok</h1>");
+    assert_ok(&answer(scrape).await, METRICS, "# EOF\n");
+    server.stop().await;
+}
+
+/// Case 3: a client that hangs up mid-walk: the server drops the handler,
+/// the walk's slot stays in use and refuses a new scrape until the walk
+/// ends, then the slot is back.
+pub(crate) async fn disconnected_client_keeps_its_slot_until_the_walk_ends(adapter: Adapter) {
+    let requests = roomy_requests();
+    let registry = registry_pool(1);
+    let (walk, mut walks) = Walk::held("# EOF\n");
+    let (watch, mut ends) = mpsc::unbounded_channel();
+    let metrics = Endpoint::Registry {
+        pool: registry.clone(),
+        walk,
+        content_type: METRICS,
+        watch: Some(watch),
+    };
+    let server = adapter
+        .serve(&requests, Routes::new().route("/metrics", metrics))
+        .await;
+
+    let hung_up = hang_up_later(server.addr(), &server.path("/metrics")).await;
+    let walking = walks.started().await;
+    drop(hung_up);
+    let end = within("the server to drop the handler", ends.recv()).await;
+    assert_eq!(
+        end,
+        Some(HandlerEnd::Dropped),
+        "the server dropped the handler of the client that hung up"
+    );
+
+    let stats = registry.stats();
+    assert_eq!(
+        (stats.in_use, stats.running),
+        (1, 1),
+        "the orphaned walk keeps its slot"
+    );
+    assert_refused(&get(&server.url("/metrics")).await, REGISTRY);
+    assert_eq!(
+        ends.recv().await,
+        Some(HandlerEnd::Completed),
+        "the refused scrape's handler ran to its end"
+    );
+    leases_back(&requests).await;
+
+    walking.release();
+    // The orphan's slot comes back on the worker thread: nothing to await.
+    eventually("the orphaned walk to end and free its slot", || {
+        registry.stats().in_use == 0
+    })
+    .await;
+    let stats = registry.stats();
+    assert_eq!(
+        (stats.orphaned, stats.admitted, stats.released),
+        (1, 1, 1),
+        "the orphan released its slot exactly once"
+    );
+
+    let scrape = spawn_get(server.url("/metrics"));
+    walks.started().await.release();
+    assert_ok(&answer(scrape).await, METRICS, "# EOF\n");
+    server.stop().await;
+}
+
+/// Case 4: a background walker that waits (`Pool::run` with
+/// `Admission::Wait`, outside HTTP) is queued while both slots are held,
+/// HTTP scrapes are refused meanwhile, and the first slot freed goes to the
+/// walker, not to a scrape.
+pub(crate) async fn waiting_background_walker_is_admitted_when_a_slot_frees(adapter: Adapter) {
+    let requests = roomy_requests();
+    let registry = registry_pool(2);
+    let (walk, mut walks) = Walk::held("# EOF\n");
+    let routes = Routes::new().route("/metrics", Endpoint::registry(&registry, walk, METRICS));
+    let server = adapter.serve(&requests, routes).await;
+
+    let first = spawn_get(server.url("/metrics"));
+    let second = spawn_get(server.url("/metrics"));
+    let (a, b) = (walks.started().await, walks.started().await);
+
+    let (walker_walk, mut walker_walks) = Walk::held("walked");
+    let (queued_tx, queued) = oneshot::channel();
+    let walker = tokio::spawn({
+        let registry = registry.clone();
+        let work = walker_walk;
+        async move {
+            let mut run = std::pin::pin!(registry.run(work, Admission::Wait));
+            // One poll queues the walker behind the held slots.
+            let first = tokio::select! {
+                biased;
+                done = &mut run => Some(done),
+                () = std::future::ready(()) => None,
+            };
+            let _ = queued_tx.send(first.is_none());
+            match first {
+                Some(done) => done,
+                None => run.await,
+            }
+        }
+    });
+    assert!(
+        within("the walker to ask for a slot", queued)
+            .await
+            .expect("the walker reports"),
+        "with both slots held the walker waits"
+    );
+
+    assert_refused(&get(&server.url("/metrics")).await, REGISTRY);
+    assert!(!walker.is_finished(), "the walker is still waiting");
+
+    a.release();
+    let walker_walking = walker_walks.started().await;
+    assert_refused(&get(&server.url("/metrics")).await, REGISTRY);
+    assert_eq!(
+        registry.stats().in_use,
+        2,
+        "the freed slot went to the walker, not to a scrape"
+    );
+    assert!(!walks.more_started(), "no refused scrape walked");
+
+    walker_walking.release();
+    let walked = within("the walker to finish", walker)
+        .await
+        .expect("the walker task did not panic");
+    assert_eq!(walked, Ok("walked".to_owned()), "the walker was admitted");
+    b.release();
+    for scrape in [first, second] {
+        assert_ok(&answer(scrape).await, METRICS, "# EOF\n");
+    }
+    let stats = registry.stats();
+    assert_eq!(
+        (stats.in_use, stats.refused),
+        (0, 2),
+        "both slots are back; only the two scrapes were refused"
+    );
+    server.stop().await;
+}
+
+/// Case 5a: a streamed body holds its request lease until its last chunk.
+pub(crate) async fn streamed_body_holds_its_lease_until_the_last_chunk(adapter: Adapter) {
+    // One control slot: the open stream holds all of it.
+    let requests = RequestPools::new(1, 1).expect("valid request pools");
+    let control = || requests.pool(Class::Control).stats();
+    let (events, mut feeds) = Feeds::endpoint();
+    let server = adapter
+        .serve(&requests, Routes::new().route("/events", events))
+        .await;
+
+    let mut response = within(
+        "the stream's head",
+        client().get(server.url("/events")).send(),
+    )
+    .await
+    .expect("the server answers");
+    assert_eq!(response.status(), StatusCode::OK);
+    let feed = feeds.next().await;
+    feed.chunks.send(Bytes::from_static(b"first\n")).unwrap();
+    let chunk = within("the first chunk", response.chunk()).await.unwrap();
+    assert_eq!(chunk.as_deref(), Some(&b"first\n"[..]));
+    assert_eq!(
+        control().in_use,
+        1,
+        "the open body holds the request's lease"
+    );
+    assert_refused(&get(&server.url("/events")).await, "control");
+
+    feed.chunks.send(Bytes::from_static(b"last\n")).unwrap();
+    let chunk = within("the last chunk", response.chunk()).await.unwrap();
+    assert_eq!(chunk.as_deref(), Some(&b"last\n"[..]));
+    assert_eq!(control().in_use, 1, "the stream has not ended yet");
+
+    drop(feed.chunks); // the stream ends
+    let end = within("the end of the body", response.chunk())
+        .await
+        .unwrap();
+    assert_eq!(end, None, "the client saw the end");
+    // The lease goes when the body reports its end, before the server
+    // writes the end of the chunked body the client just read.
+    let stats = control();
+    assert_eq!(stats.in_use, 0, "the lease is back once the body ended");
+    assert_eq!(stats.admitted, stats.released, "released exactly once");
+    server.stop().await;
+}
+
+/// Case 5b: a client that drops a streamed body early releases its lease,
+/// with no further chunk written.
+pub(crate) async fn client_dropping_the_body_early_releases_the_lease(adapter: Adapter) {
+    let requests = RequestPools::new(1, 1).expect("valid request pools");
+    let control = || requests.pool(Class::Control).stats();
+    let (events, mut feeds) = Feeds::endpoint();
+    let server = adapter
+        .serve(&requests, Routes::new().route("/events", events))
+        .await;
+
+    let mut response = within(
+        "the stream's head",
+        client().get(server.url("/events")).send(),
+    )
+    .await
+    .expect("the server answers");
+    let feed = feeds.next().await;
+    feed.chunks.send(Bytes::from_static(b"first\n")).unwrap();
+    let chunk = within("the first chunk", response.chunk()).await.unwrap();
+    assert_eq!(chunk.as_deref(), Some(&b"first\n"[..]));
+    assert_eq!(
+        control().in_use,
+        1,
+        "the open body holds the request's lease"
+    );
+
+    drop(response); // the client goes away mid-stream; the stream stays idle
+    within("the server to drop the abandoned body", feed.dropped)
+        .await
+        .expect("the body says when it is dropped");
+    // axum's body drops its lease before its stream, actix-web's after it,
+    // on the server's thread: poll for it.
+    eventually("the dropped body's lease to come back", || {
+        control().in_use == 0
+    })
+    .await;
+    let stats = control();
+    assert_eq!(stats.admitted, stats.released, "released exactly once");
+
+    let again = spawn_get(server.url("/events"));
+    drop(feeds.next().await); // an empty stream
+    let again = answer(again).await;
+    assert_eq!(
+        again.status,
+        StatusCode::OK,
+        "the slot serves the next client"
+    );
+    assert_eq!(again.text(), "");
+    drop(feed.chunks);
+    server.stop().await;
+}
+
+/// Case 7: a panicking walk answers `500` with a problem naming
+/// `ADMISSION_WORK_PANICKED` (never the panic message), its slot is back,
+/// and the next scrape on the same one-slot pool succeeds.
+pub(crate) async fn panicking_walk_answers_500_and_frees_its_slot(adapter: Adapter) {
+    let requests = roomy_requests();
+    let registry = registry_pool(1);
+    let routes = Routes::new()
+        .route(
+            "/boom",
+            Endpoint::registry(&registry, Walk::Panics, METRICS),
+        )
+        .route(
+            "/metrics",
+            Endpoint::registry(&registry, Walk::Instant("# EOF\n"), METRICS),
+        );
+    let server = adapter.serve(&requests, routes).await;
+
+    let boom = get(&server.url("/boom")).await;
+    assert_eq!(boom.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(boom.header("content-type"), PROBLEM_JSON);
+    assert!(
+        !boom.headers.contains_key("retry-after"),
+        "a panic is no refusal"
+    );
+    assert_eq!(boom.problem()["code"], admission_core::WORK_PANICKED);
+    assert!(
+        !boom.text().contains("exploded"),
+        "the panic message is never sent"
+    );
+    let stats = registry.stats();
+    assert_eq!(
+        (stats.panicked, stats.in_use, stats.released),
+        (1, 0, 1),
+        "the panic released its slot"
+    );
+
+    assert_ok(&get(&server.url("/metrics")).await, METRICS, "# EOF\n");
+    leases_back(&requests).await;
+    server.stop().await;
+}
+
+/// Case 8: many clients, each on its own connection, share one pool:
+/// with both slots of a class held by blocked handlers, of 8 clients sent
+/// at once exactly 2 are admitted and 6 refused.
+pub(crate) async fn separate_connections_share_one_pool(adapter: Adapter) {
+    const SLOTS: usize = 2;
+    const CLIENTS: usize = 8;
+    let requests = RequestPools::new(SLOTS, SLOTS).expect("valid request pools");
+    let (held, mut gate) = Gate::endpoint();
+    let server = adapter
+        .serve(&requests, Routes::new().route("/held", held))
+        .await;
+
+    let (answers_tx, mut answers) = mpsc::unbounded_channel();
+    for _ in 0..CLIENTS {
+        let (url, answers_tx) = (server.url("/held"), answers_tx.clone());
+        // `get` builds a client of its own: a fresh connection each.
+        tokio::spawn(async move { answers_tx.send(get(&url).await) });
+    }
+    gate.arrivals(SLOTS).await;
+    for _ in SLOTS..CLIENTS {
+        let refused = within("a refusal", answers.recv())
+            .await
+            .expect("an answer");
+        assert_refused(&refused, "control");
+    }
+    assert_eq!(gate.more_arrived(), 0, "exactly two reached the handler");
+    let stats = requests.pool(Class::Control).stats();
+    assert_eq!(stats.in_use, SLOTS, "the two admitted hold both slots");
+    assert_eq!(
+        stats.refused,
+        (CLIENTS - SLOTS) as u64,
+        "one pool counted every refusal"
+    );
+
+    gate.open(SLOTS);
+    for _ in 0..SLOTS {
+        let done = within("an admitted answer", answers.recv())
+            .await
+            .expect("an answer");
+        assert_eq!((done.status, done.text()), (StatusCode::OK, "done"));
+    }
+    leases_back(&requests).await;
+    server.stop().await;
+}
+
+/// The headers a problem answer is compared on.
+const PROBLEM_HEADERS: [&str; 4] = [
+    "content-type",
+    "cache-control",
+    "retry-after",
+    "content-length",
+];
+
+/// Asserts that two adapters' answers are the same, byte for byte.
+fn assert_same(what: &str, axum: &Answer, actix: &Answer) {
+    assert_eq!(axum.status, actix.status, "{what}: the same status");
+    for name in PROBLEM_HEADERS {
+        let values = |answer: &Answer| -> Vec<Vec<u8>> {
+            let values = answer.headers.get_all(name).iter();
+            values.map(|value| value.as_bytes().to_vec()).collect()
+        };
+        assert_eq!(values(axum), values(actix), "{what}: the same `{name}`");
+    }
+    assert_eq!(axum.body, actix.body, "{what}: the same body bytes");
+}
+
+/// Case 6: the same refusal (and the same failure) run against both
+/// adapters gives the same status, headers and body bytes, which are
+/// core's [`Problem`].
+pub(crate) async fn both_adapters_answer_byte_for_byte_alike() {
+    let requests = RequestPools::new(2, 2).expect("valid request pools");
+    let registry = registry_pool(1);
+    let routes = Routes::new()
+        .route(
+            "/metrics",
+            Endpoint::registry(&registry, Walk::Instant("# EOF\n"), METRICS),
+        )
+        .route(
+            "/boom",
+            Endpoint::registry(&registry, Walk::Panics, METRICS),
+        );
+    let axum = Adapter::AXUM.serve(&requests, routes.clone()).await;
+    let actix = Adapter::ACTIX.serve(&requests, routes).await;
+    let both = |path: &str| {
+        let (axum, actix) = (axum.url(path), actix.url(path));
+        async move { (get(&axum).await, get(&actix).await) }
+    };
+
+    // The registry refuses: its one slot is taken.
+    let walking = registry.try_admit().expect("the slot is free");
+    let (a, b) = both("/metrics").await;
+    assert_refused(&a, REGISTRY);
+    assert_same("a registry refusal", &a, &b);
+    let core = Problem::refusal(&registry.try_admit().expect_err("the slot is taken"));
+    assert_eq!(a.text(), core.body(), "the body is core's problem");
+    drop(walking);
+
+    // The middleware refuses: every control lease is taken.
+    let held: Vec<Lease> = (0..2)
+        .map(|_| requests.try_lease(Class::Control).expect("a free lease"))
+        .collect();
+    let (a, b) = both("/metrics").await;
+    assert_refused(&a, "control");
+    assert_same("a request-class refusal", &a, &b);
+    let core = Problem::refusal(&requests.try_lease(Class::Control).expect_err("all taken"));
+    assert_eq!(a.text(), core.body(), "the body is core's problem");
+    drop(held);
+
+    // A panicking walk.
+    let (a, b) = both("/boom").await;
+    assert_eq!(a.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_same("a panicked walk", &a, &b);
+
+    leases_back(&requests).await;
+    axum.stop().await;
+    actix.stop().await;
+}
