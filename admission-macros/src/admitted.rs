@@ -38,6 +38,8 @@ struct Args {
     class: Option<(Class, Span)>,
     pools: Option<Expr>,
     krate: Option<Path>,
+    /// A bounded wait for the lease, in milliseconds; fail fast when absent.
+    wait_ms: Option<u64>,
 }
 
 /// Expands `#[admitted(args)] item`.
@@ -61,6 +63,7 @@ fn parse_args(input: ParseStream<'_>) -> syn::Result<Args> {
         class: None,
         pools: None,
         krate: None,
+        wait_ms: None,
     };
     let mut seen_class = false;
     let mut seen_pools = false;
@@ -93,14 +96,18 @@ fn parse_args(input: ParseStream<'_>) -> syn::Result<Args> {
             let key: kw::wait_ms = input.parse()?;
             common::parse_eq(input, "wait_ms", "250")?;
             let value = parse_wait_ms(input);
-            errors.take(value);
-            errors.take(wait_key(&mut wait, key.span, "wait_ms"));
+            if let Some(ms) = errors.take(value) {
+                args.wait_ms.get_or_insert(ms);
+            }
+            errors.take(wait_key(&mut wait, key.span));
         } else if lookahead.peek(kw::wait) {
             let key: kw::wait = input.parse()?;
             common::parse_eq(input, "wait", "\"250ms\"")?;
             let value = parse_wait(input);
-            errors.take(value);
-            errors.take(wait_key(&mut wait, key.span, "wait"));
+            if let Some(ms) = errors.take(value) {
+                args.wait_ms.get_or_insert(ms);
+            }
+            errors.take(wait_key(&mut wait, key.span));
         } else if lookahead.peek(Token![crate]) {
             let key: Token![crate] = input.parse()?;
             common::parse_eq(input, "crate", "\"my_admission\"")?;
@@ -167,8 +174,9 @@ fn parse_class(input: ParseStream<'_>) -> syn::Result<(Class, Span)> {
     }
 }
 
-/// Parses the value of `wait`: a string such as `"250ms"` or `"2s"`.
-fn parse_wait(input: ParseStream<'_>) -> syn::Result<()> {
+/// Parses the value of `wait`: a string such as `"250ms"` or `"2s"`, in
+/// milliseconds.
+fn parse_wait(input: ParseStream<'_>) -> syn::Result<u64> {
     let message = "`wait` takes a duration string in `ms` or `s`: write `wait = \"250ms\"`";
     if !input.peek(LitStr) {
         let expr: Expr = input.parse()?;
@@ -176,23 +184,36 @@ fn parse_wait(input: ParseStream<'_>) -> syn::Result<()> {
     }
     let lit: LitStr = input.parse()?;
     let text = lit.value();
-    let digits = text
-        .strip_suffix("ms")
-        .or_else(|| text.strip_suffix('s'))
-        .ok_or_else(|| syn::Error::new(lit.span(), message))?;
-    match digits.parse::<u64>() {
-        Ok(_) => Ok(()),
-        Err(_) => Err(syn::Error::new(lit.span(), message)),
-    }
+    let (digits, scale) = match text.strip_suffix("ms") {
+        Some(digits) => (digits, 1),
+        None => (
+            text.strip_suffix('s')
+                .ok_or_else(|| syn::Error::new(lit.span(), message))?,
+            1000,
+        ),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .filter(|&ms| ms > 0)
+        .ok_or_else(|| syn::Error::new(lit.span(), message))
 }
 
-/// Parses the value of `wait_ms`: an integer literal.
-fn parse_wait_ms(input: ParseStream<'_>) -> syn::Result<()> {
+/// Parses the value of `wait_ms`: an integer literal of at least 1.
+fn parse_wait_ms(input: ParseStream<'_>) -> syn::Result<u64> {
     let expr: Expr = input.parse()?;
     match &expr {
         Expr::Lit(ExprLit {
             lit: Lit::Int(lit), ..
-        }) => lit.base10_parse::<u64>().map(drop),
+        }) => match lit.base10_parse::<u64>()? {
+            0 => Err(syn::Error::new(
+                lit.span(),
+                "`wait_ms = 0` never waits: remove it to fail fast, or give a bound like \
+                 `wait_ms = 250`",
+            )),
+            ms => Ok(ms),
+        },
         _ => Err(syn::Error::new_spanned(
             &expr,
             "`wait_ms` takes a whole number of milliseconds: write `wait_ms = 250`",
@@ -200,10 +221,8 @@ fn parse_wait_ms(input: ParseStream<'_>) -> syn::Result<()> {
     }
 }
 
-/// Records a `wait` or `wait_ms` key. Both are parsed and checked, but a
-/// bounded wait needs a public way to turn a waited-for slot into a lease,
-/// which `admission-core` does not offer yet, so either key is reported.
-fn wait_key(seen: &mut Option<Span>, span: Span, key: &str) -> syn::Result<()> {
+/// Records a `wait` or `wait_ms` key; only one of them may be given.
+fn wait_key(seen: &mut Option<Span>, span: Span) -> syn::Result<()> {
     if seen.is_some() {
         return Err(syn::Error::new(
             span,
@@ -211,14 +230,7 @@ fn wait_key(seen: &mut Option<Span>, span: Span, key: &str) -> syn::Result<()> {
         ));
     }
     *seen = Some(span);
-    Err(syn::Error::new(
-        span,
-        format!(
-            "`{key}` is not supported yet: `#[admitted]` fails fast (503 with `Retry-After` when \
-             the class is full); remove `{key}`, or take the lease by hand with \
-             `RequestPools::lease` and `Lease::scope`"
-        ),
-    ))
+    Ok(())
 }
 
 /// Accepts an `async fn` without `self` whose response type the attribute can
@@ -330,12 +342,27 @@ fn generate(mut function: ItemFn, args: Args) -> TokenStream {
         }),
     );
 
+    let admit = match args.wait_ms {
+        None => quote! {
+            {
+                #take
+                #pools.try_lease(#class)
+            }?
+        },
+        // The waiting future owns its clone of the pools (two `Arc`s), so
+        // no borrow is held across the `.await`.
+        Some(ms) => quote! {
+            {
+                #take
+                ::core::clone::Clone::clone(#pools)
+            }
+            .lease_timeout(#class, ::core::time::Duration::from_millis(#ms))
+            .await?
+        },
+    };
     let stmts = std::mem::take(&mut function.block.stmts);
     *function.block = syn::parse_quote! {{
-        let #lease = {
-            #take
-            #pools.try_lease(#class)
-        }?;
+        let #lease = #admit;
         ::core::result::Result::Ok(#lease.scope(async move { #(#stmts)* }).await)
     }};
     quote!(#function)

@@ -131,8 +131,9 @@ pub fn reserved(args: TokenStream, item: TokenStream) -> TokenStream {
 ///   startup.
 /// * `crate` (optional): the path of `admission-core` when the dependency is
 ///   renamed.
-/// * `wait` / `wait_ms` are reserved for a bounded wait and rejected for
-///   now: the attribute always fails fast.
+/// * `wait = "250ms"` (or `"2s"`) / `wait_ms = 250` (optional): wait at most
+///   that long for a lease, then refuse with `ADMISSION_WAIT_TIMEOUT`.
+///   Without it the handler fails fast, which is what HTTP callers want.
 ///
 /// The handler must be an `async fn` without `self` that names its response
 /// type (`-> String`, `-> impl IntoResponse`, `-> impl Responder`, ...).

@@ -6,6 +6,7 @@
 //! request take reserved capacity.
 
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use super::{Class, Lease};
 use crate::context::{self, Context};
@@ -158,6 +159,41 @@ impl RequestPools {
     pub async fn lease(&self, class: Class) -> Result<Lease, Refusal> {
         self.pool(class)
             .admit()
+            .await
+            .map(|slot| Lease::new(slot, class))
+    }
+
+    /// Waits for a lease of `class` at most `timeout`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped before admission, it takes nothing.
+    ///
+    /// # Errors
+    ///
+    /// A [`Refusal`] with `ADMISSION_WAIT_TIMEOUT` when no slot freed in
+    /// time, or `ADMISSION_SHUTTING_DOWN` when the class is closed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use admission_core::{Class, Code, RequestPools};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let requests = RequestPools::new(1, 1).unwrap();
+    /// let _held = requests.try_lease(Class::Work).unwrap();
+    /// let refusal = requests
+    ///     .lease_timeout(Class::Work, Duration::from_millis(5))
+    ///     .await
+    ///     .unwrap_err();
+    /// assert_eq!(refusal.code(), Code::WaitTimedOut);
+    /// # }
+    /// ```
+    pub async fn lease_timeout(&self, class: Class, timeout: Duration) -> Result<Lease, Refusal> {
+        self.pool(class)
+            .admit_timeout(timeout)
             .await
             .map(|slot| Lease::new(slot, class))
     }

@@ -1,6 +1,6 @@
 use admission_core::admitted;
 
-#[admitted(class = work, wait = "250ms")]
+#[admitted(class = work, wait = "soon")]
 async fn rotate() -> String {
     String::new()
 }

@@ -1,0 +1,150 @@
+//! Microbenchmarks of the admission hot paths, each measured beside its
+//! baseline in the same run: run with `cargo bench -p admission-core --bench core`.
+//!
+//! Groups (ours first, then the baseline):
+//! * `admit_release`: `Pool::try_admit` + drop vs `Arc<Semaphore>::try_acquire_owned` + drop;
+//! * `refusal`: a failed `try_admit` (the typed refusal with its retry hint)
+//!   vs tower's `LoadShed` rejecting over a saturated `ConcurrencyLimit`;
+//! * `offload`: no-op work through the pool's own threads and awaited, vs
+//!   `spawn_blocking` with an owned permit moved into the closure;
+//! * `contended`: admit + release from two threads at once vs the raw
+//!   semaphore under the same contention.
+
+use std::hint::black_box;
+use std::sync::{Arc, Barrier};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use admission_core::{Admission, Pool};
+use criterion::{Criterion, criterion_group, criterion_main};
+use tokio::sync::Semaphore;
+use tower::{Service, ServiceBuilder};
+
+fn admit_release(c: &mut Criterion) {
+    let mut group = c.benchmark_group("admit_release");
+    let pool = Pool::new("bench", 4).unwrap();
+    group.bench_function("admission", |b| {
+        b.iter(|| drop(black_box(pool.try_admit().unwrap())));
+    });
+    let semaphore = Arc::new(Semaphore::new(4));
+    group.bench_function("tokio_semaphore_owned", |b| {
+        b.iter(|| {
+            drop(black_box(
+                Arc::clone(&semaphore).try_acquire_owned().unwrap(),
+            ))
+        });
+    });
+    group.finish();
+}
+
+fn refusal(c: &mut Criterion) {
+    let mut group = c.benchmark_group("refusal");
+    let pool = Pool::new("bench", 1).unwrap();
+    let _held = pool.try_admit().unwrap();
+    group.bench_function("admission", |b| {
+        b.iter(|| {
+            let refusal = pool.try_admit().unwrap_err();
+            black_box(refusal.retry_after_secs());
+            black_box(refusal)
+        });
+    });
+
+    // tower: LoadShed over ConcurrencyLimit(1) with the one permit taken.
+    let mut service = ServiceBuilder::new()
+        .load_shed()
+        .concurrency_limit(1)
+        .service_fn(|()| async { Ok::<_, std::convert::Infallible>(()) });
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(matches!(service.poll_ready(&mut cx), Poll::Ready(Ok(()))));
+    let _in_flight = service.call(());
+    group.bench_function("tower_load_shed", |b| {
+        b.iter(|| {
+            let ready = service.poll_ready(&mut cx);
+            black_box(&ready);
+            let rejected = service.call(());
+            black_box(rejected)
+        });
+    });
+    group.finish();
+}
+
+fn offload(c: &mut Criterion) {
+    let mut group = c.benchmark_group("offload");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let pool = Pool::new("bench", 2).unwrap();
+    group.bench_function("admission", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                pool.run(|| Ok::<_, std::fmt::Error>(()), Admission::FailFast)
+                    .await
+                    .unwrap();
+            });
+        });
+    });
+    let semaphore = Arc::new(Semaphore::new(2));
+    group.bench_function("spawn_blocking_with_permit", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let permit = Arc::clone(&semaphore).try_acquire_owned().unwrap();
+                tokio::task::spawn_blocking(move || drop(permit))
+                    .await
+                    .unwrap();
+            });
+        });
+    });
+    group.finish();
+}
+
+/// Runs `op` `iters` times on each of two threads started together and
+/// returns the wall time.
+fn two_threads(iters: u64, op: impl Fn() + Send + Sync + 'static) -> Duration {
+    let op = Arc::new(op);
+    let barrier = Arc::new(Barrier::new(3));
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let (op, barrier) = (Arc::clone(&op), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                barrier.wait();
+                for _ in 0..iters {
+                    op();
+                }
+            })
+        })
+        .collect();
+    barrier.wait();
+    let started = Instant::now();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    started.elapsed()
+}
+
+fn contended(c: &mut Criterion) {
+    let mut group = c.benchmark_group("contended");
+    let pool = Pool::new("bench", 4).unwrap();
+    group.bench_function("admission", |b| {
+        b.iter_custom(|iters| {
+            let pool = pool.clone();
+            two_threads(iters, move || drop(black_box(pool.try_admit().unwrap())))
+        });
+    });
+    let semaphore = Arc::new(Semaphore::new(4));
+    group.bench_function("tokio_semaphore_owned", |b| {
+        b.iter_custom(|iters| {
+            let semaphore = Arc::clone(&semaphore);
+            two_threads(iters, move || {
+                drop(black_box(
+                    Arc::clone(&semaphore).try_acquire_owned().unwrap(),
+                ));
+            })
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, admit_release, refusal, offload, contended);
+criterion_main!(benches);
