@@ -1,0 +1,393 @@
+//! The `workflow` binary's contract, checked over HTTP against the real
+//! binary on a free port of 127.0.0.1: routes, refusals when the work class
+//! is full, background loops that keep cycling meanwhile, and the SIGTERM
+//! path, with work finished and with work still running at the deadline.
+
+use std::net::SocketAddr;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use reqwest::header::{CONTENT_TYPE, LOCATION, RETRY_AFTER};
+use reqwest::{Client, StatusCode};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
+
+/// How long the binary may take to print `listening on ADDR`.
+const STARTUP: Duration = Duration::from_secs(30);
+
+/// What the exit may take beyond the shutdown deadline.
+const EXIT_SLACK: Duration = Duration::from_millis(1500);
+
+/// The loops every run must show.
+const LOOPS: [&str; 4] = ["recovery", "provider", "broker", "native"];
+
+/// A running `workflow` process, killed when dropped.
+#[derive(Debug)]
+struct Workflow {
+    child: Child,
+    addr: SocketAddr,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Workflow {
+    /// Starts `workflow --listen 127.0.0.1:0 --cycle-ms 20 ARGS` and reads
+    /// its `listening on ADDR` line.
+    async fn start(args: &[&str]) -> Workflow {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_workflow"))
+            .args(["--listen", "127.0.0.1:0", "--cycle-ms", "20"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the workflow binary starts");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        tokio::spawn(collect(
+            child.stderr.take().expect("stderr is piped"),
+            Arc::clone(&stderr),
+        ));
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
+        let first = tokio::time::timeout(STARTUP, stdout.next_line())
+            .await
+            .expect("the workflow prints its address in time")
+            .expect("stdout is readable")
+            .expect("stdout has a first line");
+        let addr = first
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("first stdout line is `listening on ADDR`, got {first:?}"))
+            .parse()
+            .expect("the printed address parses");
+        tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
+        Workflow {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    /// `http://ADDR{path}`.
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Everything written to stderr so far.
+    fn logs(&self) -> String {
+        self.stderr
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// `GET /status`, parsed.
+    async fn status(&self, client: &Client) -> Value {
+        let response = client
+            .get(self.url("/status"))
+            .send()
+            .await
+            .expect("status answers");
+        assert_eq!(response.status(), StatusCode::OK, "status is never refused");
+        serde_json::from_str(&response.text().await.unwrap()).expect("status is JSON")
+    }
+
+    /// Sends SIGTERM with the `kill` command and waits for the exit, at most
+    /// `within`; returns its status, how long it took and the logs.
+    async fn terminate(mut self, within: Duration) -> (ExitStatus, Duration, String) {
+        let pid = self.child.id().expect("the workflow is still running");
+        let sent = Instant::now();
+        let kill = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("`kill` runs");
+        assert!(kill.success(), "kill -TERM {pid} succeeded");
+        let status = tokio::time::timeout(within, self.child.wait())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "the workflow exits within {within:?} of SIGTERM; logs:\n{}",
+                    self.logs()
+                )
+            })
+            .expect("the exit status is readable");
+        let took = sent.elapsed();
+        // The pipe closes at the exit; give the reader a moment to catch up.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        (status, took, self.logs())
+    }
+}
+
+/// Appends every line of `from` to `into`.
+async fn collect(from: impl AsyncRead + Unpin, into: Arc<Mutex<String>>) {
+    let mut lines = BufReader::new(from).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let mut logs = into.lock().unwrap_or_else(PoisonError::into_inner);
+        logs.push_str(&line);
+        logs.push('\n');
+    }
+}
+
+fn client() -> Client {
+    Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("a client")
+}
+
+/// `status["pools"][pool][field]` as a number.
+fn pool(status: &Value, pool: &str, field: &str) -> u64 {
+    status["pools"][pool][field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("pools.{pool}.{field} is a number in {status}"))
+}
+
+/// `status["loops"][name][field]` as a number.
+fn counter(status: &Value, name: &str, field: &str) -> u64 {
+    status["loops"][name][field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("loops.{name}.{field} is a number in {status}"))
+}
+
+/// Polls `/status` until the work class holds every slot; at most 2 s.
+async fn until_work_is_full(workflow: &Workflow, client: &Client) -> Value {
+    for _ in 0..100 {
+        let status = workflow.status(client).await;
+        if pool(&status, "work", "in_use") == pool(&status, "work", "capacity") {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the long POSTs never held every work slot");
+}
+
+#[tokio::test]
+async fn healthz_and_operations_round_trip() {
+    let workflow = Workflow::start(&[]).await;
+    let client = client();
+
+    let health = client.get(workflow.url("/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), StatusCode::OK);
+    assert_eq!(health.text().await.unwrap(), "ok\n");
+
+    let created = client
+        .post(workflow.url("/operations?work_ms=30"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let location = created.headers()[LOCATION].to_str().unwrap().to_owned();
+    let body: Value = serde_json::from_str(&created.text().await.unwrap()).unwrap();
+    let id = body["id"]
+        .as_u64()
+        .expect("the created operation has an id");
+    assert_eq!(location, format!("/operations/{id}"));
+    assert_eq!(body["state"], "completed", "its transition ran");
+    assert_eq!(body["work_ms"], 30);
+
+    let read = client.get(workflow.url(&location)).send().await.unwrap();
+    assert_eq!(read.status(), StatusCode::OK);
+    let again: Value = serde_json::from_str(&read.text().await.unwrap()).unwrap();
+    assert_eq!(again, body, "a read returns what the mutation made");
+
+    let missing = client
+        .get(workflow.url(&format!("/operations/{}", id + 1000)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+
+    let bad = client
+        .post(workflow.url("/operations?work_ms=soon"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+
+    let status = workflow.status(&client).await;
+    assert_eq!(
+        pool(&status, "work", "admitted"),
+        2,
+        "each POST took a work lease"
+    );
+    assert!(
+        pool(&status, "control", "admitted") >= 2,
+        "each read took a control lease"
+    );
+}
+
+#[tokio::test]
+async fn status_covers_every_loop_and_pool() {
+    let workflow = Workflow::start(&[
+        "--work-slots",
+        "3",
+        "--control-slots",
+        "5",
+        "--native-capacities",
+        "1,2",
+    ])
+    .await;
+    let status = workflow.status(&client()).await;
+    let capacities = [
+        ("work", 3),
+        ("control", 5),
+        ("recovery", 2),
+        ("provider", 2),
+        ("broker", 8),
+        ("native", 1 + 2 + 1),
+    ];
+    for (name, capacity) in capacities {
+        assert_eq!(pool(&status, name, "capacity"), capacity, "pool {name}");
+        pool(&status, name, "in_use");
+        pool(&status, name, "refused");
+    }
+    for name in LOOPS {
+        counter(&status, name, "cycles");
+        assert_eq!(counter(&status, name, "refusals"), 0, "loop {name}");
+    }
+}
+
+#[tokio::test]
+async fn loops_keep_cycling_while_requests_saturate_the_work_class() {
+    const DEADLINE_MS: u64 = 2000;
+    const POSTS: usize = 6;
+    let workflow = Workflow::start(&[
+        "--work-slots",
+        "2",
+        "--shutdown-deadline-ms",
+        &DEADLINE_MS.to_string(),
+    ])
+    .await;
+    let client = client();
+
+    let posts: Vec<_> = (0..POSTS)
+        .map(|_| {
+            let request = client.post(workflow.url("/operations?work_ms=1500"));
+            tokio::spawn(async move {
+                let response = request.send().await.expect("a POST is answered");
+                let retry_after = response.headers().get(RETRY_AFTER).cloned();
+                let content_type = response.headers().get(CONTENT_TYPE).cloned();
+                (response.status(), retry_after, content_type)
+            })
+        })
+        .collect();
+
+    let first = until_work_is_full(&workflow, &client).await;
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let second = workflow.status(&client).await;
+    let health = client.get(workflow.url("/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), StatusCode::OK, "healthz is never refused");
+
+    for status in [&first, &second] {
+        assert_eq!(
+            pool(status, "work", "in_use"),
+            2,
+            "the long POSTs hold every work slot: {status}"
+        );
+    }
+    for name in LOOPS {
+        assert!(
+            counter(&second, name, "cycles") > counter(&first, name, "cycles"),
+            "loop {name} keeps cycling while requests hold every work slot: {first} then {second}"
+        );
+        assert_eq!(
+            counter(&second, name, "refusals"),
+            0,
+            "loop {name} is never refused"
+        );
+        assert_eq!(
+            counter(&second, name, "failures"),
+            0,
+            "loop {name} never fails"
+        );
+    }
+
+    let (mut created, mut refused) = (0, 0);
+    for post in posts {
+        let (status, retry_after, content_type) = post.await.unwrap();
+        match status {
+            StatusCode::CREATED => created += 1,
+            StatusCode::SERVICE_UNAVAILABLE => {
+                refused += 1;
+                let retry_after = retry_after.expect("a refusal says when to retry");
+                let seconds: u64 = retry_after.to_str().unwrap().parse().unwrap();
+                assert!(seconds >= 1, "Retry-After is whole seconds, at least 1");
+                let content_type = content_type.expect("a refusal has a body type");
+                assert_eq!(content_type, "application/problem+json");
+            }
+            other => panic!("a POST is created or refused, got {other}"),
+        }
+    }
+    assert!(created >= 1, "some POSTs were admitted");
+    assert!(
+        refused >= 1,
+        "more POSTs than work slots: some were refused"
+    );
+    assert_eq!(created + refused, POSTS);
+    let after = workflow.status(&client).await;
+    assert!(
+        pool(&after, "work", "refused") >= refused as u64,
+        "every refusal is counted"
+    );
+    let logs = workflow.logs();
+    assert!(
+        !logs.contains(" failed ("),
+        "no loop logged a failure while requests saturated the service:\n{logs}"
+    );
+
+    drop(client);
+    let within = Duration::from_millis(DEADLINE_MS) + EXIT_SLACK;
+    let (status, took, logs) = workflow.terminate(within).await;
+    assert!(
+        status.success(),
+        "SIGTERM exits 0, got {status}; logs:\n{logs}"
+    );
+    assert!(took <= within, "exited in {took:?}, within {within:?}");
+    assert!(
+        logs.contains("pool work drained"),
+        "the work pool drained:\n{logs}"
+    );
+    assert!(
+        logs.contains("shutdown drained"),
+        "nothing was left running:\n{logs}"
+    );
+}
+
+#[tokio::test]
+async fn sigterm_with_work_running_past_the_deadline_exits_by_the_deadline() {
+    const DEADLINE_MS: u64 = 1000;
+    let workflow = Workflow::start(&["--shutdown-deadline-ms", &DEADLINE_MS.to_string()]).await;
+    let client = client();
+    let stuck = client.post(workflow.url("/operations?work_ms=30000"));
+    let stuck = tokio::spawn(async move { stuck.send().await.map(|r| r.status()) });
+    let second = client.post(workflow.url("/operations?work_ms=30000"));
+    let second = tokio::spawn(async move { second.send().await.map(|r| r.status()) });
+    until_work_is_full(&workflow, &client).await;
+
+    let within = Duration::from_millis(DEADLINE_MS) + EXIT_SLACK;
+    let (status, took, logs) = workflow.terminate(within).await;
+    assert!(
+        status.success(),
+        "SIGTERM exits 0, got {status}; logs:\n{logs}"
+    );
+    assert!(took <= within, "exited in {took:?}, within {within:?}");
+    assert!(
+        took >= Duration::from_millis(DEADLINE_MS) - Duration::from_millis(100),
+        "it waited for the running work until the deadline, took {took:?}"
+    );
+    assert!(
+        logs.contains("pool work abandoned with 2 calls still running"),
+        "the running work is reported:\n{logs}"
+    );
+    assert!(
+        logs.contains("shutdown abandoned"),
+        "the summary says so:\n{logs}"
+    );
+    for post in [stuck, second] {
+        assert!(
+            !matches!(post.await.unwrap(), Ok(StatusCode::CREATED)),
+            "work cut at the exit never completed"
+        );
+    }
+}
