@@ -280,8 +280,7 @@ mod actix_app {
         }
     }
 
-    fn configure(routes: &Routes) -> impl Fn(&mut web::ServiceConfig) + Clone + 'static {
-        let routes = routes.clone();
+    fn configure(routes: Routes) -> impl Fn(&mut web::ServiceConfig) + Clone + 'static {
         move |cfg| {
             for (path, endpoint) in &routes.0 {
                 let endpoint = endpoint.clone();
@@ -293,7 +292,7 @@ mod actix_app {
     pub(super) fn serve(mount: ActixMount, pools: &RequestPools, routes: Routes) -> Server {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local address");
-        let (pools, configure) = (pools.clone(), configure(&routes));
+        let (pools, configure) = (pools.clone(), configure(routes));
         let (handle_tx, handle_rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
             actix_rt::System::new().block_on(async move {
