@@ -14,7 +14,7 @@ use reqwest::StatusCode;
 use tokio::sync::{mpsc, oneshot};
 
 use super::client::{Answer, answer, client, eventually, get, hang_up_later, spawn_get, within};
-use super::endpoints::{Endpoint, Feeds, Gate, HTML, HandlerEnd, METRICS, Walk};
+use super::endpoints::{Endpoint, Feeds, Gate, HTML, HandlerEnd, METRICS, Release, Walk};
 use super::harness::{Adapter, Routes};
 
 /// The registry pool's name, as refusals name it.
@@ -109,8 +109,7 @@ pub(crate) async fn third_scrape_is_refused_at_once_while_both_workers_are_held(
         "the refused scrape never reached a worker"
     );
 
-    held.into_iter()
-        .for_each(super::endpoints::Release::release);
+    held.into_iter().for_each(Release::release);
     for scrape in [first, second] {
         assert_ok(&answer(scrape).await, METRICS, "requests_total 1\n# EOF\n");
     }
@@ -150,8 +149,7 @@ pub(crate) async fn status_page_is_refused_the_same_way(adapter: Adapter) {
     assert!(took < FAIL_FAST, "a refusal never waits (took {took:?})");
     assert!(!pages.more_started(), "the refused page never walked");
 
-    held.into_iter()
-        .for_each(super::endpoints::Release::release);
+    held.into_iter().for_each(Release::release);
     assert_ok(&answer(page).await, HTML, "<h1>ok</h1>");
     assert_ok(&answer(scrape).await, METRICS, "# EOF\n");
     server.stop().await;
@@ -193,7 +191,7 @@ pub(crate) async fn disconnected_client_keeps_its_slot_until_the_walk_ends(adapt
     );
     assert_refused(&get(&server.url("/metrics")).await, REGISTRY);
     assert_eq!(
-        ends.recv().await,
+        within("the refused scrape's handler to end", ends.recv()).await,
         Some(HandlerEnd::Completed),
         "the refused scrape's handler ran to its end"
     );
