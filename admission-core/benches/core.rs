@@ -31,7 +31,7 @@ fn admit_release(c: &mut Criterion) {
         b.iter(|| {
             drop(black_box(
                 Arc::clone(&semaphore).try_acquire_owned().unwrap(),
-            ))
+            ));
         });
     });
     group.finish();

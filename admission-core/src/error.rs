@@ -44,6 +44,11 @@ pub enum ConfigError {
     },
     /// A shutdown deadline of zero length.
     ZeroDeadline,
+    /// A coalescing staleness bound of zero.
+    ZeroStaleness {
+        /// The pool's name.
+        pool: String,
+    },
     /// A refusal status other than 503 or 429.
     RefusalStatus {
         /// The pool's name.
@@ -78,6 +83,11 @@ impl fmt::Display for ConfigError {
             Self::ZeroDeadline => {
                 f.write_str("shutdown deadline is zero: give the drain some time, e.g. 5 s")
             }
+            Self::ZeroStaleness { pool } => write!(
+                f,
+                "coalescing on pool `{pool}` has a staleness bound of 0: nothing could join; \
+                 leave coalescing off or give a bound such as 1 s"
+            ),
             Self::RefusalStatus { pool, status } => write!(
                 f,
                 "pool `{pool}` has refusal status {status}: use 503 (default) or 429"

@@ -43,6 +43,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod cause;
+mod coalesce;
 mod context;
 mod error;
 mod lease;
@@ -60,6 +61,7 @@ mod shutdown;
 mod work;
 
 pub use crate::cause::{Cause, ErrorCode, log_failure};
+pub use crate::coalesce::Coalescing;
 pub use crate::context::{Scoped, current_lease};
 pub use crate::error::{ConfigError, MAX_CAPACITY};
 pub use crate::lease::{Class, Lease, RequestPools, RequestPoolsBuilder, UnknownClass};

@@ -375,6 +375,14 @@ impl Pool {
         self.inner.semaphore.is_closed()
     }
 
+    /// Counts one caller served by a shared (coalesced) result.
+    pub(crate) fn count_coalesced(&self) {
+        self.inner
+            .counters
+            .coalesced
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Whether two handles are the same pool.
     pub fn same_pool(&self, other: &Pool) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)

@@ -10,6 +10,6 @@ mod workers;
 
 pub use self::error::WorkError;
 pub use self::future::WorkFuture;
-pub(crate) use self::offload::{Hold, offload, offload_holding};
+pub(crate) use self::offload::{Hold, offload, offload_holding, offload_to};
 pub use self::registry_work::RegistryWork;
 pub(crate) use self::workers::{Job, Workers};

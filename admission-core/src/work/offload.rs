@@ -47,21 +47,49 @@ pub(crate) fn offload_holding<W: RegistryWork>(
     work: W,
 ) -> WorkFuture<W::Output, W::Error> {
     let (tx, rx) = oneshot::channel();
-    let job: Job = Box::new({
-        let pool = Arc::clone(&pool);
-        move || run(&pool, hold, work, tx)
+    offload_to(&pool, hold, work, move |result, hold| {
+        if tx.is_closed() {
+            Err((result, hold))
+        } else {
+            tx.send((result, hold))
+        }
     });
-    // A closed pool gives the job back; dropping it releases the hold and
-    // resolves the future with `Cancelled`.
-    if let Err(job) = pool.workers.submit(job) {
-        drop(job);
-    }
     WorkFuture::new(rx, pool)
 }
 
-type Sender<W> = oneshot::Sender<Delivery<<W as RegistryWork>::Output, <W as RegistryWork>::Error>>;
+/// Starts `work` on `pool`'s threads with `hold` moved into it; when the
+/// work ends, `deliver` gets its result and the hold, or gives them back
+/// when nobody is listening any more, and then the orphan is reported before
+/// the hold is released.
+pub(crate) fn offload_to<W, D>(pool: &Arc<PoolInner>, hold: Hold, work: W, deliver: D)
+where
+    W: RegistryWork,
+    D: FnOnce(
+            Result<W::Output, WorkError<W::Error>>,
+            Hold,
+        ) -> Result<(), Delivery<W::Output, W::Error>>
+        + Send
+        + 'static,
+{
+    let job: Job = Box::new({
+        let pool = Arc::clone(pool);
+        move || run(&pool, hold, work, deliver)
+    });
+    // A closed pool gives the job back; dropping it releases the hold and
+    // drops the delivery (its receivers see `Cancelled`).
+    if let Err(job) = pool.workers.submit(job) {
+        drop(job);
+    }
+}
 
-fn run<W: RegistryWork>(pool: &PoolInner, hold: Hold, work: W, tx: Sender<W>) {
+fn run<W, D>(pool: &PoolInner, hold: Hold, work: W, deliver: D)
+where
+    W: RegistryWork,
+    D: FnOnce(
+        Result<W::Output, WorkError<W::Error>>,
+        Hold,
+    ) -> Result<(), Delivery<W::Output, W::Error>>,
+{
     pool.counters.start();
     let started = Instant::now();
     let result = match catch_unwind(AssertUnwindSafe(|| work.run())) {
@@ -75,12 +103,7 @@ fn run<W: RegistryWork>(pool: &PoolInner, hold: Hold, work: W, tx: Sender<W>) {
         }
     };
     pool.counters.finish(started.elapsed());
-    let delivered = if tx.is_closed() {
-        Err((result, hold))
-    } else {
-        tx.send((result, hold))
-    };
-    if let Err((result, hold)) = delivered {
+    if let Err((result, hold)) = deliver(result, hold) {
         report_orphan(pool, &result);
         drop(hold);
     }

@@ -1,0 +1,212 @@
+//! Coalescing identical registry work: callers of one key that arrive while
+//! its walk runs share that walk's result instead of starting their own.
+//!
+//! This module owns [`Coalescing`]. Joining a walk takes no slot and starts no
+//! work. It must never let a shared walk free its slot before its thread ends
+//! (all callers gone or not), and never report a failure more than once.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::error::ConfigError;
+use crate::pool::{Admission, Pool};
+use crate::work::{self, Hold, RegistryWork, WorkError};
+
+/// The shared outcome of one walk, `None` until it ends.
+type Outcome<T, E> = Option<Result<T, WorkError<E>>>;
+
+/// A walk under way for one key.
+struct Flight<T, E> {
+    id: u64,
+    started: Instant,
+    rx: watch::Receiver<Outcome<T, E>>,
+}
+
+struct Flights<K, T, E> {
+    next_id: u64,
+    by_key: HashMap<K, Flight<T, E>>,
+}
+
+/// Registry work identified by a key, coalesced: a caller that arrives while
+/// a walk for the same key is running, and started no longer ago than the
+/// staleness bound, joins it and receives the same result; otherwise it goes
+/// through normal admission on the pool.
+///
+/// Results are cloned per caller, so make them cheap to clone (`Bytes`,
+/// `Arc<str>`): a large body is then shared, not copied.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admission_core::{Admission, Coalescing, Pool};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let pool = Pool::new("registry", 1).unwrap();
+/// let scrapes = Coalescing::new(&pool, Duration::from_millis(500)).unwrap();
+/// let (release, held) = std::sync::mpsc::channel::<()>();
+/// let walk = move || held.recv().map(|()| std::sync::Arc::<str>::from("# EOF\n"));
+///
+/// // Two scrapes of `/metrics` arrive together: one walk serves both.
+/// let first = scrapes.run("/metrics", walk, Admission::FailFast);
+/// let second = scrapes.run("/metrics", || unreachable!("joins instead"), Admission::FailFast);
+/// release.send(()).unwrap();
+/// let (a, b) = tokio::join!(first, second);
+/// assert_eq!(a.unwrap(), b.unwrap());
+/// assert_eq!(pool.stats().coalesced, 1);
+/// assert_eq!(pool.stats().finished, 1, "one walk");
+/// # }
+/// ```
+pub struct Coalescing<K, T, E> {
+    pool: Pool,
+    staleness: Duration,
+    flights: Arc<Mutex<Flights<K, T, E>>>,
+}
+
+impl<K, T, E> Clone for Coalescing<K, T, E> {
+    fn clone(&self) -> Self {
+        Coalescing {
+            pool: self.pool.clone(),
+            staleness: self.staleness,
+            flights: Arc::clone(&self.flights),
+        }
+    }
+}
+
+impl<K, T, E> fmt::Debug for Coalescing<K, T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Coalescing")
+            .field("pool", &self.pool.name())
+            .field("staleness", &self.staleness)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, T, E> Coalescing<K, T, E>
+where
+    K: Hash + Eq + Clone + Send + 'static,
+    T: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    /// Coalesces work on `pool`; a running walk is joined only while it
+    /// started no longer ago than `staleness`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::ZeroStaleness`] for a zero bound (nothing could ever
+    /// join: leave coalescing off instead).
+    pub fn new(pool: &Pool, staleness: Duration) -> Result<Self, ConfigError> {
+        if staleness.is_zero() {
+            return Err(ConfigError::ZeroStaleness {
+                pool: pool.name().to_owned(),
+            });
+        }
+        Ok(Coalescing {
+            pool: pool.clone(),
+            staleness,
+            flights: Arc::new(Mutex::new(Flights {
+                next_id: 0,
+                by_key: HashMap::new(),
+            })),
+        })
+    }
+
+    /// The pool the walks run on.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Joins the running walk for `key` if it is fresh enough, or else
+    /// admits (as `admission` says) and starts `work` as the walk others may
+    /// join. Joining takes no slot; `work` is then dropped unrun.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future never cancels a walk: it runs to its end and holds
+    /// its slot until then, whoever is still waiting. If every caller has
+    /// gone, a failure is reported once as an orphan failure. A caller that
+    /// joined and then dropped costs nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`Pool::run`]; every caller of one walk gets the same error.
+    pub async fn run<W>(&self, key: K, work: W, admission: Admission) -> Result<T, WorkError<E>>
+    where
+        W: RegistryWork<Output = T, Error = E>,
+    {
+        let mut rx = match self.join(&key) {
+            Some(rx) => {
+                self.pool.count_coalesced();
+                rx
+            }
+            None => {
+                let slot = self.pool.admit_with(admission).await?;
+                self.start(key, slot, work)
+            }
+        };
+        let shared = rx.wait_for(Option::is_some).await;
+        match shared {
+            Ok(outcome) => outcome.clone().unwrap_or(Err(WorkError::Cancelled)),
+            // The walk was dropped before it started (shutdown).
+            Err(_closed) => Err(WorkError::Cancelled),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Flights<K, T, E>> {
+        self.flights.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A receiver on the fresh walk for `key`, if there is one.
+    fn join(&self, key: &K) -> Option<watch::Receiver<Outcome<T, E>>> {
+        let flights = self.lock();
+        let flight = flights.by_key.get(key)?;
+        (flight.started.elapsed() <= self.staleness).then(|| flight.rx.clone())
+    }
+
+    /// Starts the walk for `key` with `slot` moved into it.
+    fn start<W>(&self, key: K, slot: crate::Slot, work: W) -> watch::Receiver<Outcome<T, E>>
+    where
+        W: RegistryWork<Output = T, Error = E>,
+    {
+        let (tx, rx) = watch::channel(None);
+        let id = {
+            let mut flights = self.lock();
+            let id = flights.next_id;
+            flights.next_id += 1;
+            flights.by_key.insert(
+                key.clone(),
+                Flight {
+                    id,
+                    started: Instant::now(),
+                    rx: rx.clone(),
+                },
+            );
+            id
+        };
+        let flights = Arc::clone(&self.flights);
+        let pool = Arc::clone(&slot.pool);
+        work::offload_to(&pool, Hold::Slot(slot), work, move |result, hold| {
+            // The next caller starts a fresh walk; a newer flight for the
+            // key (one that replaced a stale one) stays.
+            {
+                let mut flights = flights.lock().unwrap_or_else(PoisonError::into_inner);
+                if flights.by_key.get(&key).is_some_and(|f| f.id == id) {
+                    flights.by_key.remove(&key);
+                }
+            }
+            if tx.receiver_count() == 0 {
+                return Err((result, hold));
+            }
+            drop(hold);
+            tx.send_replace(Some(result));
+            Ok(())
+        });
+        rx
+    }
+}

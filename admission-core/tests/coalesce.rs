@@ -1,0 +1,193 @@
+//! Issue 10: coalesced registry work, with the one worker held by the test.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use admission_core::{Admission, Coalescing, Code, ConfigError, Pool, WorkError};
+use support::{Gate, events_for, poll_once};
+
+type Scrapes = Coalescing<&'static str, Arc<str>, String>;
+
+/// A walk that counts itself, reports its start and blocks on `gate`.
+fn walk(
+    gate: &Gate,
+    walks: &Arc<AtomicUsize>,
+) -> impl FnOnce() -> Result<Arc<str>, String> + Send + 'static {
+    let inner = gate.work();
+    let walks = Arc::clone(walks);
+    move || {
+        let n = walks.fetch_add(1, Ordering::SeqCst) + 1;
+        inner().map_err(|_| "gate dropped".to_owned())?;
+        Ok(Arc::from(format!("walk {n}")))
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn concurrent_callers_of_one_key_share_exactly_one_walk() {
+    let pool = Pool::new("coalesce-one-walk", 1).unwrap();
+    let scrapes: Scrapes = Coalescing::new(&pool, Duration::from_secs(60)).unwrap();
+    let (gate, walks) = (Gate::new(), Arc::new(AtomicUsize::new(0)));
+
+    let mut callers: Vec<_> = (0..8)
+        .map(|_| Box::pin(scrapes.run("/metrics", walk(&gate, &walks), Admission::FailFast)))
+        .collect();
+    for caller in &mut callers {
+        assert!(poll_once(caller).is_pending());
+    }
+    gate.wait_started(1);
+    assert_eq!(pool.stats().in_use, 1, "joining takes no slot");
+    gate.open(1);
+
+    let mut results = Vec::new();
+    for caller in callers {
+        results.push(caller.await.unwrap());
+    }
+    assert!(results.iter().all(|r| &**r == "walk 1"), "{results:?}");
+    assert!(
+        results.windows(2).all(|w| Arc::ptr_eq(&w[0], &w[1])),
+        "shared, not copied"
+    );
+    assert_eq!(walks.load(Ordering::SeqCst), 1, "exactly one walk");
+    let stats = pool.stats();
+    assert_eq!((stats.coalesced, stats.finished, stats.in_use), (7, 1, 0));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_caller_after_the_staleness_bound_does_not_join() {
+    let pool = Pool::new("coalesce-stale", 1).unwrap();
+    let scrapes: Scrapes = Coalescing::new(&pool, Duration::from_millis(30)).unwrap();
+    let (gate, walks) = (Gate::new(), Arc::new(AtomicUsize::new(0)));
+    let mut first = Box::pin(scrapes.run("/metrics", walk(&gate, &walks), Admission::FailFast));
+    assert!(poll_once(&mut first).is_pending());
+    gate.wait_started(1);
+    tokio::time::sleep(Duration::from_millis(60)).await; // the walk ages past the bound
+
+    let late = scrapes
+        .run("/metrics", walk(&gate, &walks), Admission::FailFast)
+        .await;
+    assert_eq!(
+        late.unwrap_err()
+            .refusal()
+            .map(admission_core::Refusal::code),
+        Some(Code::Saturated),
+        "a stale walk is not joined: the late caller goes through admission"
+    );
+    gate.open(1);
+    assert_eq!(&*first.await.unwrap(), "walk 1");
+    let fresh = scrapes
+        .run("/metrics", || Ok(Arc::from("walk 2")), Admission::FailFast)
+        .await;
+    assert_eq!(
+        &*fresh.unwrap(),
+        "walk 2",
+        "the next caller starts a fresh walk"
+    );
+    assert_eq!(pool.stats().coalesced, 0);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn callers_all_gone_leave_the_slot_held_and_report_a_failure_once() {
+    let name = "coalesce-all-gone";
+    support::events();
+    let pool = Pool::new(name, 1).unwrap();
+    let scrapes: Scrapes = Coalescing::new(&pool, Duration::from_secs(60)).unwrap();
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let mut leader = Box::pin(scrapes.run(
+        "/metrics",
+        move || {
+            held.recv().unwrap();
+            Err::<Arc<str>, _>("registry locked".to_owned())
+        },
+        Admission::FailFast,
+    ));
+    assert!(poll_once(&mut leader).is_pending());
+    let mut joined = Box::pin(scrapes.run("/metrics", || unreachable!(), Admission::FailFast));
+    assert!(poll_once(&mut joined).is_pending());
+    drop(leader);
+    drop(joined);
+
+    assert_eq!(
+        pool.try_admit().unwrap_err().code(),
+        Code::Saturated,
+        "the walk keeps its slot"
+    );
+    release.send(()).unwrap();
+    let slot = tokio::time::timeout(Duration::from_secs(10), pool.admit())
+        .await
+        .unwrap()
+        .unwrap();
+    drop(slot);
+    let events = events_for(name);
+    assert_eq!(events.len(), 1, "reported once: {events:?}");
+    assert_eq!(events[0].field("class"), Some("String"));
+    assert_eq!(
+        (pool.stats().orphaned, pool.stats().orphan_failures),
+        (1, 1)
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_panicking_shared_walk_fails_every_caller_once_and_the_next_starts_fresh() {
+    let pool = Pool::new("coalesce-panic", 1).unwrap();
+    let scrapes: Scrapes = Coalescing::new(&pool, Duration::from_secs(60)).unwrap();
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let mut leader = Box::pin(scrapes.run(
+        "/metrics",
+        move || -> Result<Arc<str>, String> {
+            held.recv().unwrap();
+            panic!("walk exploded")
+        },
+        Admission::FailFast,
+    ));
+    assert!(poll_once(&mut leader).is_pending());
+    let mut joined: Vec<_> = (0..2)
+        .map(|_| Box::pin(scrapes.run("/metrics", || unreachable!(), Admission::FailFast)))
+        .collect();
+    for caller in &mut joined {
+        assert!(poll_once(caller).is_pending());
+    }
+    release.send(()).unwrap();
+    assert_eq!(leader.await, Err(WorkError::Panicked));
+    for caller in joined {
+        assert_eq!(caller.await, Err(WorkError::Panicked));
+    }
+    let stats = pool.stats();
+    assert_eq!((stats.panicked, stats.coalesced, stats.orphaned), (1, 2, 0));
+    let next = scrapes
+        .run("/metrics", || Ok(Arc::from("fresh")), Admission::FailFast)
+        .await;
+    assert_eq!(
+        &*next.unwrap(),
+        "fresh",
+        "the next caller starts a fresh walk"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn two_keys_never_share() {
+    let pool = Pool::new("coalesce-two-keys", 2).unwrap();
+    let scrapes: Scrapes = Coalescing::new(&pool, Duration::from_secs(60)).unwrap();
+    let (gate, walks) = (Gate::new(), Arc::new(AtomicUsize::new(0)));
+    let mut metrics = Box::pin(scrapes.run("/metrics", walk(&gate, &walks), Admission::FailFast));
+    let mut status = Box::pin(scrapes.run("/", walk(&gate, &walks), Admission::FailFast));
+    assert!(poll_once(&mut metrics).is_pending());
+    assert!(poll_once(&mut status).is_pending());
+    gate.wait_started(2);
+    gate.open(2);
+    let (a, b) = (metrics.await.unwrap(), status.await.unwrap());
+    assert_ne!(a, b);
+    assert_eq!(walks.load(Ordering::SeqCst), 2);
+    assert_eq!(pool.stats().coalesced, 0);
+}
+
+#[test]
+fn a_zero_staleness_bound_is_a_configuration_error() {
+    let pool = Pool::new("coalesce-zero", 1).unwrap();
+    assert!(matches!(
+        Scrapes::new(&pool, Duration::ZERO),
+        Err(ConfigError::ZeroStaleness { .. })
+    ));
+}
