@@ -354,7 +354,7 @@ pub fn reference_markdown() -> String {
             kind_name(metric.kind),
             metric.unit.unwrap_or("-"),
             code(&names(metric.labels)),
-            metric.help,
+            metric.help.replace('|', "\\|"),
         );
     }
     out.push_str("\n## Families\n");
