@@ -333,3 +333,75 @@ async fn join_all<T, E>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn every_cycle_runs_while_requests_hold_every_slot() {
+        let requests = RequestPools::new(1, 1).unwrap();
+        let _work = requests.try_lease(Class::Work).unwrap();
+        let _control = requests.try_lease(Class::Control).unwrap();
+        let dispatcher = NativeDispatcher::new("2,3".parse().unwrap()).unwrap();
+        let stats = Arc::new(LoopStats::default());
+
+        for n in 0..3 {
+            recovery(&requests, &stats, n).await;
+            provider(&requests, &stats, n).await;
+            broker(&requests, &stats, n).await;
+            native(&dispatcher, &requests, &stats, n).await;
+        }
+
+        assert_eq!(
+            stats.refusals(),
+            0,
+            "request load cannot refuse a reserved owner"
+        );
+        assert_eq!(stats.failures(), 0, "every call ran");
+        for pool in requests.pools() {
+            assert_eq!(
+                pool.stats().admitted,
+                1,
+                "a reserved owner never takes request capacity ({})",
+                pool.name()
+            );
+        }
+        let native_stats = dispatcher.reservation().stats();
+        assert_eq!(
+            native_stats.admitted,
+            3 * 5,
+            "one slot per native execution"
+        );
+        assert!(
+            native_stats.peak_running <= 6,
+            "never more than the reservation runs"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_call_is_counted_as_a_refusal() {
+        let requests = RequestPools::new(1, 1).unwrap();
+        let reservation = Reservation::new("exhausted", 1).unwrap();
+        let _orphan = reservation.try_admit().unwrap();
+        let stats = LoopStats::default();
+
+        let refused = reservation
+            .execution(requests.execute_pure(Class::Work, transition(1)))
+            .await;
+        assert!(
+            stats
+                .record(refused, "Tenant recovery scan", "; traversal will continue")
+                .is_none()
+        );
+        assert_eq!((stats.refusals(), stats.failures()), (1, 0));
+
+        let failed: Result<(), std::io::Error> = Err(std::io::Error::other("tenant 42"));
+        assert!(stats.record(failed, "Broker consumer turn", "").is_none());
+        assert_eq!(
+            (stats.refusals(), stats.failures()),
+            (1, 1),
+            "not a refusal"
+        );
+    }
+}

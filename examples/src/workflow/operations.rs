@@ -75,7 +75,7 @@ impl fmt::Display for UnknownOperation {
 
 impl std::error::Error for UnknownOperation {}
 
-/// The operations of the process, newest [`KEPT`] of them. Clones share it.
+/// The operations of the process, the newest 4096 of them. Clones share it.
 ///
 /// # Examples
 ///
