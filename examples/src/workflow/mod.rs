@@ -45,4 +45,4 @@ pub use self::owners::{
     BROKER_MAX_TURNS, BROKER_SLOTS, BROKER_TURNS_PER_CYCLE, BrokerConsumer, NativeDispatcher,
     ProviderLoop, RecoveryLoop,
 };
-pub use self::serve::{AppState, Stopped, Workflow};
+pub use self::serve::{Stopped, Workflow};

@@ -1,7 +1,7 @@
 //! Building the workflow service, serving it, and stopping it under one
 //! deadline.
 //!
-//! This module owns [`Workflow`], [`AppState`] and [`Stopped`]. The
+//! This module owns [`Workflow`], `AppState` and [`Stopped`]. The
 //! admission middleware wraps only the `/operations` scope, so `/healthz`
 //! and `/status` are never refused. Shutdown counts its deadline from the
 //! signal and never waits past it: blocked worker threads cannot be joined,
@@ -25,7 +25,7 @@ use super::status;
 
 /// What every actix-web worker's handlers share.
 #[derive(Debug)]
-pub struct AppState {
+pub(crate) struct AppState {
     pub(crate) requests: RequestPools,
     pub(crate) store: Store,
     pub(crate) loops: Loops,
