@@ -5,7 +5,9 @@
 //! design's invariants must still hold:
 //!
 //! * no more walks ever ran at once than the pool has slots, orphans
-//!   included (a gauge inside the work and `peak_running`; invariant 1);
+//!   included (a gauge inside the work and `peak_running`; invariant 1),
+//!   nor were more ever admitted and not yet ended, queued ones included
+//!   (the same gauge; invariants 1 and 2);
 //! * every slot came back, exactly once (`admitted == released`, and every
 //!   slot can be admitted again; invariant 2);
 //! * every orphan failure produced exactly one `tracing` event naming the
@@ -154,7 +156,7 @@ async fn soak(adapter: Adapter) {
 
     println!(
         "soak {}: requests {} (warm-up {}), ok {}, refused {}, 500s {}, disconnects {}, \
-         orphaned {}, orphan failures {} (events {}), peak walks {} (gauge {}) of {}, \
+         orphaned {}, orphan failures {} (events {}), peak walks {} (gauge {}, in flight {}) of {}, \
          healthz {} probes p99 {:.1} ms, RSS warm {:.1} MiB end {:.1} MiB, {:.1} s",
         adapter.name(),
         tally.requests,
@@ -168,6 +170,7 @@ async fn soak(adapter: Adapter) {
         events,
         stats.peak_running,
         gauge.peak(),
+        gauge.peak_in_flight(),
         WORKERS,
         probes.latencies.len(),
         probes.p99().as_secs_f64() * 1000.0,
@@ -185,14 +188,20 @@ async fn soak(adapter: Adapter) {
         stats.peak_running
     );
     assert!(
+        gauge.peak_in_flight() <= WORKERS as isize,
+        "never more walks admitted and not yet ended than slots: each keeps \
+         its slot until it ends (peak in flight {}, {WORKERS} slots)",
+        gauge.peak_in_flight()
+    );
+    assert!(
         gauge.peak() >= 2,
         "the soak ran walks concurrently (gauge peak {})",
         gauge.peak()
     );
     assert_eq!(
-        (gauge.running(), stats.running),
-        (0, 0),
-        "no walk is running after quiescence"
+        (gauge.running(), gauge.in_flight(), stats.running),
+        (0, 0, 0),
+        "no walk is running or in flight after quiescence"
     );
     assert_eq!(stats.in_use, 0, "every slot is back");
     assert_eq!(

@@ -147,7 +147,8 @@ mod axum_app {
 
     async fn metrics(State(registry): State<Registry>, RawQuery(query): RawQuery) -> Response {
         let walk = registry.walk(query.as_deref().unwrap_or_default());
-        match admission_axum::registry(&registry.pool, walk).await {
+        let run = admission_axum::registry(&registry.pool, walk);
+        match registry.gauge.in_flight_while(run).await {
             Ok(text) => ([(header::CONTENT_TYPE, METRICS)], text).into_response(),
             Err(err) => err.into_response(),
         }
@@ -201,7 +202,8 @@ mod actix_app {
         registry: web::Data<Registry>,
     ) -> Result<HttpResponse, actix_web::Error> {
         let walk = registry.walk(request.query_string());
-        let text = admission_actix::registry(&registry.pool, walk).await?;
+        let run = admission_actix::registry(&registry.pool, walk);
+        let text = registry.gauge.in_flight_while(run).await?;
         Ok(HttpResponse::Ok().content_type(METRICS).body(text))
     }
 

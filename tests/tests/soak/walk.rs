@@ -1,20 +1,35 @@
 //! The registry work of the soak: a walk that sleeps a few milliseconds on
 //! its worker thread (the work itself, not a wait for anything), renders a
-//! small exposition, and fails or panics when the request asked it to. A
-//! [`Gauge`] inside the work counts the walks running at once.
+//! small exposition, and fails or panics when the request asked it to.
+//!
+//! A [`Gauge`] inside the work counts the walks running at once, and the
+//! walks *in flight*: admitted and not yet ended, whether running or queued
+//! for a worker thread. A pool has as many threads as slots, so no more
+//! than N walks can ever run; a slot released too early shows instead as
+//! more than N walks in flight, the extra ones queued behind a walk whose
+//! slot has already gone. Each walk holds its slot from admission until
+//! after its end, so with the slot kept until then no more than N are ever
+//! in flight.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering::SeqCst};
+use std::task::Poll;
 use std::time::Duration;
 
-use admission_core::RegistryWork;
+use admission_core::{RegistryWork, WorkError};
 
-/// Walks running right now, and the most ever seen at once.
+/// Walks running and in flight right now, and the most ever seen at once.
 #[derive(Debug, Default)]
 pub(crate) struct Gauge {
     running: AtomicUsize,
     peak: AtomicUsize,
+    /// Admitted walks counted in by [`Gauge::in_flight`], less walks
+    /// ended. A walk that ends before it is counted in makes this lower
+    /// for a moment, never higher.
+    in_flight: AtomicIsize,
+    peak_in_flight: AtomicIsize,
 }
 
 impl Gauge {
@@ -28,8 +43,40 @@ impl Gauge {
         self.peak.load(SeqCst)
     }
 
+    /// Walks admitted and not ended right now.
+    pub(crate) fn in_flight(&self) -> isize {
+        self.in_flight.load(SeqCst)
+    }
+
+    /// The most walks ever seen admitted and not ended at once.
+    pub(crate) fn peak_in_flight(&self) -> isize {
+        self.peak_in_flight.load(SeqCst)
+    }
+
+    /// Awaits `run`, a fail-fast registry call of one walk, counting the
+    /// walk in flight once it is admitted. A fail-fast call decides on its
+    /// first poll: refused, or admitted with its walk handed to a worker.
+    pub(crate) async fn in_flight_while<T, E>(
+        &self,
+        run: impl Future<Output = Result<T, WorkError<E>>>,
+    ) -> Result<T, WorkError<E>> {
+        let mut run = std::pin::pin!(run);
+        let mut first = true;
+        std::future::poll_fn(|cx| {
+            let poll = run.as_mut().poll(cx);
+            let refused = matches!(poll, Poll::Ready(Err(WorkError::Refused(_))));
+            if std::mem::take(&mut first) && !refused {
+                let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+                self.peak_in_flight.fetch_max(now, SeqCst);
+            }
+            poll
+        })
+        .await
+    }
+
     /// Counts a walk in until the returned guard is dropped (also by an
-    /// unwinding panic).
+    /// unwinding panic); the walk ends, and leaves the walks in flight,
+    /// with it.
     fn enter(&self) -> Running<'_> {
         let now = self.running.fetch_add(1, SeqCst) + 1;
         self.peak.fetch_max(now, SeqCst);
@@ -43,6 +90,7 @@ struct Running<'a>(&'a Gauge);
 impl Drop for Running<'_> {
     fn drop(&mut self) {
         self.0.running.fetch_sub(1, SeqCst);
+        self.0.in_flight.fetch_sub(1, SeqCst);
     }
 }
 
