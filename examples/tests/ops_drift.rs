@@ -8,7 +8,7 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use admission_core::metrics::METRICS;
@@ -34,9 +34,8 @@ const GRAFANA_VARIABLES: &[(&str, &str)] = &[
 ];
 
 fn repo_file(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(path)
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR"));
+    examples.parent().unwrap_or(examples).join(path)
 }
 
 fn read(path: &str) -> String {
@@ -260,20 +259,32 @@ fn substitute(expr: &str) -> String {
     out
 }
 
-/// Checks one expression against the scrape; returns the labels its
-/// results may carry (for legend and annotation templates) and the series
-/// it names. Every problem is pushed to `errors`.
-fn check(
-    origin: &str,
-    expr: &str,
-    exposition: &Exposition,
-    errors: &mut Vec<String>,
-) -> (BTreeSet<String>, BTreeSet<String>) {
+/// What [`check`] learnt about one expression.
+#[derive(Debug, Default)]
+struct Checked {
+    /// The labels its results may carry (for legend and annotation
+    /// templates); `None` when it did not parse or names a missing metric,
+    /// which is already reported.
+    labels: Option<BTreeSet<String>>,
+    /// The series it selects.
+    series: BTreeSet<String>,
+}
+
+impl Checked {
+    /// Whether `label` is known to be absent from the results.
+    fn lacks(&self, label: &str) -> bool {
+        self.labels.as_ref().is_some_and(|l| !l.contains(label))
+    }
+}
+
+/// Checks one expression against the scrape. Every problem is pushed to
+/// `errors`.
+fn check(origin: &str, expr: &str, exposition: &Exposition, errors: &mut Vec<String>) -> Checked {
     let parsed = match parser::parse(expr) {
         Ok(parsed) => parsed,
         Err(err) => {
             errors.push(format!("{origin}: PromQL does not parse: {err}\n  {expr}"));
-            return Default::default();
+            return Checked::default();
         }
     };
     let names = Names::of(&parsed);
@@ -315,7 +326,10 @@ fn check(
             ));
         }
     }
-    (available, series)
+    Checked {
+        labels: all_known.then_some(available),
+        series,
+    }
 }
 
 /// The `NAME` of every `{{NAME}}` / `{{ $labels.NAME }}` in a template.
@@ -371,12 +385,12 @@ async fn dashboard_queries_name_only_exposed_metrics_and_labels() {
                 .as_str()
                 .unwrap_or_else(|| panic!("panel {title:?}: every target has an expr"));
             let origin = format!("panel {title:?} target {}", target["refId"]);
-            let (labels, series) = check(&origin, &substitute(expr), &exposition, &mut errors);
+            let checked = check(&origin, &substitute(expr), &exposition, &mut errors);
             exprs += 1;
-            charted.extend(series);
+            charted.extend(checked.series.iter().cloned());
             let legend = target["legendFormat"].as_str().unwrap_or_default();
             for label in template_labels(legend, "") {
-                if !labels.contains(&label) {
+                if checked.lacks(&label) {
                     errors.push(format!(
                         "{origin}: legend names label `{label}` the query lacks"
                     ));
@@ -409,13 +423,13 @@ async fn dashboard_queries_name_only_exposed_metrics_and_labels() {
             continue;
         };
         let origin = format!("variable {name}");
-        let (labels, _) = check(
+        let checked = check(
             &origin,
             &substitute(selector.trim()),
             &exposition,
             &mut errors,
         );
-        if !labels.contains(label.trim()) {
+        if checked.lacks(label.trim()) {
             errors.push(format!(
                 "{origin}: label `{}` is not on {selector}",
                 label.trim()
@@ -493,13 +507,13 @@ async fn alert_rules_name_only_exposed_metrics_and_labels() {
             let alert = rule["alert"].as_str().expect("every rule is an alert");
             alerts.insert(alert.to_owned());
             let expr = rule["expr"].as_str().expect("expr");
-            let (labels, _) = check(&format!("alert {alert}"), expr, &exposition, &mut errors);
+            let checked = check(&format!("alert {alert}"), expr, &exposition, &mut errors);
             for field in ["summary", "description", "runbook"] {
                 let text = rule["annotations"][field]
                     .as_str()
                     .unwrap_or_else(|| panic!("alert {alert} has annotations.{field}"));
                 for label in template_labels(text, "$labels.") {
-                    if !labels.contains(&label) {
+                    if checked.lacks(&label) {
                         errors.push(format!(
                             "alert {alert}: annotations.{field} names label `{label}` the expression lacks"
                         ));
