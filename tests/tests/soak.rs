@@ -44,7 +44,7 @@ const CLIENTS: u64 = 32;
 /// Scrapes per client in the warm-up round.
 const WARM_UP_PER_CLIENT: u64 = 16;
 /// Scrapes per client in the soak round proper.
-const SOAK_PER_CLIENT: u64 = 400;
+const SOAK_PER_CLIENT: u64 = 800;
 /// The bound on waiting for every slot to come back.
 const QUIESCENCE: Duration = Duration::from_secs(10);
 /// Resident memory may grow to this factor of its warm size, plus
