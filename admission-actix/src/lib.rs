@@ -12,6 +12,9 @@
 //! * [`registry`] and [`registry_wait`]: registry work from a handler in one
 //!   line; the [`WorkError`](admission_core::WorkError) they return is an
 //!   actix-web `ResponseError`, so a handler returns it with `?`.
+//!   [`registry_coalesced`] is the coalescing mode: scrapes that arrive
+//!   together share one walk through a
+//!   [`Coalescing`](admission_core::Coalescing).
 //!
 //! Refusals and work errors are rendered by core's
 //! [`Problem`](admission_core::Problem), so this adapter and the axum one
@@ -83,5 +86,5 @@ pub mod future;
 mod handler;
 mod middleware;
 
-pub use crate::handler::{registry, registry_wait};
+pub use crate::handler::{registry, registry_coalesced, registry_wait};
 pub use crate::middleware::{AdmissionControl, AdmissionMiddleware};

@@ -1,10 +1,13 @@
 //! Helpers that make a handler's registry work one line.
 //!
-//! This module owns [`registry`] and [`registry_wait`], thin wrappers over
-//! [`Pool::run`]. They must never decide an answer themselves: the error they
-//! return is core's [`WorkError`], which renders its own response.
+//! This module owns [`registry`], [`registry_wait`] and
+//! [`registry_coalesced`], thin wrappers over [`Pool::run`] and
+//! [`Coalescing::run`]. They must never decide an answer themselves: the
+//! error they return is core's [`WorkError`], which renders its own response.
 
-use admission_core::{Admission, Pool, RegistryWork, WorkError};
+use std::hash::Hash;
+
+use admission_core::{Admission, Coalescing, Pool, RegistryWork, WorkError};
 
 /// Runs `work` on `pool`'s workers if a slot is free now, else refuses at
 /// once: the fail-fast call an HTTP handler makes ([`Pool::run`] with
@@ -103,4 +106,82 @@ pub async fn registry_wait<W: RegistryWork>(
     work: W,
 ) -> Result<W::Output, WorkError<W::Error>> {
     pool.run(work, Admission::Wait).await
+}
+
+/// Runs `work` as the walk for `key`, or joins the walk for `key` already
+/// running if it started within the staleness bound of `scrapes`; a caller
+/// that cannot join fails fast like [`registry`] ([`Coalescing::run`] with
+/// [`Admission::FailFast`]).
+///
+/// This is the coalescing mode of [`registry`]: build one [`Coalescing`]
+/// over the registry pool at startup and pass it instead of the pool.
+/// Scrapes that arrive together cost one walk; every one of them gets the
+/// same result (make it cheap to clone, e.g. `Bytes`, so a body is shared
+/// rather than copied per caller). Joining takes no slot and starts no work,
+/// and `work` is then dropped unrun. A walk that failed or panicked answers
+/// every caller that shared it with the same `500`, and the next caller
+/// starts a fresh walk.
+///
+/// # Cancel safety
+///
+/// Dropping the future does **not** cancel a walk that started: it runs to
+/// its end on its thread and keeps its slot until then, whoever still
+/// waits; if every caller went away, a failure is reported once by the
+/// pool. A caller that joined and then went away costs nothing. Dropped
+/// before admission, it takes nothing.
+///
+/// # Errors
+///
+/// As [`registry`], shared by every caller of one walk:
+/// [`WorkError::Refused`] when it could not join and no slot is free,
+/// [`WorkError::Failed`], [`WorkError::Panicked`] or
+/// [`WorkError::Cancelled`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admission_axum::registry_coalesced;
+/// use admission_core::{Coalescing, Pool, WorkError};
+/// use axum::{Router, extract::State, routing::get};
+/// use bytes::Bytes;
+///
+/// type Scrapes = Coalescing<&'static str, Bytes, std::fmt::Error>;
+///
+/// async fn metrics(State(scrapes): State<Scrapes>) -> Result<Bytes, WorkError<std::fmt::Error>> {
+///     registry_coalesced(&scrapes, "/metrics", || Ok(Bytes::from_static(b"# EOF\n"))).await
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let pool = Pool::new("registry", 1).unwrap();
+/// let scrapes: Scrapes = Coalescing::new(&pool, Duration::from_secs(1)).unwrap();
+/// let app: Router = Router::new().route("/metrics", get(metrics)).with_state(scrapes.clone());
+/// # drop(app);
+///
+/// // Two scrapes arrive while the walk is held: one walk answers both.
+/// let (release, held) = std::sync::mpsc::channel::<()>();
+/// let walk = move || held.recv().map(|()| Bytes::from_static(b"# EOF\n")).map_err(|_| std::fmt::Error);
+/// let first = registry_coalesced(&scrapes, "/metrics", walk);
+/// let second = registry_coalesced(&scrapes, "/metrics", || unreachable!("it joins"));
+/// // `join!` polls in order: the walk starts, the second scrape joins it,
+/// // and only then is the walk released.
+/// let (a, b, ()) = tokio::join!(first, second, async { release.send(()).unwrap() });
+/// assert_eq!(a.unwrap(), b.unwrap());
+/// assert_eq!(pool.stats().coalesced, 1, "the second scrape joined");
+/// assert_eq!(pool.stats().finished, 1, "one walk ran");
+/// # }
+/// ```
+pub async fn registry_coalesced<K, T, E, W>(
+    scrapes: &Coalescing<K, T, E>,
+    key: K,
+    work: W,
+) -> Result<T, WorkError<E>>
+where
+    K: Hash + Eq + Clone + Send + 'static,
+    T: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+    W: RegistryWork<Output = T, Error = E>,
+{
+    scrapes.run(key, work, Admission::FailFast).await
 }

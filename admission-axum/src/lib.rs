@@ -13,6 +13,9 @@
 //! * [`registry`] and [`registry_wait`]: registry work on a [`Pool`] from a
 //!   handler; the error is core's [`WorkError`], which is
 //!   [`IntoResponse`](axum::response::IntoResponse).
+//!   [`registry_coalesced`] is the coalescing mode: scrapes that arrive
+//!   together share one walk through a
+//!   [`Coalescing`](admission_core::Coalescing).
 //!
 //! The answers themselves (status, headers, body) are core's
 //! [`Problem`](admission_core::Problem), so every adapter sends the same bytes.
@@ -98,6 +101,6 @@ mod handler;
 mod layer;
 mod service;
 
-pub use crate::handler::{registry, registry_wait};
+pub use crate::handler::{registry, registry_coalesced, registry_wait};
 pub use crate::layer::AdmissionLayer;
 pub use crate::service::AdmissionControl;
