@@ -8,7 +8,8 @@
 //! * `offload`: no-op work through the pool's own threads and awaited, vs
 //!   `spawn_blocking` with an owned permit moved into the closure;
 //! * `contended`: admit + release from two threads at once vs the raw
-//!   semaphore under the same contention.
+//!   semaphore under the same contention;
+//! * `refusal_vs_pools`: a refusal with 1, 8 and 64 pools in the process.
 
 use std::hint::black_box;
 use std::sync::{Arc, Barrier};
@@ -146,5 +147,32 @@ fn contended(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, admit_release, refusal, offload, contended);
+/// Refusal cost as the number of pools in the process grows: every pool is
+/// saturated and refusals go round-robin over them.
+fn refusal_vs_pools(c: &mut Criterion) {
+    let mut group = c.benchmark_group("refusal_vs_pools");
+    for count in [1_usize, 8, 64] {
+        let pools: Vec<Pool> = (0..count)
+            .map(|i| Pool::new(format!("bench-{i}"), 1).unwrap())
+            .collect();
+        let _held: Vec<_> = pools.iter().map(|p| p.try_admit().unwrap()).collect();
+        let mut next = 0;
+        group.bench_function(format!("{count}_pools"), |b| {
+            b.iter(|| {
+                next = (next + 1) % count;
+                black_box(pools[next].try_admit().unwrap_err())
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    admit_release,
+    refusal,
+    offload,
+    contended,
+    refusal_vs_pools
+);
 criterion_main!(benches);
