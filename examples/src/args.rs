@@ -35,6 +35,23 @@ impl fmt::Display for ArgError {
 
 impl std::error::Error for ArgError {}
 
+impl ArgError {
+    /// A usage error the parser cannot see by itself, such as two flags
+    /// that do not go together.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_examples::args::ArgError;
+    ///
+    /// let err = ArgError::new("`--a` needs `--b`");
+    /// assert_eq!(err.to_string(), "`--a` needs `--b`");
+    /// ```
+    pub fn new(message: impl Into<String>) -> ArgError {
+        ArgError(message.into())
+    }
+}
+
 impl Args {
     /// Splits `args` (without the program name) into flags.
     ///

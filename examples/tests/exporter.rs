@@ -265,3 +265,78 @@ async fn unknown_flag_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(2), "usage errors exit 2");
     assert!(String::from_utf8_lossy(&output.stderr).contains("usage: exporter"));
 }
+
+/// The value of the first series in `text` whose line starts with `series`.
+fn sample(text: &str, series: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series))
+        .unwrap_or_else(|| panic!("`{series}` is exported:\n{text}"))
+        .trim()
+        .parse()
+        .expect("a whole number")
+}
+
+#[tokio::test]
+async fn coalescing_serves_concurrent_scrapes_from_shared_walks() {
+    let exporter = Exporter::start(&[
+        "--series",
+        "100",
+        "--coalesce-ms",
+        "5000",
+        "--walk-delay-ms",
+        "300",
+    ])
+    .await;
+    // 8 scrapes of both walk routes at once, on 2 workers: without
+    // coalescing most would be refused.
+    let scraper = client(Duration::from_secs(10));
+    let storm: Vec<_> = (0..8)
+        .map(|i| {
+            let path = if i % 4 == 0 { "/" } else { "/metrics" };
+            tokio::spawn(scraper.get(exporter.url(path)).send())
+        })
+        .collect();
+    for scrape in storm {
+        let response = scrape.await.unwrap().expect("every scrape is answered");
+        assert_eq!(
+            response.status(),
+            StatusCode::OK,
+            "a scrape that cannot get a slot shares a running walk instead"
+        );
+        assert!(!response.text().await.unwrap().is_empty());
+    }
+
+    let text = scraper
+        .get(exporter.url("/metrics"))
+        .send()
+        .await
+        .expect("metrics answer")
+        .text()
+        .await
+        .unwrap();
+    let coalesced = sample(&text, r#"admission_coalesced_total{pool="registry"} "#);
+    assert!(
+        coalesced >= 1,
+        "admission counts the scrapes that shared a walk:\n{text}"
+    );
+    let walks = sample(&text, "exporter_walks_started_total ");
+    assert!(
+        walks < 9,
+        "9 scrapes (this one included) cost fewer than 9 walks, got {walks}"
+    );
+}
+
+#[tokio::test]
+async fn coalescing_without_the_admission_gate_is_a_usage_error() {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_exporter"))
+        .args(["--gate", "queue", "--coalesce-ms", "100"])
+        .output()
+        .await
+        .expect("the exporter binary runs");
+    assert_eq!(output.status.code(), Some(2), "usage errors exit 2");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("`--coalesce-ms` needs `--gate admission`"),
+        "{stderr}"
+    );
+}

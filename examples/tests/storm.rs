@@ -48,6 +48,7 @@ async fn storm_with_tiny_settings_exits_0_and_prints_the_table() {
         "ok p50",
         "ok p99",
         "refused p99",
+        "walks run",
         "max walks at once",
         "memory growth",
     ] {
@@ -58,9 +59,15 @@ async fn storm_with_tiny_settings_exits_0_and_prints_the_table() {
         1,
         "one table, one header:\n{stdout}"
     );
-    for mode in ["admission", "unbounded-queue", "tower-limit+shed"] {
+    let mode_of = |line: &str| line.split_whitespace().next().unwrap_or("").to_owned();
+    for mode in [
+        "admission",
+        "admission+coalesce",
+        "unbounded-queue",
+        "tower-limit+shed",
+    ] {
         assert_eq!(
-            stdout.lines().filter(|l| l.starts_with(mode)).count(),
+            stdout.lines().filter(|l| mode_of(l) == mode).count(),
             2,
             "two phases of `{mode}`:\n{stdout}"
         );
@@ -81,7 +88,22 @@ async fn storm_with_tiny_settings_exits_0_and_prints_the_table() {
         .collect();
     assert!(
         admission_peak.iter().all(|&peak| peak <= 2),
-        "admission never runs more walks than its 2 workers: {admission_peak:?}\n{stdout}"
+        "admission, coalescing or not, never runs more walks than its 2 workers: \
+         {admission_peak:?}\n{stdout}"
+    );
+    let coalesce = stdout
+        .lines()
+        .find(|l| mode_of(l) == "admission+coalesce" && l.contains(" patient "))
+        .unwrap_or_else(|| panic!("a patient coalescing row:\n{stdout}"));
+    let number = |name: &str| -> u64 {
+        cell(header, coalesce, name)
+            .parse()
+            .unwrap_or_else(|_| panic!("a number for `{name}` in {coalesce:?}"))
+    };
+    assert!(number("ok") > 0, "coalescing serves scrapes: {coalesce}");
+    assert!(
+        number("walks run") <= number("ok") + number("gave up") + number("errors"),
+        "a patient scraper waits for every walk it started: no walk runs for nobody: {coalesce}"
     );
 }
 
@@ -108,5 +130,10 @@ async fn storm_with_url_storms_that_server() {
         cell(header, row, "max walks at once"),
         "-",
         "peak walks unknown for a remote server: {row}"
+    );
+    assert_eq!(
+        cell(header, row, "walks run"),
+        "-",
+        "walks run unknown for a remote server: {row}"
     );
 }

@@ -11,9 +11,13 @@
 //! Flags: `--listen ADDR` (default `127.0.0.1:9464`; port 0 picks one),
 //! `--workers N` (2), `--series N` (10000), `--walk-delay-ms MS` (0),
 //! `--cardinality-interval-ms MS` (10000), `--shutdown-deadline-ms MS` (5000),
-//! and `--gate admission|queue|tower` (admission; the other two are the
-//! failure modes `storm` compares against). It prints `listening on ADDR` on
-//! stdout once bound; logs go to stderr.
+//! `--gate admission|queue|tower` (admission; the other two are the
+//! failure modes `storm` compares against), and `--coalesce-ms MS` (0, off):
+//! with admission, scrapes of `/metrics` and `/` that arrive while a walk
+//! started at most MS ago is running share that walk's result instead of
+//! starting or being refused their own (`admission_coalesced_total` counts
+//! them). It prints `listening on ADDR` on stdout once bound; logs go to
+//! stderr.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -23,7 +27,7 @@ use admission_examples::exporter::{self, Config, Gate};
 
 const USAGE: &str = "usage: exporter [--listen ADDR] [--workers N] [--series N] \
 [--walk-delay-ms MS] [--cardinality-interval-ms MS] [--shutdown-deadline-ms MS] \
-[--gate admission|queue|tower]";
+[--gate admission|queue|tower] [--coalesce-ms MS]";
 
 fn config(mut args: Args) -> Result<Config, ArgError> {
     let defaults = Config::default();
@@ -44,8 +48,19 @@ fn config(mut args: Args) -> Result<Config, ArgError> {
             defaults.shutdown_deadline,
         ),
         gate: args.value::<Gate>("gate")?.unwrap_or(defaults.gate),
+        coalesce: match args.value::<u64>("coalesce-ms")? {
+            None => defaults.coalesce,
+            Some(0) => None,
+            Some(ms) => Some(Duration::from_millis(ms)),
+        },
     };
     args.finish()?;
+    if config.coalesce.is_some() && config.gate != Gate::Admission {
+        return Err(ArgError::new(format!(
+            "`--coalesce-ms` needs `--gate admission`, not `{}`",
+            config.gate
+        )));
+    }
     Ok(config)
 }
 
@@ -105,6 +120,7 @@ async fn main() {
         series = config.series,
         walk_delay_ms = config.walk_delay.as_millis() as u64,
         gate = %config.gate,
+        coalesce_ms = config.coalesce.map_or(0, |c| c.as_millis() as u64),
         "exporter up"
     );
     match exporter::serve(config, listener, signal()).await {

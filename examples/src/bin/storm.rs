@@ -1,19 +1,21 @@
 //! Run: `cargo run --release -p admission-examples --bin storm`
 //!
-//! The scrape-storm demo. It runs the exporter in-process three ways, one
+//! The scrape-storm demo. It runs the exporter in-process four ways, one
 //! after another, each on a fresh `127.0.0.1` port, under the same storm of
-//! concurrent scrapers: behind this project's admission gate, behind an
-//! unbounded queue in front of the same N worker threads (the incident's
-//! executor), and behind `tower`'s `ConcurrencyLimit` plus `LoadShed`. Each
-//! gate sees two phases: patient scrapers, then scrapers that give up
-//! mid-walk. It prints progress on stderr and then one table on stdout.
-//! It ends by itself within 60 s on the defaults.
+//! concurrent scrapers: behind this project's admission gate, behind the
+//! same gate with coalescing (scrapes that arrive during a walk share it),
+//! behind an unbounded queue in front of the same N worker threads (the
+//! incident's executor), and behind `tower`'s `ConcurrencyLimit` plus
+//! `LoadShed`. Each mode sees two phases: patient scrapers, then scrapers
+//! that give up mid-walk. It prints progress on stderr and then one table
+//! on stdout. It ends by itself within 60 s on the defaults.
 //!
 //! Flags: `--clients N` (64), `--duration-ms MS` per phase (4000),
 //! `--walk-delay-ms MS` (20), `--series N` (10000), `--workers N` (2),
 //! `--give-up-ms MS` (5), `--refused-pause-ms MS` (10), `--max-requests N`
-//! per scraper per phase (10000), and `--url URL` to storm any `http://`
-//! server instead (the patient phase only).
+//! per scraper per phase (10000), `--coalesce-ms MS` the staleness bound of
+//! the coalescing mode (1000; 0 leaves that mode out), and `--url URL` to
+//! storm any `http://` server instead (the patient phase only).
 
 use std::time::Duration;
 
@@ -22,7 +24,7 @@ use admission_examples::storm::{self, StormConfig, Target};
 
 const USAGE: &str = "usage: storm [--clients N] [--duration-ms MS] [--walk-delay-ms MS] \
 [--series N] [--workers N] [--give-up-ms MS] [--refused-pause-ms MS] [--max-requests N] \
-[--url http://HOST:PORT/PATH]";
+[--coalesce-ms MS] [--url http://HOST:PORT/PATH]";
 
 fn config(mut args: Args) -> Result<StormConfig, ArgError> {
     let d = StormConfig::default();
@@ -36,6 +38,11 @@ fn config(mut args: Args) -> Result<StormConfig, ArgError> {
         give_up: ms(args.value("give-up-ms")?, d.give_up),
         refused_pause: ms(args.value("refused-pause-ms")?, d.refused_pause),
         max_requests: args.value("max-requests")?.unwrap_or(d.max_requests),
+        coalesce: match args.value::<u64>("coalesce-ms")? {
+            None => d.coalesce,
+            Some(0) => None,
+            Some(ms) => Some(Duration::from_millis(ms)),
+        },
         url: args.value::<Target>("url")?,
     };
     args.finish()?;
@@ -73,6 +80,7 @@ async fn main() {
     println!(
         "\nok p50/p99 and refused p99: latency of 200 and of 503 answers, timed apart.\n\
          gave up: requests the scraper stopped waiting for (its give-up time, or the phase's end).\n\
+         walks run: registry walks that actually ran; under +coalesce, scrapes that arrive during a walk share it.\n\
          max walks at once: the gauge inside the walk. walks left: running or queued at the phase's end.\n\
          memory growth: this process's VmRSS (server and scrapers) over the phase."
     );

@@ -13,13 +13,14 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
+use bytes::Bytes;
 use prometheus_client::metrics::gauge::Gauge;
 use tower::ServiceBuilder;
 use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::load_shed::LoadShedLayer;
 
 use super::backend::{Backend, WalkError};
-use super::walk::{RegistryStats, WalkGauge, Walker};
+use super::walk::{RegistryStats, WalkGauge, Walked, Walker};
 
 /// The exposition content type `prometheus-client` encodes.
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -34,9 +35,10 @@ pub(crate) struct App {
     pub(crate) workers: usize,
 }
 
-/// A scrape's body with its content type.
+/// A scrape's body with its content type. The body is the walk's own
+/// buffer: callers that shared a walk share it, never a copy.
 #[derive(Debug)]
-pub(crate) struct Exposition(String);
+pub(crate) struct Exposition(Bytes);
 
 impl IntoResponse for Exposition {
     fn into_response(self) -> Response {
@@ -47,39 +49,35 @@ impl IntoResponse for Exposition {
 impl App {
     /// The whole registry as exposition text, fail-fast.
     pub(crate) async fn exposition(&self) -> Result<Exposition, WalkError> {
-        self.walk(Admission::FailFast, Exposition).await
+        let walked = self.walk(Admission::FailFast).await?;
+        Ok(Exposition(walked.text))
     }
 
-    /// The status page from one full walk, fail-fast.
+    /// The status page from one full walk (perhaps shared), fail-fast.
     pub(crate) async fn status_page(&self) -> Result<Html<String>, WalkError> {
-        let stats = self
-            .walk(Admission::FailFast, |text| RegistryStats::of(&text))
-            .await?;
-        Ok(Html(self.render(stats)))
+        let walked = self.walk(Admission::FailFast).await?;
+        Ok(Html(self.render(walked.stats)))
     }
 
-    /// One walk through the gate, `then` applied on the walking thread.
-    pub(crate) async fn walk<T, F>(&self, admission: Admission, then: F) -> Result<T, WalkError>
-    where
-        T: Send + 'static,
-        F: FnOnce(String) -> T + Send + 'static,
-    {
-        self.backend.walk(&self.walker, admission, then).await
+    /// One walk through the gate (or a share of one, under coalescing).
+    pub(crate) async fn walk(&self, admission: Admission) -> Result<Walked, WalkError> {
+        self.backend.walk(&self.walker, admission).await
     }
 
     fn render(&self, stats: RegistryStats) -> String {
-        let pool = match &self.backend {
-            Backend::Admission(pool) => {
+        let pool = match self.backend.pool() {
+            Some(pool) => {
                 let s = pool.stats();
                 format!(
                     "<tr><th>slots in use</th><td>{} of {}</td></tr>\
                      <tr><th>admitted</th><td>{}</td></tr>\
                      <tr><th>refused</th><td>{}</td></tr>\
+                     <tr><th>coalesced</th><td>{}</td></tr>\
                      <tr><th>orphaned</th><td>{}</td></tr>",
-                    s.in_use, s.capacity, s.admitted, s.refused, s.orphaned
+                    s.in_use, s.capacity, s.admitted, s.refused, s.coalesced, s.orphaned
                 )
             }
-            Backend::Queue(_) | Backend::Tower => String::new(),
+            None => String::new(),
         };
         format!(
             "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>exporter status</title></head>\
@@ -91,6 +89,7 @@ impl App {
              <tr><th>last cardinality walk</th><td>{}</td></tr>\
              <tr><th>walk gate</th><td>{} workers</td></tr>\
              <tr><th>walks running</th><td>{} (peak {})</td></tr>\
+             <tr><th>walks started</th><td>{}</td></tr>\
              {pool}</table></body></html>\n",
             stats.families,
             stats.series,
@@ -100,6 +99,7 @@ impl App {
             self.workers,
             self.gauge.running(),
             self.gauge.peak(),
+            self.gauge.started(),
         )
     }
 }
@@ -134,7 +134,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
                 .layer(LoadShedLayer::new())
                 .layer(GlobalConcurrencyLimitLayer::new(app.workers)),
         ),
-        Backend::Admission(_) | Backend::Queue(_) => walks,
+        Backend::Admission(_) | Backend::Coalesced(_) | Backend::Queue(_) => walks,
     };
     walks.route("/healthz", get(healthz)).with_state(app)
 }

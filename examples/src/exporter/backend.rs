@@ -1,23 +1,38 @@
 //! Running one walk through the configured gate.
 //!
-//! This module owns the three ways a walk reaches a thread ([`Gate`]) and
-//! [`WalkError`], the one answer a handler gives when a walk produced
-//! nothing. The HTTP side of a refusal is core's: `WorkError` renders itself.
+//! This module owns the ways a walk reaches a thread ([`Gate`], with or
+//! without coalescing) and [`WalkError`], the one answer a handler gives
+//! when a walk produced nothing. The HTTP side of a refusal is core's:
+//! `WorkError` renders itself.
 
 use std::fmt;
+use std::time::Duration;
 
-use admission_core::{Admission, Pool, Problem, WorkError};
+use admission_core::{Admission, Coalescing, Pool, Problem, WorkError};
 use axum::response::{IntoResponse, Response};
 
 use super::Gate;
 use super::queue::UnboundedQueue;
-use super::walk::Walker;
+use super::walk::{Walked, Walker};
+
+/// What coalesced walks are keyed by: the walk itself, not the route.
+///
+/// `/metrics`, `/` and the cardinality loop all walk the same registry into
+/// the same text, and the walk counts the statistics the status page shows
+/// once, on its thread. Keyed per route, a dashboard on `/` and Prometheus
+/// on `/metrics` scraping together would cost two identical walks; keyed by
+/// the walk, they cost one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct FullWalk;
 
 /// Where walks run.
 #[derive(Debug)]
 pub(crate) enum Backend {
     /// Admission: a pool of N slots and N threads.
     Admission(Pool),
+    /// Admission with coalescing: a caller that arrives while a fresh walk
+    /// runs shares its result; anyone else goes through the pool as above.
+    Coalesced(Coalescing<FullWalk, Walked, fmt::Error>),
     /// The incident's unbounded queue in front of N threads.
     Queue(UnboundedQueue),
     /// tokio's blocking pool; the limit lives in tower layers on the routes.
@@ -73,41 +88,60 @@ impl IntoResponse for WalkError {
 }
 
 impl Backend {
+    /// The backend for `gate`; `coalesce` is the staleness bound of
+    /// coalescing, which only the admission gate has.
     pub(crate) fn new(
         gate: Gate,
         workers: usize,
+        coalesce: Option<Duration>,
         queued: prometheus_client::metrics::gauge::Gauge,
     ) -> Result<Backend, Box<dyn std::error::Error + Send + Sync>> {
-        Ok(match gate {
-            Gate::Admission => Backend::Admission(Pool::new("registry", workers)?),
-            Gate::UnboundedQueue => Backend::Queue(UnboundedQueue::spawn(workers, queued)?),
-            Gate::TowerLimit => Backend::Tower,
+        Ok(match (gate, coalesce) {
+            (Gate::Admission, None) => Backend::Admission(Pool::new("registry", workers)?),
+            (Gate::Admission, Some(staleness)) => Backend::Coalesced(Coalescing::new(
+                &Pool::new("registry", workers)?,
+                staleness,
+            )?),
+            (_, Some(_)) => {
+                return Err(format!("coalescing needs the admission gate, not `{gate}`").into());
+            }
+            (Gate::UnboundedQueue, None) => Backend::Queue(UnboundedQueue::spawn(workers, queued)?),
+            (Gate::TowerLimit, None) => Backend::Tower,
         })
     }
 
-    /// Walks the registry and hands the text to `then`, both off the
-    /// runtime, through this backend's gate.
+    /// The admission pool, when this backend has one.
+    pub(crate) fn pool(&self) -> Option<&Pool> {
+        match self {
+            Backend::Admission(pool) => Some(pool),
+            Backend::Coalesced(scrapes) => Some(scrapes.pool()),
+            Backend::Queue(_) | Backend::Tower => None,
+        }
+    }
+
+    /// Walks the registry off the runtime, through this backend's gate.
+    /// Under coalescing, the result may be another caller's walk.
     ///
     /// # Cancel safety
     ///
     /// Dropping the future never stops a walk that started: under admission
-    /// it is orphaned and keeps its slot until it ends; in the queue it stays
-    /// queued and still runs; on tokio's blocking pool it runs on.
-    pub(crate) async fn walk<T, F>(
+    /// it is orphaned and keeps its slot until it ends (a coalesced walk
+    /// also while others still share it); in the queue it stays queued and
+    /// still runs; on tokio's blocking pool it runs on.
+    pub(crate) async fn walk(
         &self,
         walker: &Walker,
         admission: Admission,
-        then: F,
-    ) -> Result<T, WalkError>
-    where
-        T: Send + 'static,
-        F: FnOnce(String) -> T + Send + 'static,
-    {
+    ) -> Result<Walked, WalkError> {
         let walker = walker.clone();
-        let work = move || walker.walk().map(then);
+        let work = move || walker.walk();
         match self {
             Backend::Admission(pool) => pool
                 .run(work, admission)
+                .await
+                .map_err(WalkError::Admission),
+            Backend::Coalesced(scrapes) => scrapes
+                .run(FullWalk, work, admission)
                 .await
                 .map_err(WalkError::Admission),
             Backend::Queue(queue) => match queue.run(work).await {

@@ -92,6 +92,7 @@ impl FromStr for Gate {
 /// assert_eq!((config.workers, config.series), (2, 10_000));
 /// assert_eq!(config.shutdown_deadline, Duration::from_secs(5));
 /// assert_eq!(config.gate, Gate::Admission);
+/// assert_eq!(config.coalesce, None, "coalescing is opt-in");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -112,6 +113,13 @@ pub struct Config {
     pub shutdown_deadline: Duration,
     /// What stands in front of the walks (`--gate`, default `admission`).
     pub gate: Gate,
+    /// Coalescing for the admission gate, off by default (`--coalesce-ms`,
+    /// `0` = off): `Some(bound)` lets a scrape of `/metrics` or `/` that
+    /// arrives while a walk runs, started no longer than `bound` ago, share
+    /// that walk's result instead of starting (or being refused) its own.
+    /// Only [`Gate::Admission`] coalesces; with another gate it is a
+    /// configuration error.
+    pub coalesce: Option<Duration>,
 }
 
 impl Default for Config {
@@ -124,6 +132,7 @@ impl Default for Config {
             cardinality_interval: Duration::from_secs(10),
             shutdown_deadline: admission_core::DEFAULT_DEADLINE,
             gate: Gate::Admission,
+            coalesce: None,
         }
     }
 }

@@ -19,7 +19,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use super::app::{App, router};
 use super::backend::Backend;
-use super::walk::{RegistryStats, WalkGauge, Walker, demo_registry};
+use super::walk::{WalkGauge, Walker, demo_registry};
 use super::{Config, Gate};
 
 /// A built exporter, not yet serving.
@@ -127,16 +127,22 @@ impl Exporter {
     ///
     /// # Errors
     ///
-    /// A configuration error (0 workers, a zero deadline) or a thread that
-    /// could not start, as an [`io::Error`].
+    /// A configuration error (0 workers, a zero deadline, coalescing with a
+    /// gate other than admission) or a thread that could not start, as an
+    /// [`io::Error`].
     pub fn new(config: Config) -> io::Result<Exporter> {
         let gauge = WalkGauge::default();
         let cardinality = Gauge::default();
-        let backend = Backend::new(config.gate, config.workers, gauge.queued.clone())
-            .map_err(io::Error::other)?;
+        let backend = Backend::new(
+            config.gate,
+            config.workers,
+            config.coalesce,
+            gauge.queued.clone(),
+        )
+        .map_err(io::Error::other)?;
         let shutdown = Shutdown::new(config.shutdown_deadline).map_err(io::Error::other)?;
         let mut registry = demo_registry(config.series, &gauge, &cardinality);
-        if let Backend::Admission(pool) = &backend {
+        if let Some(pool) = backend.pool() {
             let metrics = AdmissionMetrics::new();
             metrics.add(pool);
             metrics.register(&mut registry);
@@ -213,7 +219,7 @@ impl Exporter {
         stop_accepting.cancel();
         let discarded = match &app.backend {
             Backend::Queue(queue) => queue.close(),
-            Backend::Admission(_) | Backend::Tower => 0,
+            Backend::Admission(_) | Backend::Coalesced(_) | Backend::Tower => 0,
         };
         let (served, report) = tokio::join!(
             tokio::time::timeout_at(deadline, &mut server),
@@ -269,11 +275,13 @@ fn spawn_cardinality(shutdown: &Shutdown, app: Arc<App>, every: Duration) {
             let walked = tokio::select! {
                 biased;
                 () = stop.cancelled() => return,
-                walked = app.walk(Admission::Wait, |text| RegistryStats::of(&text).series) => walked,
+                walked = app.walk(Admission::Wait) => walked,
             };
             match walked {
-                Ok(series) => {
-                    app.cardinality.set(i64::try_from(series).unwrap_or(i64::MAX));
+                Ok(walked) => {
+                    let series = walked.stats.series;
+                    app.cardinality
+                        .set(i64::try_from(series).unwrap_or(i64::MAX));
                     tracing::info!(series, "cardinality walk");
                 }
                 Err(err) => tracing::warn!(class = err.class(), "cardinality walk failed"),

@@ -1,31 +1,34 @@
 //! The demo registry and the full walk over it.
 //!
 //! This module owns the registry's contents, the walk (encode the whole
-//! registry to exposition text, after the configured extra delay) and the
-//! gauge that counts walks running at once. The walk runs on whatever thread
-//! the gate gives it; it must never run on a runtime thread.
+//! registry to exposition text, after the configured extra delay, and count
+//! it) and the gauge that counts walks. The walk runs on whatever thread the
+//! gate gives it; it must never run on a runtime thread.
 
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
+use bytes::Bytes;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-/// Walks running right now, the most ever seen at once, and walks queued
-/// and not started (only the unbounded queue has any).
+/// Walks running right now, the most ever seen at once, walks queued and
+/// not started (only the unbounded queue has any), and walks that ran.
 ///
-/// The same gauges are exported as `exporter_walks_running`,
-/// `exporter_walks_peak` and `exporter_walks_queued`. Clones share them.
+/// The same numbers are exported as `exporter_walks_running`,
+/// `exporter_walks_peak`, `exporter_walks_queued` and
+/// `exporter_walks_started_total`. Clones share them.
 #[derive(Debug, Clone, Default)]
 pub struct WalkGauge {
     running: Gauge,
     peak: Gauge,
     pub(crate) queued: Gauge,
+    started: Counter,
 }
 
 impl WalkGauge {
@@ -44,7 +47,15 @@ impl WalkGauge {
         u64::try_from(self.queued.get()).unwrap_or(0)
     }
 
+    /// Walks that started on a thread so far: the registry walks actually
+    /// run, whoever was still waiting for them. Coalesced callers share a
+    /// walk and add none.
+    pub fn started(&self) -> u64 {
+        self.started.get()
+    }
+
     fn enter(&self) -> Walking<'_> {
+        self.started.inc();
         let now = self.running.inc() + 1;
         self.peak.inner().fetch_max(now, Relaxed);
         Walking { gauge: self }
@@ -108,6 +119,18 @@ impl RegistryStats {
     }
 }
 
+/// One full walk's output, shared by every caller of the walk: cloning it
+/// clones a pointer to the text, never the text.
+#[derive(Debug, Clone)]
+pub(crate) struct Walked {
+    /// The whole registry as exposition text, served as the `/metrics` body.
+    pub(crate) text: Bytes,
+    /// What the text holds, for the status page and the cardinality loop;
+    /// counted once per walk on the walking thread, so no caller rescans
+    /// the text on a runtime thread.
+    pub(crate) stats: RegistryStats,
+}
+
 /// The registry and what a walk over it costs.
 #[derive(Debug, Clone)]
 pub(crate) struct Walker {
@@ -145,6 +168,11 @@ pub(crate) fn demo_registry(series: usize, gauge: &WalkGauge, cardinality: &Gaug
         gauge.queued.clone(),
     );
     registry.register(
+        "exporter_walks_started",
+        "Full registry walks started on a thread (coalesced callers share one).",
+        gauge.started.clone(),
+    );
+    registry.register(
         "exporter_cardinality_series",
         "Series counted by the last background cardinality walk.",
         cardinality.clone(),
@@ -162,14 +190,19 @@ impl Walker {
     }
 
     /// One full walk: the extra delay, then the whole registry as
-    /// exposition text. Blocks the calling thread.
-    pub(crate) fn walk(&self) -> Result<String, fmt::Error> {
+    /// exposition text, and its statistics. Blocks the calling thread.
+    pub(crate) fn walk(&self) -> Result<Walked, fmt::Error> {
         let _walking = self.gauge.enter();
         if !self.delay.is_zero() {
             std::thread::sleep(self.delay);
         }
         let mut text = String::new();
         encode(&mut text, &self.registry)?;
-        Ok(text)
+        let stats = RegistryStats::of(&text);
+        // `Bytes` takes the string's buffer over: no copy.
+        Ok(Walked {
+            text: Bytes::from(text),
+            stats,
+        })
     }
 }

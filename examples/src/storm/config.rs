@@ -38,8 +38,9 @@ impl fmt::Display for Phase {
 ///
 /// let config = StormConfig::default();
 /// assert_eq!(config.clients, 64);
-/// // 3 gates x 2 phases, well within a minute.
-/// assert!(config.duration * 6 < Duration::from_secs(40));
+/// assert_eq!(config.coalesce, Some(Duration::from_secs(1)));
+/// // 4 modes x 2 phases, well within a minute.
+/// assert!(config.duration * 8 < Duration::from_secs(40));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StormConfig {
@@ -62,6 +63,13 @@ pub struct StormConfig {
     /// At most this many requests per scraper per phase
     /// (`--max-requests`, default 10000).
     pub max_requests: u64,
+    /// The staleness bound of the `admission+coalesce` mode, which runs
+    /// beside plain admission (`--coalesce-ms`, default 1000; `0` leaves
+    /// that mode out). Scrapes join a running walk only if it started no
+    /// longer ago than this; a walk costs tens of milliseconds here, so one
+    /// second never turns a join away and bounds staleness well below a
+    /// scrape interval.
+    pub coalesce: Option<Duration>,
     /// Storm this server instead (`--url`): the patient phase only.
     pub url: Option<Target>,
 }
@@ -77,6 +85,7 @@ impl Default for StormConfig {
             give_up: Duration::from_millis(5),
             refused_pause: Duration::from_millis(10),
             max_requests: 10_000,
+            coalesce: Some(Duration::from_secs(1)),
             url: None,
         }
     }

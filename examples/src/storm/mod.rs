@@ -1,6 +1,6 @@
-//! The scrape-storm demo: the exporter run in-process behind three gates,
-//! one after another, under the same storm of concurrent scrapers, and one
-//! table of what each gate did.
+//! The scrape-storm demo: the exporter run in-process behind three gates
+//! (admission also with coalescing), one after another, under the same storm
+//! of concurrent scrapers, and one table of what each mode did.
 //!
 //! This module declares and re-exports; each file owns one piece.
 

@@ -1,4 +1,5 @@
-//! Running the storm: each gate, each phase, on a fresh exporter and port.
+//! Running the storm: each mode (a gate, with or without coalescing), each
+//! phase, on a fresh exporter and port.
 //!
 //! This module owns the order of the run, the progress lines on stderr and
 //! the memory reading. Every phase ends by its own clock: scrapers stop
@@ -23,6 +24,41 @@ const WARM_UP: Duration = Duration::from_millis(300);
 /// How long to wait for walks left over by give-ups before the next phase.
 const SETTLE: Duration = Duration::from_secs(2);
 
+/// One row's exporter: its gate and, for admission, coalescing or not.
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    gate: Gate,
+    coalesce: Option<Duration>,
+}
+
+impl Mode {
+    /// Every mode, in the order the table shows them: coalescing right
+    /// below plain admission, so the two compare at a glance.
+    fn all(config: &StormConfig) -> Vec<Mode> {
+        let mut modes = Vec::new();
+        for gate in Gate::ALL {
+            modes.push(Mode {
+                gate,
+                coalesce: None,
+            });
+            if gate == Gate::Admission && config.coalesce.is_some() {
+                modes.push(Mode {
+                    gate,
+                    coalesce: config.coalesce,
+                });
+            }
+        }
+        modes
+    }
+
+    fn name(self) -> String {
+        match self.coalesce {
+            None => self.gate.name().to_owned(),
+            Some(_) => format!("{}+coalesce", self.gate.name()),
+        }
+    }
+}
+
 /// This process's resident memory (`VmRSS` in `/proc/self/status`), in KiB,
 /// where the platform has it.
 pub fn rss_kib() -> Option<i64> {
@@ -31,7 +67,7 @@ pub fn rss_kib() -> Option<i64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Runs the storm and returns one row per gate and phase (or one row for
+/// Runs the storm and returns one row per mode and phase (or one row for
 /// `--url`). Progress goes to stderr, a line per phase.
 ///
 /// # Cancel safety
@@ -50,6 +86,7 @@ pub async fn run(config: &StormConfig) -> io::Result<Vec<Row>> {
             mode: "url".to_owned(),
             phase: Phase::Patient,
             tally,
+            walks_run: None,
             max_walks: None,
             walks_left: None,
             memory_growth_kib: None,
@@ -58,12 +95,16 @@ pub async fn run(config: &StormConfig) -> io::Result<Vec<Row>> {
         return Ok(vec![row]);
     }
     eprintln!(
-        "storm: {} scrapers, {} ms per phase, {} workers, {} series, {} ms extra per walk",
+        "storm: {} scrapers, {} ms per phase, {} workers, {} series, {} ms extra per walk, \
+         coalescing within {}",
         config.clients,
         config.duration.as_millis(),
         config.workers,
         config.series,
         config.walk_delay.as_millis(),
+        config
+            .coalesce
+            .map_or_else(|| "- (off)".to_owned(), |c| format!("{} ms", c.as_millis())),
     );
     // One short untimed phase first, so that the first row's memory does
     // not include the runtime's and the allocator's first use.
@@ -72,12 +113,16 @@ pub async fn run(config: &StormConfig) -> io::Result<Vec<Row>> {
         ..config.clone()
     };
     eprintln!("storm: warming up (not counted) ...");
-    one(&warm_up, Gate::Admission, Phase::Patient).await?;
+    let plain = Mode {
+        gate: Gate::Admission,
+        coalesce: None,
+    };
+    one(&warm_up, plain, Phase::Patient).await?;
     let mut rows = Vec::new();
-    for gate in Gate::ALL {
+    for mode in Mode::all(config) {
         for phase in [Phase::Patient, Phase::GiveUp(config.give_up)] {
-            eprintln!("storm: {gate} / {phase} ...");
-            let row = one(config, gate, phase).await?;
+            eprintln!("storm: {} / {phase} ...", mode.name());
+            let row = one(config, mode, phase).await?;
             progress(&row);
             rows.push(row);
         }
@@ -85,14 +130,15 @@ pub async fn run(config: &StormConfig) -> io::Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// One gate under one phase, on a fresh exporter.
-async fn one(config: &StormConfig, gate: Gate, phase: Phase) -> io::Result<Row> {
+/// One mode under one phase, on a fresh exporter.
+async fn one(config: &StormConfig, mode: Mode, phase: Phase) -> io::Result<Row> {
     let exporter = Exporter::new(Config {
         workers: config.workers,
         series: config.series,
         walk_delay: config.walk_delay,
         shutdown_deadline: SHUTDOWN_DEADLINE,
-        gate,
+        gate: mode.gate,
+        coalesce: mode.coalesce,
         ..Config::default()
     })?;
     let walks = exporter.walks();
@@ -106,12 +152,13 @@ async fn one(config: &StormConfig, gate: Gate, phase: Phase) -> io::Result<Row> 
     let before = rss_kib();
     let tally = storm(config, target, phase).await;
     let after = rss_kib();
-    let (max_walks, walks_left) = (walks.peak(), walks.running() + walks.queued());
+    let (walks_run, max_walks) = (walks.started(), walks.peak());
+    let walks_left = walks.running() + walks.queued();
 
     let _ = stop.send(());
     let stopped = server.await.map_err(io::Error::other)??;
     if !stopped.report.drained() || stopped.connections_cut {
-        eprintln!("storm: {gate} did not drain by its deadline");
+        eprintln!("storm: {} did not drain by its deadline", mode.name());
     }
     // Walks whose scrapers gave up may still run (tokio's blocking pool
     // cannot be told to stop); let them end so they do not load the next
@@ -121,9 +168,10 @@ async fn one(config: &StormConfig, gate: Gate, phase: Phase) -> io::Result<Row> 
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     Ok(Row {
-        mode: gate.name().to_owned(),
+        mode: mode.name(),
         phase,
         tally,
+        walks_run: Some(walks_run),
         max_walks: Some(max_walks),
         walks_left: Some(walks_left),
         memory_growth_kib: before.zip(after).map(|(b, a)| a - b),
@@ -158,7 +206,8 @@ async fn storm(config: &StormConfig, target: Target, phase: Phase) -> Tally {
 fn progress(row: &Row) {
     let t = &row.tally;
     eprintln!(
-        "storm: {} / {} done: {} requests, {} ok, {} refused, {} gave up, {} errors, max walks at once {}",
+        "storm: {} / {} done: {} requests, {} ok, {} refused, {} gave up, {} errors, \
+         walks run {}, max walks at once {}",
         row.mode,
         row.phase,
         t.requests(),
@@ -166,6 +215,8 @@ fn progress(row: &Row) {
         t.refused.len(),
         t.gave_up,
         t.errors,
+        row.walks_run
+            .map_or_else(|| "-".to_owned(), |m| m.to_string()),
         row.max_walks
             .map_or_else(|| "-".to_owned(), |m| m.to_string()),
     );

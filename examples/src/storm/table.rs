@@ -8,15 +8,19 @@ use std::time::Duration;
 
 use super::{Phase, Tally, percentile};
 
-/// One gate under one phase.
+/// One mode (a gate, with or without coalescing) under one phase.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
-    /// The gate (or `url` for `--url`).
+    /// The gate, `+coalesce` when it coalesces (or `url` for `--url`).
     pub mode: String,
     /// The scrapers' behaviour.
     pub phase: Phase,
     /// What the scrapers saw.
     pub tally: Tally,
+    /// Registry walks that actually ran (started on a thread) during the
+    /// phase: coalesced scrapes share one, and a walk whose scraper gave up
+    /// still counts. `None` when the server is not in this process.
+    pub walks_run: Option<u64>,
     /// The most walks running at once (the gauge inside the walk); `None`
     /// when the server is not in this process.
     pub max_walks: Option<u64>,
@@ -26,7 +30,7 @@ pub struct Row {
     pub memory_growth_kib: Option<i64>,
 }
 
-const HEADER: [&str; 13] = [
+const HEADER: [&str; 14] = [
     "mode",
     "phase",
     "requests",
@@ -37,6 +41,7 @@ const HEADER: [&str; 13] = [
     "ok p50",
     "ok p99",
     "refused p99",
+    "walks run",
     "max walks at once",
     "walks left",
     "memory growth",
@@ -53,12 +58,14 @@ const HEADER: [&str; 13] = [
 ///     mode: "admission".into(),
 ///     phase: Phase::Patient,
 ///     tally: Tally::default(),
+///     walks_run: Some(0),
 ///     max_walks: Some(2),
 ///     walks_left: Some(0),
 ///     memory_growth_kib: None,
 /// };
 /// let table = render(&mut [row]);
 /// assert!(table.starts_with("mode"));
+/// assert!(table.contains("walks run"));
 /// assert!(table.contains("max walks at once"));
 /// ```
 pub fn render(rows: &mut [Row]) -> String {
@@ -79,6 +86,7 @@ pub fn render(rows: &mut [Row]) -> String {
             latency(ok_p50),
             latency(ok_p99),
             latency(refused_p99),
+            or_dash(row.walks_run),
             or_dash(row.max_walks),
             or_dash(row.walks_left),
             row.memory_growth_kib.map_or_else(|| "-".to_owned(), memory),
