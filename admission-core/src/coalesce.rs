@@ -27,6 +27,14 @@ struct Flight<T, E> {
     rx: watch::Receiver<Outcome<T, E>>,
 }
 
+/// How a caller takes part in a walk.
+enum Joined<T, E> {
+    /// It started the walk.
+    Walk(watch::Receiver<Outcome<T, E>>),
+    /// It joined a walk already running.
+    Shared(watch::Receiver<Outcome<T, E>>),
+}
+
 struct Flights<K, T, E> {
     next_id: u64,
     by_key: HashMap<K, Flight<T, E>>,
@@ -56,8 +64,8 @@ struct Flights<K, T, E> {
 /// // Two scrapes of `/metrics` arrive together: one walk serves both.
 /// let first = scrapes.run("/metrics", walk, Admission::FailFast);
 /// let second = scrapes.run("/metrics", || unreachable!("joins instead"), Admission::FailFast);
-/// release.send(()).unwrap();
-/// let (a, b) = tokio::join!(first, second);
+/// // The walk is released only once both callers are in.
+/// let (a, b, ()) = tokio::join!(first, second, async { release.send(()).unwrap() });
 /// assert_eq!(a.unwrap(), b.unwrap());
 /// assert_eq!(pool.stats().coalesced, 1);
 /// assert_eq!(pool.stats().finished, 1, "one walk");
@@ -140,14 +148,11 @@ where
     where
         W: RegistryWork<Output = T, Error = E>,
     {
-        let mut rx = match self.join(&key) {
-            Some(rx) => {
+        let mut rx = match self.join_or_admit(key, work, admission).await? {
+            Joined::Walk(rx) => rx,
+            Joined::Shared(rx) => {
                 self.pool.count_coalesced();
                 rx
-            }
-            None => {
-                let slot = self.pool.admit_with(admission).await?;
-                self.start(key, slot, work)
             }
         };
         let shared = rx.wait_for(Option::is_some).await;
@@ -162,48 +167,86 @@ where
         self.flights.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Joins the fresh walk for `key`, or admits and starts one. For a
+    /// fail-fast caller the look-up and the admission happen under one lock,
+    /// so two callers arriving together never both miss the other's walk; a
+    /// waiting caller looks again once admitted and joins a walk that started
+    /// meanwhile (its unused slot goes straight back).
+    async fn join_or_admit<W>(
+        &self,
+        key: K,
+        work: W,
+        admission: Admission,
+    ) -> Result<Joined<T, E>, WorkError<E>>
+    where
+        W: RegistryWork<Output = T, Error = E>,
+    {
+        {
+            let mut flights = self.lock();
+            if let Some(rx) = self.fresh(&flights, &key) {
+                return Ok(Joined::Shared(rx));
+            }
+            if admission == Admission::FailFast {
+                let slot = self.pool.try_admit()?;
+                return Ok(Joined::Walk(self.start(&mut flights, key, slot, work)));
+            }
+        }
+        let slot = self.pool.admit_with(admission).await?;
+        let mut flights = self.lock();
+        if let Some(rx) = self.fresh(&flights, &key) {
+            return Ok(Joined::Shared(rx));
+        }
+        Ok(Joined::Walk(self.start(&mut flights, key, slot, work)))
+    }
+
     /// A receiver on the fresh walk for `key`, if there is one.
-    fn join(&self, key: &K) -> Option<watch::Receiver<Outcome<T, E>>> {
-        let flights = self.lock();
+    fn fresh(&self, flights: &Flights<K, T, E>, key: &K) -> Option<watch::Receiver<Outcome<T, E>>> {
         let flight = flights.by_key.get(key)?;
         (flight.started.elapsed() <= self.staleness).then(|| flight.rx.clone())
     }
 
     /// Starts the walk for `key` with `slot` moved into it.
-    fn start<W>(&self, key: K, slot: crate::Slot, work: W) -> watch::Receiver<Outcome<T, E>>
+    /// The flight is registered under the caller's lock, so it is visible
+    /// before anyone else can look.
+    fn start<W>(
+        &self,
+        flights: &mut Flights<K, T, E>,
+        key: K,
+        slot: crate::Slot,
+        work: W,
+    ) -> watch::Receiver<Outcome<T, E>>
     where
         W: RegistryWork<Output = T, Error = E>,
     {
         let (tx, rx) = watch::channel(None);
-        let id = {
-            let mut flights = self.lock();
-            let id = flights.next_id;
-            flights.next_id += 1;
-            flights.by_key.insert(
-                key.clone(),
-                Flight {
-                    id,
-                    started: Instant::now(),
-                    rx: rx.clone(),
-                },
-            );
-            id
-        };
+        let id = flights.next_id;
+        flights.next_id += 1;
+        flights.by_key.insert(
+            key.clone(),
+            Flight {
+                id,
+                started: Instant::now(),
+                rx: rx.clone(),
+            },
+        );
         let flights = Arc::clone(&self.flights);
         let pool = Arc::clone(&slot.pool);
         work::offload_to(&pool, Hold::Slot(slot), work, move |result, hold| {
             // The next caller starts a fresh walk; a newer flight for the
-            // key (one that replaced a stale one) stays.
+            // key (one that replaced a stale one) stays. The slot goes back
+            // under the same lock, so a caller never finds the walk gone
+            // while its slot is still held.
             {
                 let mut flights = flights.lock().unwrap_or_else(PoisonError::into_inner);
                 if flights.by_key.get(&key).is_some_and(|f| f.id == id) {
                     flights.by_key.remove(&key);
                 }
+                if tx.receiver_count() == 0 {
+                    // Nobody is listening: reported as an orphan, then released.
+                    return Err((result, hold));
+                }
+                drop(hold);
             }
-            if tx.receiver_count() == 0 {
-                return Err((result, hold));
-            }
-            drop(hold);
             tx.send_replace(Some(result));
             Ok(())
         });
