@@ -5,8 +5,9 @@
 //! send. It must never carry a user value: only the pool's configured name,
 //! the code and the retry hint.
 
+use std::collections::HashSet;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 /// A stable, documented reason for a refusal.
@@ -91,7 +92,8 @@ impl fmt::Display for Code {
 
 /// Work was not admitted: which pool, why, and when to try again.
 ///
-/// A refusal is cheap to build (no allocation: the pool name is shared) and
+/// A refusal is cheap to build (no allocation, no reference count: the pool
+/// name is interned) and
 /// carries no user value, so it is safe to log and to send to clients.
 ///
 /// # Examples
@@ -108,14 +110,14 @@ impl fmt::Display for Code {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    pool: Arc<str>,
+    pool: &'static str,
     code: Code,
     retry_after_secs: u32,
     status: u16,
 }
 
 impl Refusal {
-    pub(crate) fn new(pool: Arc<str>, code: Code, retry_after_secs: u32, status: u16) -> Self {
+    pub(crate) fn new(pool: &'static str, code: Code, retry_after_secs: u32, status: u16) -> Self {
         Self {
             pool,
             code,
@@ -131,8 +133,8 @@ impl Refusal {
     }
 
     /// The name of the pool (or reservation, or request class) that refused.
-    pub fn pool(&self) -> &str {
-        &self.pool
+    pub fn pool(&self) -> &'static str {
+        self.pool
     }
 
     /// The stable code.
@@ -176,7 +178,7 @@ impl Refusal {
                 self.pool, self.retry_after_secs
             ),
             "code": self.code.as_str(),
-            "pool": &*self.pool,
+            "pool": self.pool,
             "retry_after": self.retry_after_secs,
         })
         .to_string()
@@ -194,6 +196,24 @@ impl fmt::Display for Refusal {
 }
 
 impl std::error::Error for Refusal {}
+
+/// Interns a pool name: one leaked copy per distinct name for the life of
+/// the process, so a refusal carries its pool's name with no allocation and
+/// no reference count. Pool names are a small, fixed set of configured
+/// strings; creating pools with ever new names would grow this set.
+pub(crate) fn intern(name: String) -> &'static str {
+    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(&interned) = names.get(name.as_str()) {
+        return interned;
+    }
+    let interned: &'static str = Box::leak(name.into_boxed_str());
+    names.insert(interned);
+    interned
+}
 
 /// The media type of [`Refusal::problem_json`].
 pub const PROBLEM_JSON: &str = "application/problem+json";

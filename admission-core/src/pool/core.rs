@@ -81,12 +81,13 @@ pub struct Pool {
 /// The state every clone of a [`Pool`] and every [`Slot`] share.
 #[derive(Debug)]
 pub(crate) struct PoolInner {
-    pub(crate) name: Arc<str>,
+    /// Interned: refusals carry it without a reference count.
+    pub(crate) name: &'static str,
     pub(crate) kind: Kind,
     pub(crate) capacity: usize,
     pub(crate) semaphore: Semaphore,
     pub(crate) counters: Counters,
-    pub(crate) retry: RetryHint,
+    pub(crate) retry: super::Rule,
     pub(crate) refusal_status: u16,
     pub(crate) workers: Workers,
 }
@@ -145,8 +146,8 @@ impl Pool {
                 status: refusal_status,
             });
         }
-        let name: Arc<str> = name.into();
-        let workers = Workers::spawn(&name, capacity).map_err(|err| ConfigError::Spawn {
+        let name = crate::refusal::intern(name);
+        let workers = Workers::spawn(name, capacity).map_err(|err| ConfigError::Spawn {
             pool: name.to_string(),
             kind: err.kind(),
         })?;
@@ -157,7 +158,7 @@ impl Pool {
                 capacity,
                 semaphore: Semaphore::new(capacity),
                 counters: Counters::default(),
-                retry,
+                retry: retry.rule(),
                 refusal_status,
                 workers,
             }),
@@ -166,7 +167,7 @@ impl Pool {
 
     /// The pool's name, as given at construction.
     pub fn name(&self) -> &str {
-        &self.inner.name
+        self.inner.name
     }
 
     /// The number of slots.
@@ -392,11 +393,9 @@ impl Pool {
 impl PoolInner {
     #[inline]
     pub(crate) fn refuse(&self, code: Code) -> Refusal {
-        self.counters
-            .refused
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.counters.refused.add(1);
         Refusal::new(
-            Arc::clone(&self.name),
+            self.name,
             code,
             self.retry_after_secs(),
             self.refusal_status,
@@ -415,7 +414,7 @@ impl PoolInner {
 
     pub(crate) fn stats(&self) -> PoolStats {
         self.counters
-            .snapshot(&self.name, self.capacity, self.in_use())
+            .snapshot(self.name, self.capacity, self.in_use())
     }
 
     /// Refuses every new admission and wakes waiters with a refusal.

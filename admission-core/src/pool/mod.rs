@@ -13,6 +13,7 @@ pub use self::builder::PoolBuilder;
 pub use self::core::{Admission, Pool};
 pub(crate) use self::core::{Kind, PoolInner};
 pub use self::retry::RetryHint;
+pub(crate) use self::retry::Rule;
 pub use self::slot::Slot;
 pub(crate) use self::stats::Counters;
 pub use self::stats::{DURATION_BUCKETS, PoolStats};

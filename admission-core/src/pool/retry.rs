@@ -53,22 +53,47 @@ impl RetryHint {
         }
     }
 
+    /// The rule in whole seconds, computed once when the pool is built so
+    /// that a refusal does no wide arithmetic.
+    pub(crate) fn rule(self) -> Rule {
+        match self {
+            RetryHint::Fixed(d) => Rule::Fixed(ceil_secs(d.as_micros())),
+            RetryHint::Observed { cap } => Rule::Observed {
+                cap: ceil_secs(cap.as_micros()),
+            },
+        }
+    }
+}
+
+/// A [`RetryHint`] in whole seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rule {
+    Fixed(u32),
+    Observed { cap: u32 },
+}
+
+impl Rule {
     /// The hint in whole seconds for a pool whose recent work took
     /// `recent_micros` on average.
+    #[inline]
     pub(crate) fn secs(self, recent_micros: u64) -> u32 {
         match self {
-            RetryHint::Fixed(d) => ceil_secs(d.as_micros()),
-            RetryHint::Observed { cap } => {
-                ceil_secs(u128::from(recent_micros)).min(ceil_secs(cap.as_micros()))
-            }
+            Rule::Fixed(secs) => secs,
+            Rule::Observed { cap } => ceil_secs(u128::from(recent_micros)).min(cap),
         }
     }
 }
 
 /// Microseconds rounded up to whole seconds, at least 1, saturating.
+#[inline]
 fn ceil_secs(micros: u128) -> u32 {
-    let secs = micros.div_ceil(1_000_000).max(1);
-    u32::try_from(secs).unwrap_or(u32::MAX)
+    // Through u64 when it fits, which is every realistic duration: a u128
+    // division is a library call.
+    let secs = match u64::try_from(micros) {
+        Ok(micros) => u128::from(micros.div_ceil(1_000_000)),
+        Err(_) => micros.div_ceil(1_000_000),
+    };
+    u32::try_from(secs.max(1)).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]
@@ -79,7 +104,8 @@ mod tests {
     fn observed_hint_rounds_up_and_stays_within_one_and_cap() {
         let hint = RetryHint::Observed {
             cap: Duration::from_secs(10),
-        };
+        }
+        .rule();
         assert_eq!(hint.secs(0), 1, "no history still says 1 s");
         assert_eq!(hint.secs(1), 1);
         assert_eq!(hint.secs(1_000_000), 1);
@@ -89,9 +115,14 @@ mod tests {
 
     #[test]
     fn fixed_hint_rounds_up() {
-        assert_eq!(RetryHint::Fixed(Duration::from_millis(1500)).secs(0), 2);
         assert_eq!(
-            RetryHint::Fixed(Duration::from_secs(u64::MAX)).secs(0),
+            RetryHint::Fixed(Duration::from_millis(1500)).rule().secs(0),
+            2
+        );
+        assert_eq!(
+            RetryHint::Fixed(Duration::from_secs(u64::MAX))
+                .rule()
+                .secs(0),
             u32::MAX
         );
     }

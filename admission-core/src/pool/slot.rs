@@ -4,7 +4,6 @@
 //! the guard is dropped; it must never be released by anything else.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 
 use super::PoolInner;
 use crate::work::{self, RegistryWork, WorkFuture};
@@ -44,7 +43,7 @@ impl Slot {
 
     /// The name of the pool this slot belongs to.
     pub fn pool_name(&self) -> &str {
-        &self.pool.name
+        self.pool.name
     }
 
     /// Runs `work` on one of the pool's worker threads, with this slot moved
@@ -84,7 +83,7 @@ impl Slot {
 impl Drop for Slot {
     #[inline]
     fn drop(&mut self) {
-        self.pool.counters.released.fetch_add(1, Relaxed);
+        self.pool.counters.released.add(1);
         self.pool.semaphore.add_permits(1);
     }
 }

@@ -67,11 +67,44 @@ pub struct PoolStats {
     pub duration_sum: Duration,
 }
 
+/// Shards of a counter updated on the admission hot path, one cache line
+/// each, so that threads on different cores do not bounce one line between
+/// them; a snapshot sums them.
+#[derive(Debug, Default)]
+pub(crate) struct Sharded([Padded; SHARDS]);
+
+const SHARDS: usize = 8;
+
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Padded(AtomicU64);
+
+impl Sharded {
+    #[inline]
+    pub(crate) fn add(&self, n: u64) {
+        self.0[shard()].0.fetch_add(n, Relaxed);
+    }
+
+    pub(crate) fn sum(&self) -> u64 {
+        self.0.iter().map(|p| p.0.load(Relaxed)).sum()
+    }
+}
+
+/// This thread's shard, assigned round-robin on first use.
+#[inline]
+fn shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Relaxed) % SHARDS;
+    }
+    SHARD.with(|s| *s)
+}
+
 /// The atomics behind [`PoolStats`].
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    pub(crate) released: AtomicU64,
-    pub(crate) refused: AtomicU64,
+    pub(crate) released: Sharded,
+    pub(crate) refused: Sharded,
     pub(crate) running: AtomicUsize,
     pub(crate) peak_running: AtomicUsize,
     pub(crate) finished: AtomicU64,
@@ -121,7 +154,7 @@ impl Counters {
     }
 
     pub(crate) fn snapshot(&self, name: &str, capacity: usize, in_use: usize) -> PoolStats {
-        let released = self.released.load(Relaxed);
+        let released = self.released.sum();
         let mut cumulative = 0;
         let mut duration_buckets: Vec<u64> = self
             .buckets
@@ -138,7 +171,7 @@ impl Counters {
             in_use,
             admitted: released + in_use as u64,
             released,
-            refused: self.refused.load(Relaxed),
+            refused: self.refused.sum(),
             running: self.running.load(Relaxed),
             peak_running: self.peak_running.load(Relaxed),
             finished: self.finished.load(Relaxed),

@@ -117,7 +117,7 @@ pub(crate) fn report_orphan<T, E>(pool: &PoolInner, result: &Result<T, WorkError
     if let Err(err) = result {
         pool.counters.orphan_failures.fetch_add(1, Relaxed);
         tracing::warn!(
-            pool = &*pool.name,
+            pool = pool.name,
             class = err.class(),
             "orphaned work failed after its caller went away"
         );

@@ -10,6 +10,7 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::PoisonError;
 
+use crate::loom::sync::atomic::{AtomicBool, Ordering};
 use crate::loom::sync::{Arc, Condvar, Mutex, MutexGuard};
 use crate::loom::thread::{self, JoinHandle};
 
@@ -25,12 +26,23 @@ pub(crate) struct Workers {
 struct Shared {
     state: Mutex<State>,
     ready: Condvar,
+    /// Jobs queued or the queue closed: read without the lock by a worker
+    /// that spins briefly before it sleeps.
+    pending: AtomicBool,
 }
 
 struct State {
     queue: VecDeque<Job>,
     closed: bool,
+    /// Workers asleep on `ready`; a submit wakes one only if there is one.
+    sleepers: usize,
 }
+
+/// How long an idle worker looks for the next job before it sleeps. A job
+/// that arrives meanwhile starts without a futex wake-up (several
+/// microseconds); an idle pool costs at most this much CPU per job.
+#[cfg(not(loom))]
+const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -47,8 +59,10 @@ impl Workers {
             state: Mutex::new(State {
                 queue: VecDeque::with_capacity(count),
                 closed: false,
+                sleepers: 0,
             }),
             ready: Condvar::new(),
+            pending: AtomicBool::new(false),
         });
         let mut threads = Vec::with_capacity(count);
         for i in 0..count {
@@ -76,14 +90,18 @@ impl Workers {
 
     /// Queues a job; gives it back when the workers are closed.
     pub(crate) fn submit(&self, job: Job) -> Result<(), Job> {
-        {
+        let wake = {
             let mut state = self.shared.lock();
             if state.closed {
                 return Err(job);
             }
             state.queue.push_back(job);
+            self.shared.pending.store(true, Ordering::Release);
+            state.sleepers > 0
+        };
+        if wake {
+            self.shared.ready.notify_one();
         }
-        self.shared.ready.notify_one();
         Ok(())
     }
 
@@ -94,6 +112,7 @@ impl Workers {
         let cancelled: Vec<Job> = {
             let mut state = self.shared.lock();
             state.closed = true;
+            self.shared.pending.store(true, Ordering::Release);
             state.queue.drain(..).collect()
         };
         self.shared.ready.notify_all();
@@ -127,17 +146,33 @@ fn work_loop(shared: &Shared) {
     loop {
         let job = {
             let mut state = shared.lock();
+            let mut spun = false;
             loop {
                 if let Some(job) = state.queue.pop_front() {
+                    if state.queue.is_empty() && !state.closed {
+                        shared.pending.store(false, Ordering::Relaxed);
+                    }
                     break Some(job);
                 }
                 if state.closed {
                     break None;
                 }
+                if !spun {
+                    // Look for the next job without the lock for a moment;
+                    // whatever happens, the queue is checked again under the
+                    // lock before sleeping, so no wake-up is lost.
+                    drop(state);
+                    spin_for_work(shared);
+                    spun = true;
+                    state = shared.lock();
+                    continue;
+                }
+                state.sleepers += 1;
                 state = shared
                     .ready
                     .wait(state)
                     .unwrap_or_else(PoisonError::into_inner);
+                state.sleepers -= 1;
             }
         };
         match job {
@@ -148,3 +183,22 @@ fn work_loop(shared: &Shared) {
         }
     }
 }
+
+/// Spins until a job may be pending or [`SPIN`] has passed.
+#[cfg(not(loom))]
+fn spin_for_work(shared: &Shared) {
+    let started = std::time::Instant::now();
+    while !shared.pending.load(Ordering::Acquire) {
+        for _ in 0..64 {
+            std::hint::spin_loop();
+        }
+        if started.elapsed() >= SPIN {
+            return;
+        }
+    }
+}
+
+/// Under loom a spin would only multiply the interleavings: go straight to
+/// the lock.
+#[cfg(loom)]
+fn spin_for_work(_shared: &Shared) {}
