@@ -20,6 +20,7 @@ use axum::error_handling::HandleErrorLayer;
 use axum::http::{Request, StatusCode};
 use axum::routing::get;
 use criterion::{Criterion, criterion_group, criterion_main};
+use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::{BoxError, ServiceBuilder, ServiceExt};
 
 async fn hello() -> &'static str {
@@ -39,15 +40,22 @@ fn call(runtime: &tokio::runtime::Runtime, router: &Router) -> StatusCode {
     })
 }
 
-fn tower_router(limit: usize) -> Router {
-    Router::new().route("/", get(hello)).layer(
+/// tower's limit with one semaphore for the app: a plain
+/// `ConcurrencyLimitLayer` would make a semaphore each time axum builds the
+/// route's service (axum #2582), and would never shed.
+fn with_tower_limit(router: Router, limit: usize) -> Router {
+    router.layer(
         ServiceBuilder::new()
             .layer(HandleErrorLayer::new(|_: BoxError| async {
                 StatusCode::SERVICE_UNAVAILABLE
             }))
             .load_shed()
-            .concurrency_limit(limit),
+            .layer(GlobalConcurrencyLimitLayer::new(limit)),
     )
+}
+
+fn tower_router(limit: usize) -> Router {
+    with_tower_limit(Router::new().route("/", get(hello)), limit)
 }
 
 fn per_request(c: &mut Criterion) {
@@ -86,8 +94,8 @@ fn per_request(c: &mut Criterion) {
     // tower: the one permit is held by a request whose handler never ends.
     let (hold_tx, hold_rx) = tokio::sync::oneshot::channel::<()>();
     let hold_rx = std::sync::Arc::new(tokio::sync::Mutex::new(Some(hold_rx)));
-    let blocking = Router::new()
-        .route(
+    let blocking = with_tower_limit(
+        Router::new().route(
             "/",
             get(move || {
                 let hold_rx = std::sync::Arc::clone(&hold_rx);
@@ -98,15 +106,9 @@ fn per_request(c: &mut Criterion) {
                     "released"
                 }
             }),
-        )
-        .layer(
-            ServiceBuilder::new()
-                .layer(HandleErrorLayer::new(|_: BoxError| async {
-                    StatusCode::SERVICE_UNAVAILABLE
-                }))
-                .load_shed()
-                .concurrency_limit(1),
-        );
+        ),
+        1,
+    );
     let in_flight = runtime.spawn(
         blocking
             .clone()

@@ -12,6 +12,9 @@ use crate::work::WorkError;
 /// The status sent for a refusal unless configured otherwise.
 pub const DEFAULT_REFUSAL_STATUS: u16 = 503;
 
+/// The `cache-control` value of every problem answer.
+pub(crate) const NO_STORE: &str = "no-store";
+
 /// The code in the body of a `500` for work that returned its own error.
 pub const WORK_FAILED: &str = "ADMISSION_WORK_FAILED";
 /// The code in the body of a `500` for work that panicked.
@@ -108,7 +111,7 @@ impl Problem {
     pub fn headers(&self) -> impl Iterator<Item = (&'static str, String)> + '_ {
         [
             ("content-type", crate::refusal::PROBLEM_JSON.to_owned()),
-            ("cache-control", "no-store".to_owned()),
+            ("cache-control", NO_STORE.to_owned()),
         ]
         .into_iter()
         .chain(

@@ -168,20 +168,53 @@ impl Refusal {
     /// assert!(body.contains(r#""pool":"registry""#));
     /// ```
     pub fn problem_json(&self) -> String {
-        let status = self.status;
-        serde_json::json!({
-            "type": format!("urn:admission:{}", self.code.as_str()),
-            "title": self.code.title(),
-            "status": status,
-            "detail": format!(
+        use std::fmt::Write as _;
+        // Written by hand (keys in the order serde_json would sort them):
+        // this runs for every refused request, and every value but the
+        // pool's name is a static, JSON-safe string.
+        let mut body = String::with_capacity(256 + 2 * self.pool.len());
+        let code = self.code.as_str();
+        body.push_str("{\"code\":\"");
+        body.push_str(code);
+        body.push_str("\",\"detail\":");
+        push_json_string(
+            &mut body,
+            &format!(
                 "pool `{}` refused the request; retry in {} s",
                 self.pool, self.retry_after_secs
             ),
-            "code": self.code.as_str(),
-            "pool": self.pool,
-            "retry_after": self.retry_after_secs,
-        })
-        .to_string()
+        );
+        body.push_str(",\"pool\":");
+        push_json_string(&mut body, self.pool);
+        let _ = write!(
+            body,
+            ",\"retry_after\":{},\"status\":{},\"title\":\"{}\",\"type\":\"urn:admission:{code}\"}}",
+            self.retry_after_secs,
+            self.status,
+            self.code.title(),
+        );
+        body
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_problem_body_is_valid_json_with_every_field() {
+        for name in ["registry", "we\"ird\\name\n"] {
+            let refusal = Refusal::new(intern(name.to_owned()), Code::Saturated, 3, 429);
+            let body: serde_json::Value = serde_json::from_str(&refusal.problem_json()).unwrap();
+            assert_eq!(body["pool"], name);
+            assert_eq!(body["code"], "ADMISSION_SATURATED");
+            assert_eq!(body["retry_after"], 3);
+            assert_eq!(body["status"], 429);
+            assert_eq!(body["title"], "Capacity exhausted");
+            assert_eq!(body["type"], "urn:admission:ADMISSION_SATURATED");
+            assert!(body["detail"].as_str().unwrap().contains("retry in 3 s"));
+            assert_eq!(body.as_object().unwrap().len(), 7);
+        }
     }
 }
 
@@ -196,6 +229,18 @@ impl fmt::Display for Refusal {
 }
 
 impl std::error::Error for Refusal {}
+
+/// Appends `value` as a JSON string: as is when nothing needs escaping (the
+/// usual pool name), through `serde_json` otherwise.
+fn push_json_string(out: &mut String, value: &str) {
+    if value.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(value);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::Value::from(value).to_string());
+    }
+}
 
 /// Interns a pool name: one leaked copy per distinct name for the life of
 /// the process, so a refusal carries its pool's name with no allocation and

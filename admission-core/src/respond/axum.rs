@@ -5,21 +5,25 @@
 
 use axum_core::body::Body;
 use axum_core::response::{IntoResponse, Response};
-use http::{HeaderName, HeaderValue, StatusCode};
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderValue, StatusCode};
 
-use crate::{Problem, Refusal, WorkError};
+use crate::problem::NO_STORE;
+use crate::{PROBLEM_JSON, Problem, Refusal, WorkError};
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
+        // The headers of `Problem::headers`, in its order, without building
+        // strings for the static ones.
         let status = StatusCode::from_u16(self.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-        let headers: Vec<_> = self.headers().collect();
+        let retry_after = self.retry_after();
         let mut response = Response::new(Body::from(self.into_body()));
         *response.status_mut() = status;
         let map = response.headers_mut();
-        for (name, value) in headers {
-            if let Ok(value) = HeaderValue::from_str(&value) {
-                map.insert(HeaderName::from_static(name), value);
-            }
+        map.insert(CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        map.insert(CACHE_CONTROL, HeaderValue::from_static(NO_STORE));
+        if let Some(secs) = retry_after {
+            map.insert(RETRY_AFTER, HeaderValue::from(secs));
         }
         response
     }
