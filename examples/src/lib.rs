@@ -5,8 +5,10 @@
 //! * [`storm`]: the scrape-storm demo that puts numbers on the difference
 //!   between admission, an unbounded queue and tower's limit plus shed.
 //! * [`args`]: the small flag parser the binaries share.
+//! * [`signal`]: the stop signal they share.
 
 pub mod args;
 pub mod exporter;
+pub mod signal;
 pub mod storm;
 pub mod workflow;

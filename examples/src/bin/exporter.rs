@@ -64,29 +64,6 @@ fn config(mut args: Args) -> Result<Config, ArgError> {
     Ok(config)
 }
 
-/// Completes on SIGTERM or SIGINT.
-async fn signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => tokio::select! {
-                _ = term.recv() => tracing::info!("SIGTERM received"),
-                _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
-            },
-            Err(err) => {
-                tracing::error!(class = ?err.kind(), "cannot listen for SIGTERM; SIGINT only");
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-        tracing::info!("SIGINT received");
-    }
-}
-
 #[tokio::main]
 async fn main() {
     tracing_subscriber::fmt()
@@ -123,7 +100,7 @@ async fn main() {
         coalesce_ms = config.coalesce.map_or(0, |c| c.as_millis() as u64),
         "exporter up"
     );
-    match exporter::serve(config, listener, signal()).await {
+    match exporter::serve(config, listener, admission_examples::signal::terminated()).await {
         Ok(stopped) => stopped.log(),
         Err(err) => {
             tracing::error!(class = ?err.kind(), "server failed");

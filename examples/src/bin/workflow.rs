@@ -51,29 +51,6 @@ fn config(mut args: Args) -> Result<Config, ArgError> {
     Ok(config)
 }
 
-/// Completes on SIGTERM or SIGINT.
-async fn signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => tokio::select! {
-                _ = term.recv() => tracing::info!("SIGTERM received"),
-                _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
-            },
-            Err(err) => {
-                tracing::error!(class = ?err.kind(), "cannot listen for SIGTERM; SIGINT only");
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-        tracing::info!("SIGINT received");
-    }
-}
-
 fn main() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -106,7 +83,8 @@ fn main() {
         Ok(addr) => println!("listening on {addr}"),
         Err(err) => fail(&format!("no local address: {err}")),
     }
-    let served = actix_web::rt::System::new().block_on(workflow.serve(listener, signal()));
+    let served = actix_web::rt::System::new()
+        .block_on(workflow.serve(listener, admission_examples::signal::terminated()));
     match served {
         Ok(stopped) => stopped.log(),
         Err(err) => {
