@@ -197,27 +197,6 @@ impl Refusal {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_problem_body_is_valid_json_with_every_field() {
-        for name in ["registry", "we\"ird\\name\n"] {
-            let refusal = Refusal::new(intern(name.to_owned()), Code::Saturated, 3, 429);
-            let body: serde_json::Value = serde_json::from_str(&refusal.problem_json()).unwrap();
-            assert_eq!(body["pool"], name);
-            assert_eq!(body["code"], "ADMISSION_SATURATED");
-            assert_eq!(body["retry_after"], 3);
-            assert_eq!(body["status"], 429);
-            assert_eq!(body["title"], "Capacity exhausted");
-            assert_eq!(body["type"], "urn:admission:ADMISSION_SATURATED");
-            assert!(body["detail"].as_str().unwrap().contains("retry in 3 s"));
-            assert_eq!(body.as_object().unwrap().len(), 7);
-        }
-    }
-}
-
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -262,3 +241,24 @@ pub(crate) fn intern(name: String) -> &'static str {
 
 /// The media type of [`Refusal::problem_json`].
 pub const PROBLEM_JSON: &str = "application/problem+json";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_problem_body_is_valid_json_with_every_field() {
+        for name in ["registry", "we\"ird\\name\n"] {
+            let refusal = Refusal::new(intern(name.to_owned()), Code::Saturated, 3, 429);
+            let body: serde_json::Value = serde_json::from_str(&refusal.problem_json()).unwrap();
+            assert_eq!(body["pool"], name);
+            assert_eq!(body["code"], "ADMISSION_SATURATED");
+            assert_eq!(body["retry_after"], 3);
+            assert_eq!(body["status"], 429);
+            assert_eq!(body["title"], "Capacity exhausted");
+            assert_eq!(body["type"], "urn:admission:ADMISSION_SATURATED");
+            assert!(body["detail"].as_str().unwrap().contains("retry in 3 s"));
+            assert_eq!(body.as_object().unwrap().len(), 7);
+        }
+    }
+}
