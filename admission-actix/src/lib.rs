@@ -9,7 +9,7 @@
 //!   ([`body::LeasedBody`]). Pure work in the handler
 //!   ([`RequestPools::execute_pure`](admission_core::RequestPools::execute_pure))
 //!   inherits the lease.
-//! * [`registry`] and [`registry_wait`]: registry work from a handler in one
+//! * [`registry`] and [`registry_wait`] (core's handler helpers, re-exported): registry work from a handler in one
 //!   line; the [`WorkError`](admission_core::WorkError) they return is an
 //!   actix-web `ResponseError`, so a handler returns it with `?`.
 //!   [`registry_coalesced`] is the coalescing mode: scrapes that arrive
@@ -83,8 +83,7 @@
 
 pub mod body;
 pub mod future;
-mod handler;
 mod middleware;
 
-pub use crate::handler::{registry, registry_coalesced, registry_wait};
 pub use crate::middleware::{AdmissionControl, AdmissionMiddleware};
+pub use admission_core::{registry, registry_coalesced, registry_wait};

@@ -10,7 +10,7 @@
 //!   [`AdmissionLayer::classify`] by your closure over the request head.
 //! * [`AdmissionControl`]: the service it makes, and its
 //!   [`future::ResponseFuture`].
-//! * [`registry`] and [`registry_wait`]: registry work on a [`Pool`] from a
+//! * [`registry`] and [`registry_wait`] (core's handler helpers, re-exported): registry work on a [`Pool`] from a
 //!   handler; the error is core's [`WorkError`], which is
 //!   [`IntoResponse`](axum::response::IntoResponse).
 //!   [`registry_coalesced`] is the coalescing mode: scrapes that arrive
@@ -97,10 +97,9 @@
 mod body;
 mod classify;
 pub mod future;
-mod handler;
 mod layer;
 mod service;
 
-pub use crate::handler::{registry, registry_coalesced, registry_wait};
 pub use crate::layer::AdmissionLayer;
 pub use crate::service::AdmissionControl;
+pub use admission_core::{registry, registry_coalesced, registry_wait};

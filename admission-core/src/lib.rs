@@ -46,6 +46,7 @@ mod cause;
 mod coalesce;
 mod context;
 mod error;
+mod handler;
 mod lease;
 mod loom;
 #[cfg(all(test, loom))]
@@ -64,6 +65,7 @@ pub use crate::cause::{Cause, ErrorCode, log_failure};
 pub use crate::coalesce::Coalescing;
 pub use crate::context::{Scoped, current_lease};
 pub use crate::error::{ConfigError, MAX_CAPACITY};
+pub use crate::handler::{registry, registry_coalesced, registry_wait};
 pub use crate::lease::{Class, Lease, RequestPools, RequestPoolsBuilder, UnknownClass};
 pub use crate::pool::{Admission, DURATION_BUCKETS, Pool, PoolBuilder, PoolStats, RetryHint, Slot};
 pub use crate::problem::{DEFAULT_REFUSAL_STATUS, Problem, WORK_FAILED, WORK_PANICKED};
