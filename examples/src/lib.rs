@@ -4,10 +4,12 @@
 //!   run by the `exporter` binary and, in-process, by `storm`.
 //! * [`storm`]: the scrape-storm demo that puts numbers on the difference
 //!   between admission, an unbounded queue and tower's limit plus shed.
-//! * [`args`]: the small flag parser the binaries share.
+//! * [`args`]: the small flag parser the binaries share, and [`cli`] their
+//!   start-up (logs, `--help`, usage errors).
 //! * [`signal`]: the stop signal they share.
 
 pub mod args;
+pub mod cli;
 pub mod exporter;
 pub mod signal;
 pub mod storm;

@@ -23,11 +23,17 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use admission_examples::args::{ArgError, Args};
+use admission_examples::cli::Cli;
 use admission_examples::exporter::{self, Config, Gate};
 
 const USAGE: &str = "usage: exporter [--listen ADDR] [--workers N] [--series N] \
 [--walk-delay-ms MS] [--cardinality-interval-ms MS] [--shutdown-deadline-ms MS] \
 [--gate admission|queue|tower] [--coalesce-ms MS]";
+
+const CLI: Cli = Cli {
+    name: "exporter",
+    usage: USAGE,
+};
 
 fn config(mut args: Args) -> Result<Config, ArgError> {
     let defaults = Config::default();
@@ -66,32 +72,14 @@ fn config(mut args: Args) -> Result<Config, ArgError> {
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_max_level(tracing::Level::INFO)
-        .init();
-
-    let mut args = match Args::parse(std::env::args().skip(1)) {
-        Ok(args) => args,
-        Err(err) => fail(&err),
-    };
-    if args.flag("help") {
-        println!("{USAGE}");
+    let Some(config) = CLI.start(tracing::Level::INFO, config) else {
         return;
-    }
-    let config = match config(args) {
-        Ok(config) => config,
-        Err(err) => fail(&err),
     };
     let listener = match tokio::net::TcpListener::bind(config.listen).await {
         Ok(listener) => listener,
-        Err(err) => fail(&format!("cannot listen on {}: {err}", config.listen)),
+        Err(err) => CLI.fail(&format!("cannot listen on {}: {err}", config.listen)),
     };
-    match listener.local_addr() {
-        Ok(addr) => println!("listening on {addr}"),
-        Err(err) => fail(&format!("no local address: {err}")),
-    }
+    CLI.announce(listener.local_addr());
     tracing::info!(
         workers = config.workers,
         series = config.series,
@@ -110,9 +98,4 @@ async fn main() {
     // Blocked worker threads cannot be joined; the report above says what
     // was left running, and the exit ends it.
     std::process::exit(0);
-}
-
-fn fail(err: &dyn std::fmt::Display) -> ! {
-    eprintln!("exporter: {err}\n{USAGE}");
-    std::process::exit(2);
 }

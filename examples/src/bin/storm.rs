@@ -20,11 +20,17 @@
 use std::time::Duration;
 
 use admission_examples::args::{ArgError, Args};
+use admission_examples::cli::Cli;
 use admission_examples::storm::{self, StormConfig, Target};
 
 const USAGE: &str = "usage: storm [--clients N] [--duration-ms MS] [--walk-delay-ms MS] \
 [--series N] [--workers N] [--give-up-ms MS] [--refused-pause-ms MS] [--max-requests N] \
 [--coalesce-ms MS] [--url http://HOST:PORT/PATH]";
+
+const CLI: Cli = Cli {
+    name: "storm",
+    usage: USAGE,
+};
 
 fn config(mut args: Args) -> Result<StormConfig, ArgError> {
     let d = StormConfig::default();
@@ -51,24 +57,12 @@ fn config(mut args: Args) -> Result<StormConfig, ArgError> {
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_max_level(tracing::Level::WARN)
-        .init();
-    let mut args = match Args::parse(std::env::args().skip(1)) {
-        Ok(args) => args,
-        Err(err) => fail(&err),
-    };
-    if args.flag("help") {
-        println!("{USAGE}");
+    let Some(config) = CLI.start(tracing::Level::WARN, config) else {
         return;
-    }
-    let config = match config(args) {
-        Ok(config) if config.clients > 0 => config,
-        Ok(_) => fail(&"`--clients` must be at least 1"),
-        Err(err) => fail(&err),
     };
+    if config.clients == 0 {
+        CLI.fail(&"`--clients` must be at least 1");
+    }
     let mut rows = match storm::run(&config).await {
         Ok(rows) => rows,
         Err(err) => {
@@ -87,9 +81,4 @@ async fn main() {
     // Walks orphaned on tokio's blocking pool may still be running; they hold
     // nothing the table needs.
     std::process::exit(0);
-}
-
-fn fail(err: &dyn std::fmt::Display) -> ! {
-    eprintln!("storm: {err}\n{USAGE}");
-    std::process::exit(2);
 }

@@ -21,10 +21,16 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use admission_examples::args::{ArgError, Args};
+use admission_examples::cli::Cli;
 use admission_examples::workflow::{Config, NativeCapacities, Workflow};
 
 const USAGE: &str = "usage: workflow [--listen ADDR] [--work-slots N] [--control-slots N] \
 [--cycle-ms MS] [--native-capacities N,N,...] [--shutdown-deadline-ms MS] [--http-workers N]";
+
+const CLI: Cli = Cli {
+    name: "workflow",
+    usage: USAGE,
+};
 
 fn config(mut args: Args) -> Result<Config, ArgError> {
     let defaults = Config::default();
@@ -52,37 +58,19 @@ fn config(mut args: Args) -> Result<Config, ArgError> {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_max_level(tracing::Level::INFO)
-        .init();
-
-    let mut args = match Args::parse(std::env::args().skip(1)) {
-        Ok(args) => args,
-        Err(err) => fail(&err),
-    };
-    if args.flag("help") {
-        println!("{USAGE}");
+    let Some(config) = CLI.start(tracing::Level::INFO, config) else {
         return;
-    }
-    let config = match config(args) {
-        Ok(config) => config,
-        Err(err) => fail(&err),
     };
     let listen = config.listen;
     let workflow = match Workflow::new(config) {
         Ok(workflow) => workflow,
-        Err(err) => fail(&err),
+        Err(err) => CLI.fail(&err),
     };
     let listener = match std::net::TcpListener::bind(listen) {
         Ok(listener) => listener,
-        Err(err) => fail(&format!("cannot listen on {listen}: {err}")),
+        Err(err) => CLI.fail(&format!("cannot listen on {listen}: {err}")),
     };
-    match listener.local_addr() {
-        Ok(addr) => println!("listening on {addr}"),
-        Err(err) => fail(&format!("no local address: {err}")),
-    }
+    CLI.announce(listener.local_addr());
     let served = actix_web::rt::System::new()
         .block_on(workflow.serve(listener, admission_examples::signal::terminated()));
     match served {
@@ -95,9 +83,4 @@ fn main() {
     // Blocked worker threads cannot be joined; the report above says what
     // was left running, and the exit ends it.
     std::process::exit(0);
-}
-
-fn fail(err: &dyn std::fmt::Display) -> ! {
-    eprintln!("workflow: {err}\n{USAGE}");
-    std::process::exit(2);
 }
