@@ -76,22 +76,18 @@ fn parse_args(input: ParseStream<'_>) -> syn::Result<Args> {
             let key: kw::class = input.parse()?;
             common::parse_eq(input, "class", "work")?;
             let value = parse_class(input);
-            if seen_class {
-                errors.push(common::repeated(key.span, "class"));
-            }
-            seen_class = true;
-            if let Some(value) = errors.take(value) {
-                args.class.get_or_insert(value);
-            }
+            errors.record(&mut seen_class, &mut args.class, key.span, "class", value);
         } else if lookahead.peek(kw::pools) {
             let key: kw::pools = input.parse()?;
             common::parse_eq(input, "pools", "POOLS")?;
             let value: Expr = input.parse()?;
-            if seen_pools {
-                errors.push(common::repeated(key.span, "pools"));
-            }
-            seen_pools = true;
-            args.pools.get_or_insert(value);
+            errors.record(
+                &mut seen_pools,
+                &mut args.pools,
+                key.span,
+                "pools",
+                Ok(value),
+            );
         } else if lookahead.peek(kw::wait_ms) {
             let key: kw::wait_ms = input.parse()?;
             common::parse_eq(input, "wait_ms", "250")?;
@@ -112,13 +108,7 @@ fn parse_args(input: ParseStream<'_>) -> syn::Result<Args> {
             let key: Token![crate] = input.parse()?;
             common::parse_eq(input, "crate", "\"my_admission\"")?;
             let value = common::parse_crate_value(input);
-            if seen_crate {
-                errors.push(common::repeated(key.span, "crate"));
-            }
-            seen_crate = true;
-            if let Some(value) = errors.take(value) {
-                args.krate.get_or_insert(value);
-            }
+            errors.record(&mut seen_crate, &mut args.krate, key.span, "crate", value);
         } else if input.peek(Ident::peek_any) {
             let key = input.call(Ident::parse_any)?;
             return Err(syn::Error::new(

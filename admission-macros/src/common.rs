@@ -29,6 +29,24 @@ impl Errors {
         result.map_err(|err| self.push(err)).ok()
     }
 
+    /// Records one `key = value`: a key given twice is an error spanned on
+    /// the second; the first valid value is kept.
+    pub(crate) fn record<T>(
+        &mut self,
+        seen: &mut bool,
+        slot: &mut Option<T>,
+        span: Span,
+        key: &str,
+        value: syn::Result<T>,
+    ) {
+        if std::mem::replace(seen, true) {
+            self.push(repeated(span, key));
+        }
+        if let Some(value) = self.take(value) {
+            slot.get_or_insert(value);
+        }
+    }
+
     /// `Err` with every recorded error, or `Ok(())` when there is none.
     pub(crate) fn finish(self) -> syn::Result<()> {
         self.first.map_or(Ok(()), Err)
@@ -99,7 +117,7 @@ pub(crate) fn parse_separator(input: ParseStream<'_>) -> syn::Result<()> {
 }
 
 /// The error for a key given twice, spanned on the second.
-pub(crate) fn repeated(span: Span, key: &str) -> syn::Error {
+fn repeated(span: Span, key: &str) -> syn::Error {
     syn::Error::new(span, format!("`{key}` specified more than once"))
 }
 

@@ -86,35 +86,17 @@ fn parse_args(input: ParseStream<'_>) -> syn::Result<Args> {
             let key: kw::slots = input.parse()?;
             common::parse_eq(input, "slots", "2")?;
             let value = parse_slots(input);
-            if seen_slots {
-                errors.push(common::repeated(key.span, "slots"));
-            }
-            seen_slots = true;
-            if let Some(value) = errors.take(value) {
-                args.slots.get_or_insert(value);
-            }
+            errors.record(&mut seen_slots, &mut args.slots, key.span, "slots", value);
         } else if lookahead.peek(kw::name) {
             let key: kw::name = input.parse()?;
             common::parse_eq(input, "name", "\"recovery\"")?;
             let value = parse_name(input);
-            if seen_name {
-                errors.push(common::repeated(key.span, "name"));
-            }
-            seen_name = true;
-            if let Some(value) = errors.take(value) {
-                args.name.get_or_insert(value);
-            }
+            errors.record(&mut seen_name, &mut args.name, key.span, "name", value);
         } else if lookahead.peek(Token![crate]) {
             let key: Token![crate] = input.parse()?;
             common::parse_eq(input, "crate", "\"my_admission\"")?;
             let value = common::parse_crate_value(input);
-            if seen_crate {
-                errors.push(common::repeated(key.span, "crate"));
-            }
-            seen_crate = true;
-            if let Some(value) = errors.take(value) {
-                args.krate.get_or_insert(value);
-            }
+            errors.record(&mut seen_crate, &mut args.krate, key.span, "crate", value);
         } else if input.peek(Ident::peek_any) {
             let key = input.call(Ident::parse_any)?;
             return Err(syn::Error::new(
