@@ -14,7 +14,10 @@
 //! 6. both adapters send the same refusal, byte for byte;
 //! 7. a panicking walk answers `500` and frees its slot;
 //! 8. clients on separate connections share one pool, whichever way the
-//!    middleware is mounted.
+//!    middleware is mounted;
+//! 9. scrapes that arrive while a walk runs share it (`registry_coalesced`);
+//! 10. a panicking shared walk answers every caller `500` and the next
+//!     caller walks afresh.
 //!
 //! Tests are `axum::<case>` and `actix::<case>`, plus the mount variants of
 //! case 8 and the cross-adapter case 6 at the top level.
@@ -44,6 +47,8 @@ macro_rules! every_case {
             streamed_body_holds_its_lease_until_the_last_chunk,
             client_dropping_the_body_early_releases_the_lease,
             panicking_walk_answers_500_and_frees_its_slot,
+            concurrent_scrapes_share_exactly_one_walk,
+            a_panicking_shared_walk_fails_every_caller_and_the_next_walks_afresh,
         );
     };
     ($adapter:expr; $($case:ident),+ $(,)?) => {

@@ -14,7 +14,9 @@ use reqwest::StatusCode;
 use tokio::sync::{mpsc, oneshot};
 
 use super::client::{Answer, answer, client, eventually, get, hang_up_later, spawn_get, within};
-use super::endpoints::{Endpoint, Feeds, Gate, HTML, HandlerEnd, METRICS, Release, Walk};
+use super::endpoints::{
+    Endpoint, Feeds, Gate, HTML, HandlerEnd, METRICS, Release, Scrapes, Walk, Walks,
+};
 use super::harness::{Adapter, Routes};
 
 /// The registry pool's name, as refusals name it.
@@ -424,6 +426,125 @@ pub(crate) async fn panicking_walk_answers_500_and_frees_its_slot(adapter: Adapt
     );
 
     assert_ok(&get(&server.url("/metrics")).await, METRICS, "# EOF\n");
+    leases_back(&requests).await;
+    server.stop().await;
+}
+
+/// Concurrent scrapes in the coalescing cases.
+const SCRAPES: usize = 8;
+
+/// `SCRAPES` scrapes of `path` on one held walk: the first starts it, the
+/// others join it (no slot taken); then the walk is released.
+async fn coalesced_storm(
+    server: &super::harness::Server,
+    registry: &Pool,
+    walks: &mut Walks,
+    path: &str,
+) -> Vec<Answer> {
+    let coalesced = registry.stats().coalesced;
+    let mut scrapes = vec![spawn_get(server.url(path))];
+    let walk = walks.started().await;
+    scrapes.extend((1..SCRAPES).map(|_| spawn_get(server.url(path))));
+    eventually("every other scrape joined the held walk", || {
+        registry.stats().coalesced == coalesced + (SCRAPES as u64 - 1)
+    })
+    .await;
+    assert_eq!(registry.stats().in_use, 1, "joining takes no slot");
+    walk.release();
+    let mut answers = Vec::new();
+    for scrape in scrapes {
+        answers.push(answer(scrape).await);
+    }
+    answers
+}
+
+fn scrapes(registry: &Pool) -> Scrapes {
+    Scrapes::new(registry, Duration::from_secs(60)).expect("a valid staleness bound")
+}
+
+/// Case 9: scrapes that arrive while a walk runs share that one walk (issue
+/// 10): one walk, identical bodies, no refusal.
+pub(crate) async fn concurrent_scrapes_share_exactly_one_walk(adapter: Adapter) {
+    let requests = roomy_requests();
+    let registry = registry_pool(1);
+    let (walk, mut walks) = Walk::held("walk 1\n");
+    let scrapes = scrapes(&registry);
+    let routes = Routes::new().route("/metrics", Endpoint::Coalesced { scrapes, walk });
+    let server = adapter.serve(&requests, routes).await;
+
+    for answer in coalesced_storm(&server, &registry, &mut walks, "/metrics").await {
+        assert_ok(&answer, METRICS, "walk 1\n");
+    }
+    assert!(!walks.more_started(), "exactly one walk ran");
+    let stats = registry.stats();
+    assert_eq!(
+        (stats.coalesced, stats.admitted, stats.refused),
+        (SCRAPES as u64 - 1, 1, 0),
+        "one caller admitted, the others coalesced, none refused"
+    );
+    eventually("the walk's slot is back", || registry.stats().in_use == 0).await;
+    leases_back(&requests).await;
+    server.stop().await;
+}
+
+/// Case 10: a panicking shared walk answers every caller `500` once, and
+/// the next caller starts a fresh walk.
+pub(crate) async fn a_panicking_shared_walk_fails_every_caller_and_the_next_walks_afresh(
+    adapter: Adapter,
+) {
+    let requests = roomy_requests();
+    let registry = registry_pool(1);
+    let (explodes, mut exploding) = Walk::held_panicking();
+    let (fresh, mut fresh_walks) = Walk::held("walk 2\n");
+    let scrapes = scrapes(&registry);
+    let routes = Routes::new()
+        .route(
+            "/explode",
+            Endpoint::Coalesced {
+                scrapes: scrapes.clone(),
+                walk: explodes,
+            },
+        )
+        .route(
+            "/metrics",
+            Endpoint::Coalesced {
+                scrapes,
+                walk: fresh,
+            },
+        );
+    let server = adapter.serve(&requests, routes).await;
+
+    for answer in coalesced_storm(&server, &registry, &mut exploding, "/explode").await {
+        assert_eq!(
+            answer.status,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "every caller of the panicked walk gets its 500"
+        );
+        assert!(
+            !answer.headers.contains_key("retry-after"),
+            "a panic is not a refusal"
+        );
+        assert_eq!(answer.problem()["code"], admission_core::WORK_PANICKED);
+        assert!(
+            !answer.text().contains("exploded"),
+            "the panic message never reaches a client"
+        );
+    }
+    let stats = registry.stats();
+    assert_eq!(
+        (stats.panicked, stats.coalesced),
+        (1, SCRAPES as u64 - 1),
+        "one panic, counted once, shared by the joined callers"
+    );
+
+    let next = spawn_get(server.url("/metrics"));
+    fresh_walks.started().await.release();
+    assert_ok(&answer(next).await, METRICS, "walk 2\n");
+    assert_eq!(
+        registry.stats().coalesced,
+        SCRAPES as u64 - 1,
+        "a fresh walk, not a join"
+    );
     leases_back(&requests).await;
     server.stop().await;
 }

@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use admission_core::{Pool, RegistryWork};
+use admission_core::{Coalescing, Pool, RegistryWork};
 use bytes::Bytes;
 use futures_util::Stream;
 use tokio::sync::{Semaphore, mpsc, oneshot};
@@ -32,10 +32,20 @@ pub(crate) enum Endpoint {
     /// A streamed body whose chunks the test feeds: each request hands the
     /// test a [`Feed`].
     Stream(mpsc::UnboundedSender<Feed>),
+    /// Coalesced registry work on `scrapes` under one key, through the
+    /// adapter's `registry_coalesced` helper, answered as [`METRICS`].
+    Coalesced { scrapes: Scrapes, walk: Walk },
     /// A handler that reports its arrival and answers `done` once the test
     /// opens the gate for it.
     Gated(Gate),
 }
+
+/// Coalesced walks: one key (every coalesced route walks the same
+/// registry), the walk's text shared.
+pub(crate) type Scrapes = Coalescing<&'static str, String, Infallible>;
+
+/// The key every coalesced route shares.
+pub(crate) const WALK: &str = "walk";
 
 impl Endpoint {
     /// A registry walk answered as `content_type`, unwatched.
@@ -64,6 +74,8 @@ pub(crate) enum Walk {
     Held {
         started: mpsc::UnboundedSender<Release>,
         text: &'static str,
+        /// Panics once released instead of answering.
+        panics: bool,
     },
     /// Panics on its worker thread.
     Panics,
@@ -73,7 +85,29 @@ impl Walk {
     /// A held walk answering `text`, and the test's side of it.
     pub(crate) fn held(text: &'static str) -> (Walk, Walks) {
         let (started, rx) = mpsc::unbounded_channel();
-        (Walk::Held { started, text }, Walks(rx))
+        let panics = false;
+        (
+            Walk::Held {
+                started,
+                text,
+                panics,
+            },
+            Walks(rx),
+        )
+    }
+
+    /// A held walk that panics once released, and the test's side of it.
+    pub(crate) fn held_panicking() -> (Walk, Walks) {
+        let (started, rx) = mpsc::unbounded_channel();
+        let (text, panics) = ("", true);
+        (
+            Walk::Held {
+                started,
+                text,
+                panics,
+            },
+            Walks(rx),
+        )
     }
 }
 
@@ -87,13 +121,18 @@ impl RegistryWork for Walk {
     fn run(self) -> Result<String, Infallible> {
         match self {
             Walk::Instant(text) => Ok(text.to_owned()),
-            Walk::Held { started, text } => {
+            Walk::Held {
+                started,
+                text,
+                panics,
+            } => {
                 let (release, released) = std::sync::mpsc::channel();
                 if started.send(Release(release)).is_ok() {
                     // A dropped `Release` ends the wait as well, so a
                     // failing test never leaves a worker blocked.
                     let _ = released.recv();
                 }
+                assert!(!panics, "the registry walk exploded");
                 Ok(text.to_owned())
             }
             Walk::Panics => panic!("the registry walk exploded"),

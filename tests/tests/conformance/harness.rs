@@ -25,7 +25,7 @@ use admission_core::RequestPools;
 use tokio::sync::oneshot;
 
 use super::client::within;
-use super::endpoints::{Endpoint, Fed, Watch};
+use super::endpoints::{Endpoint, Fed, METRICS, WALK, Watch};
 
 /// An adapter, and how its admission middleware is mounted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,7 +174,7 @@ mod axum_app {
     use tokio::net::TcpListener;
     use tower_layer::Layer;
 
-    use super::{AxumMount, Endpoint, Fed, Routes, Server, Stop, Watch};
+    use super::{AxumMount, Endpoint, Fed, METRICS, Routes, Server, Stop, WALK, Watch};
 
     /// One endpoint's answer, as an axum handler gives it.
     async fn answer(endpoint: Endpoint) -> Response {
@@ -189,6 +189,12 @@ mod axum_app {
                 let text = admission_axum::registry(&pool, walk).await;
                 watch.complete();
                 text.map(|text| ([(header::CONTENT_TYPE, content_type)], text))
+                    .into_response()
+            }
+            Endpoint::Coalesced { scrapes, walk } => {
+                admission_axum::registry_coalesced(&scrapes, WALK, walk)
+                    .await
+                    .map(|text| ([(header::CONTENT_TYPE, METRICS)], text))
                     .into_response()
             }
             Endpoint::Stream(feeds) => {
@@ -252,7 +258,7 @@ mod actix_app {
     use admission_core::RequestPools;
     use futures_util::StreamExt;
 
-    use super::{ActixMount, Endpoint, Fed, Routes, SCOPE, Server, Stop, Watch};
+    use super::{ActixMount, Endpoint, Fed, METRICS, Routes, SCOPE, Server, Stop, WALK, Watch};
 
     /// One endpoint's answer, as an actix-web handler gives it: registry
     /// errors go out through `?` and core's `ResponseError`.
@@ -268,6 +274,10 @@ mod actix_app {
                 let text = admission_actix::registry(&pool, walk).await;
                 watch.complete();
                 Ok(HttpResponse::Ok().content_type(content_type).body(text?))
+            }
+            Endpoint::Coalesced { scrapes, walk } => {
+                let text = admission_actix::registry_coalesced(&scrapes, WALK, walk).await?;
+                Ok(HttpResponse::Ok().content_type(METRICS).body(text))
             }
             Endpoint::Stream(feeds) => {
                 let chunks = Fed::new(&feeds).map(Ok::<_, actix_web::Error>);
