@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
-use support::{Exporter, client};
+use support::{Service, client};
 
 /// A walk that never ends while a test runs.
 const BLOCKED: &str = "600000";
@@ -16,7 +16,7 @@ const BLOCKED: &str = "600000";
 /// Holds both worker slots with walks that never end: scrapes with a short
 /// client timeout until one is refused. The scrapes that timed out left
 /// orphaned walks that keep their slots.
-async fn saturate(exporter: &Exporter) {
+async fn saturate(exporter: &Service) {
     let impatient = client(Duration::from_millis(300));
     for _ in 0..20 {
         match impatient.get(exporter.url("/metrics")).send().await {
@@ -30,7 +30,7 @@ async fn saturate(exporter: &Exporter) {
 
 #[tokio::test]
 async fn healthz_answers_200() {
-    let exporter = Exporter::start(&["--series", "100"]).await;
+    let exporter = Service::exporter(&["--series", "100"]).await;
     let response = client(Duration::from_secs(5))
         .get(exporter.url("/healthz"))
         .send()
@@ -42,7 +42,7 @@ async fn healthz_answers_200() {
 
 #[tokio::test]
 async fn metrics_serve_the_registry_and_admission_metrics() {
-    let exporter = Exporter::start(&["--series", "100", "--workers", "3"]).await;
+    let exporter = Service::exporter(&["--series", "100", "--workers", "3"]).await;
     let response = client(Duration::from_secs(10))
         .get(exporter.url("/metrics"))
         .send()
@@ -75,7 +75,7 @@ async fn metrics_serve_the_registry_and_admission_metrics() {
 
 #[tokio::test]
 async fn status_page_is_html_with_registry_statistics() {
-    let exporter = Exporter::start(&["--series", "100"]).await;
+    let exporter = Service::exporter(&["--series", "100"]).await;
     let response = client(Duration::from_secs(10))
         .get(exporter.url("/"))
         .send()
@@ -97,7 +97,7 @@ async fn status_page_is_html_with_registry_statistics() {
 
 #[tokio::test]
 async fn saturated_walks_get_503_with_retry_after_while_healthz_stays_200() {
-    let exporter = Exporter::start(&["--series", "100", "--walk-delay-ms", BLOCKED]).await;
+    let exporter = Service::exporter(&["--series", "100", "--walk-delay-ms", BLOCKED]).await;
     saturate(&exporter).await;
 
     let scraper = client(Duration::from_secs(5));
@@ -150,7 +150,7 @@ async fn saturated_walks_get_503_with_retry_after_while_healthz_stays_200() {
 #[tokio::test]
 async fn sigterm_with_blocked_walks_exits_0_within_the_deadline_and_logs_abandoned() {
     let deadline = Duration::from_millis(1500);
-    let exporter = Exporter::start(&[
+    let exporter = Service::exporter(&[
         "--series",
         "100",
         "--walk-delay-ms",
@@ -201,7 +201,7 @@ async fn sigterm_with_blocked_walks_exits_0_within_the_deadline_and_logs_abandon
 
 #[tokio::test]
 async fn cardinality_walk_runs_in_the_background() {
-    let exporter = Exporter::start(&["--series", "100", "--cardinality-interval-ms", "50"]).await;
+    let exporter = Service::exporter(&["--series", "100", "--cardinality-interval-ms", "50"]).await;
     let scraper = client(Duration::from_secs(10));
     // Bounded polling: the loop's first walk comes after one interval.
     for _ in 0..100 {
@@ -232,7 +232,7 @@ async fn cardinality_walk_runs_in_the_background() {
 
 #[tokio::test]
 async fn sigterm_when_idle_drains_and_exits_0() {
-    let exporter = Exporter::start(&["--series", "100"]).await;
+    let exporter = Service::exporter(&["--series", "100"]).await;
     let response = client(Duration::from_secs(10))
         .get(exporter.url("/metrics"))
         .send()
@@ -278,7 +278,7 @@ fn sample(text: &str, series: &str) -> u64 {
 
 #[tokio::test]
 async fn coalescing_serves_concurrent_scrapes_from_shared_walks() {
-    let exporter = Exporter::start(&[
+    let exporter = Service::exporter(&[
         "--series",
         "100",
         "--coalesce-ms",

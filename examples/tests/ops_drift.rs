@@ -17,7 +17,7 @@ use promql_parser::parser::{self, Expr, LabelModifier};
 use reqwest::StatusCode;
 use serde_json::Value as Json;
 use serde_yaml_ng::Value as Yaml;
-use support::{Exporter, client};
+use support::{Service, client};
 
 /// Labels Prometheus attaches to every scraped series.
 const TARGET_LABELS: &[&str] = &["job", "instance"];
@@ -130,7 +130,7 @@ fn parse_sample(line: &str) -> Option<(String, Vec<String>)> {
 
 /// Starts the real exporter on 127.0.0.1:0 and scrapes it once.
 async fn scrape() -> Exposition {
-    let exporter = Exporter::start(&["--series", "10", "--workers", "2"]).await;
+    let exporter = Service::exporter(&["--series", "10", "--workers", "2"]).await;
     let http = client(Duration::from_secs(10));
     for _ in 0..20 {
         let response = http

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::Exporter;
+use support::Service;
 
 /// The cell of right-aligned column `name` in `row`, found by where the
 /// column ends in `header`.
@@ -109,7 +109,7 @@ async fn storm_with_tiny_settings_exits_0_and_prints_the_table() {
 
 #[tokio::test]
 async fn storm_with_url_storms_that_server() {
-    let exporter = Exporter::start(&["--series", "100"]).await;
+    let exporter = Service::exporter(&["--series", "100"]).await;
     let url = exporter.url("/metrics");
     let (status, stdout, stderr) =
         run_storm(&["--duration-ms", "300", "--clients", "4", "--url", &url]).await;

@@ -3,19 +3,16 @@
 //! is full, background loops that keep cycling meanwhile, and the SIGTERM
 //! path, with work finished and with work still running at the deadline.
 
-use std::net::SocketAddr;
-use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, PoisonError};
+mod support;
+
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use reqwest::header::{CONTENT_TYPE, LOCATION, RETRY_AFTER};
 use reqwest::{Client, StatusCode};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
-use tokio::process::{Child, Command};
 
-/// How long the binary may take to print `listening on ADDR`.
-const STARTUP: Duration = Duration::from_secs(30);
+use support::Service;
 
 /// What the exit may take beyond the shutdown deadline.
 const EXIT_SLACK: Duration = Duration::from_millis(1500);
@@ -23,109 +20,29 @@ const EXIT_SLACK: Duration = Duration::from_millis(1500);
 /// The loops every run must show.
 const LOOPS: [&str; 4] = ["recovery", "provider", "broker", "native"];
 
-/// A running `workflow` process, killed when dropped.
-#[derive(Debug)]
-struct Workflow {
-    child: Child,
-    addr: SocketAddr,
-    stderr: Arc<Mutex<String>>,
+/// Starts `workflow --listen 127.0.0.1:0 --cycle-ms 20 ARGS`.
+async fn start(args: &[&str]) -> Service {
+    Service::workflow(&[&["--cycle-ms", "20"], args].concat()).await
 }
 
-impl Workflow {
-    /// Starts `workflow --listen 127.0.0.1:0 --cycle-ms 20 ARGS` and reads
-    /// its `listening on ADDR` line.
-    async fn start(args: &[&str]) -> Workflow {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_workflow"))
-            .args(["--listen", "127.0.0.1:0", "--cycle-ms", "20"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the workflow binary starts");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        tokio::spawn(collect(
-            child.stderr.take().expect("stderr is piped"),
-            Arc::clone(&stderr),
-        ));
-        let mut stdout = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
-        let first = tokio::time::timeout(STARTUP, stdout.next_line())
-            .await
-            .expect("the workflow prints its address in time")
-            .expect("stdout is readable")
-            .expect("stdout has a first line");
-        let addr = first
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("first stdout line is `listening on ADDR`, got {first:?}"))
-            .parse()
-            .expect("the printed address parses");
-        tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
-        Workflow {
-            child,
-            addr,
-            stderr,
-        }
-    }
-
-    /// `http://ADDR{path}`.
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    /// Everything written to stderr so far.
-    fn logs(&self) -> String {
-        self.stderr
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// `GET /status`, parsed.
-    async fn status(&self, client: &Client) -> Value {
-        let response = client
-            .get(self.url("/status"))
-            .send()
-            .await
-            .expect("status answers");
-        assert_eq!(response.status(), StatusCode::OK, "status is never refused");
-        serde_json::from_str(&response.text().await.unwrap()).expect("status is JSON")
-    }
-
-    /// Sends SIGTERM with the `kill` command and waits for the exit, at most
-    /// `within`; returns its status, how long it took and the logs.
-    async fn terminate(mut self, within: Duration) -> (ExitStatus, Duration, String) {
-        let pid = self.child.id().expect("the workflow is still running");
-        let sent = Instant::now();
-        let kill = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .expect("`kill` runs");
-        assert!(kill.success(), "kill -TERM {pid} succeeded");
-        let status = tokio::time::timeout(within, self.child.wait())
-            .await
-            .unwrap_or_else(|_| {
-                panic!(
-                    "the workflow exits within {within:?} of SIGTERM; logs:\n{}",
-                    self.logs()
-                )
-            })
-            .expect("the exit status is readable");
-        let took = sent.elapsed();
-        // The pipe closes at the exit; give the reader a moment to catch up.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        (status, took, self.logs())
-    }
+/// `GET /status`, parsed.
+async fn get_status(workflow: &Service, client: &Client) -> Value {
+    let response = client
+        .get(workflow.url("/status"))
+        .send()
+        .await
+        .expect("status answers");
+    assert_eq!(response.status(), StatusCode::OK, "status is never refused");
+    serde_json::from_str(&response.text().await.unwrap()).expect("status is JSON")
 }
 
-/// Appends every line of `from` to `into`.
-async fn collect(from: impl AsyncRead + Unpin, into: Arc<Mutex<String>>) {
-    let mut lines = BufReader::new(from).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        let mut logs = into.lock().unwrap_or_else(PoisonError::into_inner);
-        logs.push_str(&line);
-        logs.push('\n');
-    }
+/// Sends SIGTERM and waits for the exit, at most `within`; returns its
+/// status, how long it took and the logs.
+async fn terminate(workflow: Service, within: Duration) -> (ExitStatus, Duration, String) {
+    let sent = Instant::now();
+    workflow.terminate();
+    let (status, logs) = workflow.exit_within(within).await;
+    (status, sent.elapsed(), logs)
 }
 
 fn client() -> Client {
@@ -151,9 +68,9 @@ fn counter(status: &Value, name: &str, field: &str) -> u64 {
 }
 
 /// Polls `/status` until the work class holds every slot; at most 2 s.
-async fn until_work_is_full(workflow: &Workflow, client: &Client) -> Value {
+async fn until_work_is_full(workflow: &Service, client: &Client) -> Value {
     for _ in 0..100 {
-        let status = workflow.status(client).await;
+        let status = get_status(workflow, client).await;
         if pool(&status, "work", "in_use") == pool(&status, "work", "capacity") {
             return status;
         }
@@ -164,7 +81,7 @@ async fn until_work_is_full(workflow: &Workflow, client: &Client) -> Value {
 
 #[tokio::test]
 async fn healthz_and_operations_round_trip() {
-    let workflow = Workflow::start(&[]).await;
+    let workflow = start(&[]).await;
     let client = client();
 
     let health = client.get(workflow.url("/healthz")).send().await.unwrap();
@@ -205,7 +122,7 @@ async fn healthz_and_operations_round_trip() {
         .unwrap();
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
 
-    let status = workflow.status(&client).await;
+    let status = get_status(&workflow, &client).await;
     assert_eq!(
         pool(&status, "work", "admitted"),
         2,
@@ -219,7 +136,7 @@ async fn healthz_and_operations_round_trip() {
 
 #[tokio::test]
 async fn status_covers_every_loop_and_pool() {
-    let workflow = Workflow::start(&[
+    let workflow = start(&[
         "--work-slots",
         "3",
         "--control-slots",
@@ -228,7 +145,7 @@ async fn status_covers_every_loop_and_pool() {
         "1,2",
     ])
     .await;
-    let status = workflow.status(&client()).await;
+    let status = get_status(&workflow, &client()).await;
     let capacities = [
         ("work", 3),
         ("control", 5),
@@ -252,7 +169,7 @@ async fn status_covers_every_loop_and_pool() {
 async fn loops_keep_cycling_while_requests_saturate_the_work_class() {
     const DEADLINE_MS: u64 = 2000;
     const POSTS: usize = 6;
-    let workflow = Workflow::start(&[
+    let workflow = start(&[
         "--work-slots",
         "2",
         "--shutdown-deadline-ms",
@@ -275,7 +192,7 @@ async fn loops_keep_cycling_while_requests_saturate_the_work_class() {
 
     let first = until_work_is_full(&workflow, &client).await;
     tokio::time::sleep(Duration::from_millis(250)).await;
-    let second = workflow.status(&client).await;
+    let second = get_status(&workflow, &client).await;
     let health = client.get(workflow.url("/healthz")).send().await.unwrap();
     assert_eq!(health.status(), StatusCode::OK, "healthz is never refused");
 
@@ -325,7 +242,7 @@ async fn loops_keep_cycling_while_requests_saturate_the_work_class() {
         "more POSTs than work slots: some were refused"
     );
     assert_eq!(created + refused, POSTS);
-    let after = workflow.status(&client).await;
+    let after = get_status(&workflow, &client).await;
     assert!(
         pool(&after, "work", "refused") >= refused as u64,
         "every refusal is counted"
@@ -338,7 +255,7 @@ async fn loops_keep_cycling_while_requests_saturate_the_work_class() {
 
     drop(client);
     let within = Duration::from_millis(DEADLINE_MS) + EXIT_SLACK;
-    let (status, took, logs) = workflow.terminate(within).await;
+    let (status, took, logs) = terminate(workflow, within).await;
     assert!(
         status.success(),
         "SIGTERM exits 0, got {status}; logs:\n{logs}"
@@ -357,7 +274,7 @@ async fn loops_keep_cycling_while_requests_saturate_the_work_class() {
 #[tokio::test]
 async fn sigterm_with_work_running_past_the_deadline_exits_by_the_deadline() {
     const DEADLINE_MS: u64 = 1000;
-    let workflow = Workflow::start(&["--shutdown-deadline-ms", &DEADLINE_MS.to_string()]).await;
+    let workflow = start(&["--shutdown-deadline-ms", &DEADLINE_MS.to_string()]).await;
     let client = client();
     let stuck = client.post(workflow.url("/operations?work_ms=30000"));
     let stuck = tokio::spawn(async move { stuck.send().await.map(|r| r.status()) });
@@ -366,7 +283,7 @@ async fn sigterm_with_work_running_past_the_deadline_exits_by_the_deadline() {
     until_work_is_full(&workflow, &client).await;
 
     let within = Duration::from_millis(DEADLINE_MS) + EXIT_SLACK;
-    let (status, took, logs) = workflow.terminate(within).await;
+    let (status, took, logs) = terminate(workflow, within).await;
     assert!(
         status.success(),
         "SIGTERM exits 0, got {status}; logs:\n{logs}"

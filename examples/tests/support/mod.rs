@@ -1,34 +1,46 @@
-//! Starting the real `exporter` binary on a free port and talking to it.
+//! Starting a real example binary on a free port and talking to it.
 
 // Each test crate that declares this module uses a part of it.
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
-/// How long the binary may take to print `listening on ADDR`.
+/// How long a binary may take to print `listening on ADDR`.
 const STARTUP: Duration = Duration::from_secs(30);
 
-/// A running `exporter` process, killed when dropped.
+/// A running binary, killed when dropped; everything it writes (stdout and
+/// stderr, line by line) is kept.
 #[derive(Debug)]
-pub(crate) struct Exporter {
+pub(crate) struct Service {
     child: Child,
     /// The address it printed.
     pub(crate) addr: SocketAddr,
-    stdout: JoinHandle<String>,
-    stderr: JoinHandle<String>,
+    output: Arc<Mutex<String>>,
+    readers: Vec<JoinHandle<()>>,
 }
 
-impl Exporter {
-    /// Starts `exporter --listen 127.0.0.1:0 ARGS` and reads its
+impl Service {
+    /// Starts `exporter --listen 127.0.0.1:0 ARGS`.
+    pub(crate) async fn exporter(args: &[&str]) -> Service {
+        Service::start(env!("CARGO_BIN_EXE_exporter"), args).await
+    }
+
+    /// Starts `workflow --listen 127.0.0.1:0 ARGS`.
+    pub(crate) async fn workflow(args: &[&str]) -> Service {
+        Service::start(env!("CARGO_BIN_EXE_workflow"), args).await
+    }
+
+    /// Starts `binary --listen 127.0.0.1:0 ARGS` and reads its
     /// `listening on ADDR` line.
-    pub(crate) async fn start(args: &[&str]) -> Exporter {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_exporter"))
+    pub(crate) async fn start(binary: &str, args: &[&str]) -> Service {
+        let mut child = Command::new(binary)
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
             .stdin(Stdio::null())
@@ -36,26 +48,32 @@ impl Exporter {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .expect("the exporter binary starts");
-        let stderr = tokio::spawn(read_all(child.stderr.take().expect("stderr is piped")));
-        let mut stdout = BufReader::new(child.stdout.take().expect("stdout is piped"));
-        let mut first = String::new();
-        tokio::time::timeout(STARTUP, stdout.read_line(&mut first))
+            .unwrap_or_else(|err| panic!("{binary} starts: {err}"));
+        let output = Arc::new(Mutex::new(String::new()));
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
+        let first = tokio::time::timeout(STARTUP, stdout.next_line())
             .await
-            .expect("the exporter prints its address in time")
-            .expect("stdout is readable");
+            .expect("the binary prints its address in time")
+            .expect("stdout is readable")
+            .expect("stdout has a first line");
         let addr = first
-            .trim()
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("first stdout line is `listening on ADDR`, got {first:?}"))
             .parse()
             .expect("the printed address parses");
-        let stdout = tokio::spawn(rest(stdout, first));
-        Exporter {
+        push_line(&output, &first);
+        let readers = vec![
+            tokio::spawn(collect(stdout, Arc::clone(&output))),
+            tokio::spawn(collect(
+                BufReader::new(child.stderr.take().expect("stderr is piped")).lines(),
+                Arc::clone(&output),
+            )),
+        ];
+        Service {
             child,
             addr,
-            stdout,
-            stderr,
+            output,
+            readers,
         }
     }
 
@@ -64,9 +82,29 @@ impl Exporter {
         format!("http://{}{path}", self.addr)
     }
 
+    /// Everything written so far.
+    pub(crate) fn logs(&self) -> String {
+        self.output
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Asserts that the process is still running.
+    pub(crate) fn assert_alive(&mut self, after: &str) {
+        let exited = self
+            .child
+            .try_wait()
+            .expect("the process status is readable");
+        assert!(
+            exited.is_none(),
+            "still running after {after}, exited: {exited:?}"
+        );
+    }
+
     /// Sends SIGTERM with the `kill` command.
     pub(crate) fn terminate(&self) {
-        let pid = self.child.id().expect("the exporter is still running");
+        let pid = self.child.id().expect("the process is still running");
         let status = std::process::Command::new("kill")
             .args(["-TERM", &pid.to_string()])
             .status()
@@ -75,15 +113,23 @@ impl Exporter {
     }
 
     /// Waits for the process to exit, at most `within`; returns its status
-    /// and everything it wrote (stdout then stderr).
+    /// and everything it wrote, once its pipes have closed.
     pub(crate) async fn exit_within(mut self, within: Duration) -> (ExitStatus, String) {
-        let status = tokio::time::timeout(within, self.child.wait())
-            .await
-            .unwrap_or_else(|_| panic!("the exporter exits within {within:?}"))
-            .expect("waiting for the exporter");
-        let stdout = self.stdout.await.expect("stdout reader");
-        let stderr = self.stderr.await.expect("stderr reader");
-        (status, format!("{stdout}{stderr}"))
+        let status = match tokio::time::timeout(within, self.child.wait()).await {
+            Ok(waited) => waited.expect("the exit status is readable"),
+            Err(_) => panic!(
+                "the process exits within {within:?}; output:\n{}",
+                self.logs()
+            ),
+        };
+        // The pipes close with the process: the readers end on their own.
+        for reader in std::mem::take(&mut self.readers) {
+            tokio::time::timeout(within, reader)
+                .await
+                .expect("the pipes close at the exit")
+                .expect("a pipe reader did not panic");
+        }
+        (status, self.logs())
     }
 }
 
@@ -95,14 +141,18 @@ pub(crate) fn client(timeout: Duration) -> reqwest::Client {
         .expect("a plain HTTP client builds")
 }
 
-async fn read_all(mut pipe: impl AsyncRead + Unpin) -> String {
-    let mut bytes = Vec::new();
-    let _ = pipe.read_to_end(&mut bytes).await;
-    String::from_utf8_lossy(&bytes).into_owned()
+fn push_line(output: &Mutex<String>, line: &str) {
+    let mut output = output.lock().unwrap_or_else(PoisonError::into_inner);
+    output.push_str(line);
+    output.push('\n');
 }
 
-async fn rest(mut stdout: BufReader<ChildStdout>, first: String) -> String {
-    let mut text = first;
-    let _ = stdout.read_to_string(&mut text).await;
-    text
+/// Appends every line of a pipe to `output`.
+async fn collect(
+    mut lines: tokio::io::Lines<BufReader<impl AsyncRead + Unpin>>,
+    output: Arc<Mutex<String>>,
+) {
+    while let Ok(Some(line)) = lines.next_line().await {
+        push_line(&output, &line);
+    }
 }
