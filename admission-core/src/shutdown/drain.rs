@@ -130,11 +130,12 @@ impl Drain {
         };
         let name = pool.name();
         match outcome {
-            Outcome::Drained => tracing::info!(pool = name, "drained"),
+            Outcome::Drained => tracing::info!(pool = name, cancelled, "drained"),
             Outcome::Abandoned { running } => tracing::warn!(
                 pool = name,
                 running,
-                "abandoned: worker threads still running at the shutdown deadline; \
+                cancelled,
+                "abandoned: work still running at the shutdown deadline; \
                  process exit is the fallback"
             ),
         }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use admission_core::metrics::AdmissionMetrics;
-use admission_core::{Admission, CancellationToken, Outcome, Shutdown, ShutdownReport};
+use admission_core::{Admission, CancellationToken, Shutdown, ShutdownReport};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::net::TcpListener;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -70,29 +70,10 @@ pub struct Stopped {
 }
 
 impl Stopped {
-    /// Logs the outcome: one line per pool saying `drained` or `abandoned`
-    /// with its counts, then one summary line.
+    /// Logs the outcome's summary line; each pool's `drained` or
+    /// `abandoned` line (with what was still running) is logged by the
+    /// shutdown itself.
     pub fn log(&self) {
-        for pool in &self.report.pools {
-            match pool.outcome {
-                Outcome::Drained => tracing::info!(
-                    pool = %pool.pool,
-                    cancelled = pool.cancelled,
-                    "pool {} drained ({} queued walks cancelled)",
-                    pool.pool,
-                    pool.cancelled,
-                ),
-                Outcome::Abandoned { running } => tracing::warn!(
-                    pool = %pool.pool,
-                    running,
-                    cancelled = pool.cancelled,
-                    "pool {} abandoned with {running} walks still running \
-                     ({} queued walks cancelled); process exit is the fallback",
-                    pool.pool,
-                    pool.cancelled,
-                ),
-            }
-        }
         if self.discarded > 0 {
             tracing::warn!(
                 discarded = self.discarded,

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use actix_web::{App, HttpServer, web};
 use admission_actix::AdmissionControl;
-use admission_core::{ConfigError, Outcome, RequestPools, Shutdown, ShutdownReport};
+use admission_core::{ConfigError, RequestPools, Shutdown, ShutdownReport};
 use tokio::time::Instant;
 
 use super::Config;
@@ -69,20 +69,10 @@ pub struct Stopped {
 }
 
 impl Stopped {
-    /// Logs the outcome: one line per pool saying `drained` or `abandoned`,
-    /// then one summary line.
+    /// Logs the outcome's summary line; each pool's `drained` or
+    /// `abandoned` line (with what was still running) is logged by the
+    /// shutdown itself.
     pub fn log(&self) {
-        for pool in &self.report.pools {
-            match pool.outcome {
-                Outcome::Drained => tracing::info!(pool = %pool.pool, "pool {} drained", pool.pool),
-                Outcome::Abandoned { running } => tracing::warn!(
-                    pool = %pool.pool,
-                    running,
-                    "pool {} abandoned with {running} calls still running; process exit is the fallback",
-                    pool.pool,
-                ),
-            }
-        }
         if !self.server_stopped {
             tracing::warn!("requests still in flight at the deadline; left to the exit");
         }
