@@ -241,9 +241,13 @@ impl RequestPools {
         match context::current() {
             Context::Lease(lease) => lease.offload(work).await,
             Context::Reservation(reservation) => reservation.try_admit()?.offload(work).await,
+            // The fresh lease serves this one call: its slot goes straight
+            // into the work.
             Context::Empty => {
-                let slot = self.pool(class).try_admit_coded(Code::LeaseUnavailable)?;
-                Lease::new(slot, class).offload(work).await
+                self.pool(class)
+                    .try_admit_coded(Code::LeaseUnavailable)?
+                    .offload(work)
+                    .await
             }
         }
     }
