@@ -129,8 +129,10 @@ async fn cleanup_runs_after_a_drained_pool_stops_and_never_for_an_abandoned_one(
 
     let work_ended = Arc::new(AtomicBool::new(false));
     let (release, held) = std::sync::mpsc::channel::<()>();
+    let (started_tx, started) = std::sync::mpsc::channel::<()>();
     let ended = Arc::clone(&work_ended);
     let running = drained.try_admit().unwrap().offload(move || {
+        started_tx.send(()).unwrap();
         held.recv().unwrap();
         std::thread::sleep(Duration::from_millis(20));
         ended.store(true, Ordering::SeqCst);
@@ -150,6 +152,9 @@ async fn cleanup_runs_after_a_drained_pool_stops_and_never_for_an_abandoned_one(
     shutdown.on_drained(&abandoned, move || abandoned_ran.send(()).unwrap());
     let gate = Gate::new();
     block_all(&abandoned, &gate);
+    // The drained pool's work is running, not queued (queued work would be
+    // cancelled by the shutdown).
+    started.recv_timeout(Duration::from_secs(10)).unwrap();
 
     let stopping = tokio::spawn({
         let shutdown = shutdown.clone();
