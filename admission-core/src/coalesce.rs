@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::error::ConfigError;
-use crate::pool::{Admission, Pool};
-use crate::work::{self, Hold, RegistryWork, WorkError};
+use crate::pool::job::{Hold, Job};
+use crate::pool::{Admission, Pool, RegistryWork, Slot, WorkError};
 
 /// The shared outcome of one walk, `None` until it ends.
 type Outcome<T, E> = Option<Result<T, WorkError<E>>>;
@@ -151,7 +151,7 @@ where
         let mut rx = match self.join_or_admit(key, work, admission).await? {
             Joined::Walk(rx) => rx,
             Joined::Shared(rx) => {
-                self.pool.count_coalesced();
+                self.pool.counters().count_coalesced();
                 rx
             }
         };
@@ -187,10 +187,12 @@ where
                 return Ok(Joined::Shared(rx));
             }
             if admission == Admission::FailFast {
-                let slot = self.pool.try_admit()?;
+                let slot = self.pool.try_admit_for_work(self.pool.saturated_code())?;
                 return Ok(Joined::Walk(self.start(&mut flights, key, slot, work)));
             }
         }
+        // The unused slot of a waiter that joins after all goes back when
+        // `slot` drops at the end of this function.
         let slot = self.pool.admit_with(admission).await?;
         let mut flights = self.lock();
         if let Some(rx) = self.fresh(&flights, &key) {
@@ -212,7 +214,7 @@ where
         &self,
         flights: &mut Flights<K, T, E>,
         key: K,
-        slot: crate::Slot,
+        slot: Slot,
         work: W,
     ) -> watch::Receiver<Outcome<T, E>>
     where
@@ -230,8 +232,8 @@ where
             },
         );
         let flights = Arc::clone(&self.flights);
-        let pool = Arc::clone(&slot.pool);
-        work::offload_to(&pool, Hold::Slot(slot), work, move |result, hold| {
+        let job = Job::new(self.pool.clone(), Hold::Slot(slot), work);
+        job.spawn_with(move |result, hold| {
             // The next caller starts a fresh walk; a newer flight for the
             // key (one that replaced a stale one) stays. The slot goes back
             // under the same lock, so a caller never finds the walk gone

@@ -49,13 +49,21 @@ pub enum ConfigError {
         /// The pool's name.
         pool: String,
     },
-    /// A refusal status other than 503 or 429.
-    RefusalStatus {
-        /// The pool's name.
-        pool: String,
-        /// The status asked for.
-        status: u16,
+    /// A reservation was given no slots.
+    ZeroSlots {
+        /// The reservation's name.
+        reservation: String,
     },
+    /// A reservation was given more slots than [`MAX_CAPACITY`].
+    TooManySlots {
+        /// The reservation's name.
+        reservation: String,
+        /// The slots asked for.
+        slots: usize,
+    },
+    /// Process-wide request pools were already installed (or created by a
+    /// first use of `RequestPools::global`).
+    GlobalAlreadySet,
     /// The operating system refused to start a worker thread.
     Spawn {
         /// The pool's name.
@@ -88,9 +96,18 @@ impl fmt::Display for ConfigError {
                 "coalescing on pool `{pool}` has a staleness bound of 0: nothing could join; \
                  leave coalescing off or give a bound such as 1 s"
             ),
-            Self::RefusalStatus { pool, status } => write!(
+            Self::ZeroSlots { reservation } => write!(
                 f,
-                "pool `{pool}` has refusal status {status}: use 503 (default) or 429"
+                "reservation `{reservation}` has 0 slots: size it as the owner's concurrent \
+                 calls plus one spare"
+            ),
+            Self::TooManySlots { reservation, slots } => write!(
+                f,
+                "reservation `{reservation}` has {slots} slots: at most {MAX_CAPACITY} are allowed"
+            ),
+            Self::GlobalAlreadySet => f.write_str(
+                "global request pools are already set: call `install_global` once, at startup, \
+                 before the first request",
             ),
             Self::Spawn { pool, kind } => {
                 write!(
@@ -103,3 +120,17 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+impl ConfigError {
+    /// The same error, worded for a reservation built on a pool.
+    pub(crate) fn for_reservation(self) -> ConfigError {
+        match self {
+            ConfigError::ZeroCapacity { pool } => ConfigError::ZeroSlots { reservation: pool },
+            ConfigError::CapacityTooLarge { pool, capacity } => ConfigError::TooManySlots {
+                reservation: pool,
+                slots: capacity,
+            },
+            other => other,
+        }
+    }
+}

@@ -7,18 +7,30 @@
 //! background loops reserved slots that requests cannot take, and drains
 //! every pool under one shutdown deadline without blocking the runtime.
 //!
-//! * [`Pool`]: N slots and N worker threads; [`Pool::try_admit`] fails fast,
-//!   [`Pool::admit`] waits, [`Pool::run`] is the one entry point for registry
-//!   work.
-//! * [`Slot`]: one unit of capacity, moved into the work by
-//!   [`Slot::offload`] and released when the work ends.
-//! * [`Refusal`]: a typed refusal with a stable [`Code`] and a retry hint.
-//! * [`RequestPools`] and [`Lease`]: request admission by [`Class`], and
-//!   [`RequestPools::execute_pure`], the entry point for pure work.
-//! * [`Reservation`] and [`LoopOwner`]: reserved slots for background loops;
-//!   `#[reserved(slots = N)]` implements the trait.
-//! * [`Shutdown`]: one deadline for loops and pools.
-//! * [`Cause`] and [`log_failure`]: failures named by class and code only.
+//! It knows no web framework: `admission-axum` and `admission-actix` turn its
+//! refusals into `503` + `Retry-After` answers and hold a request's lease
+//! until its response body ends.
+//!
+//! # Which entry point fits which need
+//!
+//! | you have | call | a refused caller gets |
+//! | --- | --- | --- |
+//! | blocking work on a bounded pool (a registry walk) | [`Pool::run`]`(work, `[`Admission`]`)`: `FailFast` from a handler, `Wait` from a bounded background walker | [`WorkError::Refused`] at once |
+//! | pure work inside a request or a loop (a state transition) | [`RequestPools::execute_pure`]: runs under the request's [`Lease`], the loop's [`Reservation`], or a fresh lease | `ADMISSION_LEASE_UNAVAILABLE` / `_RESERVATION_EXHAUSTED` |
+//! | one walk shared by callers that arrive together | [`Coalescing::run`] | as `Pool::run`; joiners take no slot |
+//! | a slot to hold yourself (the low-level form) | [`Pool::try_admit`] / [`Pool::admit`], then [`Slot::offload`](pool::Slot::offload) | a [`Refusal`] |
+//!
+//! A request holds one [`Lease`] of its [`Class`] for its whole response
+//! (the adapters' layer, or `#[admitted]`); a background owner gets its own
+//! slots with `#[reserved(slots = N)]` ([`LoopOwner`]); [`Shutdown`] drains
+//! every pool and loop under one deadline.
+//!
+//! The root holds the names most code types; the modules hold the rest:
+//! [`pool`] (the slot, builder, retry hint, [`HasPools`](pool::HasPools)),
+//! [`request`] (the lease's scope and builder), [`shutdown`] (report types),
+//! [`stats`] (counters), [`http`] (the answer adapters send), [`log`]
+//! (failures named by class and code) and, with the `prometheus` feature,
+//! `metrics`.
 //!
 //! # Examples
 //!
@@ -39,45 +51,43 @@
 //! assert_eq!(busy.await, Ok("walked"));
 //! # }
 //! ```
+//!
+//! # Features
+//!
+//! * `macros` (default): `#[reserved(slots = N)]`.
+//! * `prometheus`: the `metrics` module, a `prometheus-client` collector.
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod cause;
 mod coalesce;
-mod context;
 mod error;
-mod handler;
-mod lease;
+pub mod http;
+pub mod log;
 mod loom;
 #[cfg(all(test, loom))]
 mod loom_models;
 #[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod metrics;
-mod pool;
-mod problem;
+pub mod pool;
 mod refusal;
+pub mod request;
 mod reserve;
-mod respond;
-mod shutdown;
-mod work;
+pub mod shutdown;
 
-pub use crate::cause::{Cause, ErrorCode, log_failure};
+/// Pool counters: the snapshot [`Pool::stats`] returns.
+pub mod stats {
+    pub use crate::pool::stats::{DURATION_BUCKETS, PoolStats};
+}
+
 pub use crate::coalesce::Coalescing;
-pub use crate::context::{Scoped, current_lease};
-pub use crate::error::{ConfigError, MAX_CAPACITY};
-pub use crate::handler::{registry, registry_coalesced, registry_wait};
-pub use crate::lease::{Class, Lease, RequestPools, RequestPoolsBuilder, UnknownClass};
-pub use crate::pool::{Admission, DURATION_BUCKETS, Pool, PoolBuilder, PoolStats, RetryHint, Slot};
-pub use crate::problem::{DEFAULT_REFUSAL_STATUS, Problem, WORK_FAILED, WORK_PANICKED};
-pub use crate::refusal::{Code, PROBLEM_JSON, Refusal};
+pub use crate::error::ConfigError;
+pub use crate::pool::{Admission, Pool, RegistryWork, WorkError};
+pub use crate::refusal::{Code, Refusal};
+pub use crate::request::{Class, Lease, RequestPools};
 pub use crate::reserve::{LoopOwner, Reservation};
-pub use crate::shutdown::{
-    Cleanup, DEFAULT_DEADLINE, Outcome, PoolReport, Shutdown, ShutdownReport,
-};
-pub use crate::work::{RegistryWork, WorkError, WorkFuture};
+pub use crate::shutdown::Shutdown;
 
 #[cfg(feature = "macros")]
-pub use admission_macros::*;
-
-/// Re-exported for the handlers `#[reserved]` and the adapters generate.
-pub use tokio_util::sync::CancellationToken;
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
+pub use admission_macros::reserved;

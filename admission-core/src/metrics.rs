@@ -2,9 +2,11 @@
 //! `prometheus`).
 //!
 //! This module owns the list of metric families ([`METRICS`]), the single
-//! source the metrics reference is generated from, and a collector that reads
-//! pool snapshots at scrape time. It must never update a counter itself: the
-//! pools own their counts, this only renders them, with the one label `pool`.
+//! source the metrics reference (`docs/METRICS.md`) is generated from, each
+//! with the function that reads its value from a pool's snapshot, and a
+//! collector that reads snapshots at scrape time. It must never update a
+//! counter itself: the pools own their counts, this only renders them, with
+//! the one label `pool`.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -15,9 +17,8 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::lease::RequestPools;
-use crate::pool::{DURATION_BUCKETS, Pool, PoolStats};
-use crate::reserve::Reservation;
+use crate::pool::{HasPools, Pool};
+use crate::stats::{DURATION_BUCKETS, PoolStats};
 
 /// The kind of a metric family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +32,8 @@ pub enum Kind {
 }
 
 /// One metric family admission exports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct Metric {
     /// The name as registered (the exposed name adds the unit and `_total`).
     pub name: &'static str,
@@ -43,6 +45,9 @@ pub struct Metric {
     pub help: &'static str,
     /// The labels on every series.
     pub labels: &'static [&'static str],
+    /// Reads a gauge's or counter's value from a snapshot; `None` for the
+    /// histogram, which is read from the snapshot's buckets.
+    read: Option<fn(&PoolStats) -> u64>,
 }
 
 impl Metric {
@@ -83,6 +88,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Slots the pool has (its worker threads number the same).",
         labels: POOL,
+        read: Some(|s| s.capacity as u64),
     },
     Metric {
         name: "admission_slots_in_use",
@@ -90,6 +96,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Slots held right now, by callers, running work or orphans.",
         labels: POOL,
+        read: Some(|s| s.in_use as u64),
     },
     Metric {
         name: "admission_work_running",
@@ -97,6 +104,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Work running on the pool's worker threads right now.",
         labels: POOL,
+        read: Some(|s| s.running as u64),
     },
     Metric {
         name: "admission_admitted",
@@ -104,6 +112,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Slots handed out.",
         labels: POOL,
+        read: Some(|s| s.admitted),
     },
     Metric {
         name: "admission_refused",
@@ -111,6 +120,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Admissions refused (fail-fast, timed out, or pool closed).",
         labels: POOL,
+        read: Some(|s| s.refused),
     },
     Metric {
         name: "admission_orphaned",
@@ -118,6 +128,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Work whose caller went away before it ended; it kept its slot until then.",
         labels: POOL,
+        read: Some(|s| s.orphaned),
     },
     Metric {
         name: "admission_orphan_failures",
@@ -125,6 +136,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Orphaned work that returned an error or panicked.",
         labels: POOL,
+        read: Some(|s| s.orphan_failures),
     },
     Metric {
         name: "admission_panicked",
@@ -132,6 +144,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Work that panicked, orphaned or not.",
         labels: POOL,
+        read: Some(|s| s.panicked),
     },
     Metric {
         name: "admission_coalesced",
@@ -139,6 +152,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Callers served by joining a coalesced walk instead of starting one.",
         labels: POOL,
+        read: Some(|s| s.coalesced),
     },
     Metric {
         name: "admission_work_duration",
@@ -146,6 +160,7 @@ pub const METRICS: &[Metric] = &[
         unit: Some("seconds"),
         help: "How long work ran on a worker thread.",
         labels: POOL,
+        read: None,
     },
 ];
 
@@ -183,24 +198,15 @@ impl AdmissionMetrics {
         Self::default()
     }
 
-    /// Adds a pool; adding it twice is harmless.
-    pub fn add(&self, pool: &Pool) {
+    /// Adds every pool `owner` has: a [`Pool`], the request pools, a
+    /// reservation or a loop owner. Adding a pool twice is harmless.
+    pub fn add<P: HasPools + ?Sized>(&self, owner: &P) {
         let mut pools = self.pools.lock().unwrap_or_else(PoisonError::into_inner);
-        if !pools.iter().any(|p| p.same_pool(pool)) {
-            pools.push(pool.clone());
-        }
-    }
-
-    /// Adds both request classes' pools.
-    pub fn add_requests(&self, requests: &RequestPools) {
-        for pool in requests.pools() {
-            self.add(pool);
-        }
-    }
-
-    /// Adds a loop owner's reservation.
-    pub fn add_reservation(&self, reservation: &Reservation) {
-        self.add(reservation.pool());
+        owner.each_pool(&mut |pool| {
+            if !pools.iter().any(|p| p.same_pool(pool)) {
+                pools.push(pool.clone());
+            }
+        });
     }
 
     /// Registers the collector with `registry`.
@@ -218,21 +224,6 @@ impl AdmissionMetrics {
     }
 }
 
-fn value(metric: &Metric, stats: &PoolStats) -> u64 {
-    match metric.name {
-        "admission_slots_capacity" => stats.capacity as u64,
-        "admission_slots_in_use" => stats.in_use as u64,
-        "admission_work_running" => stats.running as u64,
-        "admission_admitted" => stats.admitted,
-        "admission_refused" => stats.refused,
-        "admission_orphaned" => stats.orphaned,
-        "admission_orphan_failures" => stats.orphan_failures,
-        "admission_panicked" => stats.panicked,
-        "admission_coalesced" => stats.coalesced,
-        _ => 0,
-    }
-}
-
 fn encode_one(
     metric: &Metric,
     stats: &PoolStats,
@@ -240,12 +231,15 @@ fn encode_one(
 ) -> std::fmt::Result {
     let labels = [("pool", stats.name.as_str())];
     let mut series = encoder.encode_family(&labels)?;
-    match metric.kind {
-        Kind::Gauge => {
-            ConstGauge::new(i64::try_from(value(metric, stats)).unwrap_or(i64::MAX)).encode(series)
+    match (metric.kind, metric.read) {
+        (Kind::Gauge, Some(read)) => {
+            ConstGauge::new(i64::try_from(read(stats)).unwrap_or(i64::MAX)).encode(series)
         }
-        Kind::Counter => ConstCounter::new(value(metric, stats)).encode(series),
-        Kind::Histogram => {
+        (Kind::Counter, Some(read)) => ConstCounter::new(read(stats)).encode(series),
+        (Kind::Gauge | Kind::Counter, None) => {
+            unreachable!("every gauge and counter in METRICS has a read function")
+        }
+        (Kind::Histogram, _) => {
             // The snapshot is cumulative; the encoder wants each bucket's own
             // count and sums them itself.
             let mut previous = 0;
@@ -293,101 +287,29 @@ impl Collector for AdmissionMetrics {
     }
 }
 
-/// The command that regenerates `docs/METRICS.md` from [`reference_markdown`].
-pub const REFERENCE_COMMAND: &str = "cargo run -p admission-examples --bin metrics-reference";
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn kind_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Gauge => "gauge",
-        Kind::Counter => "counter",
-        Kind::Histogram => "histogram",
-    }
-}
-
-/// The metrics reference (`docs/METRICS.md`), generated from [`METRICS`]:
-/// every family's exposed name, type, unit, labels, help text and the series
-/// a scrape shows for it.
-///
-/// # Examples
-///
-/// ```
-/// use admission_core::metrics::{METRICS, reference_markdown};
-///
-/// let reference = reference_markdown();
-/// for metric in METRICS {
-///     assert!(reference.contains(&format!("`{}`", metric.exposed_name())));
-/// }
-/// ```
-pub fn reference_markdown() -> String {
-    use std::fmt::Write as _;
-
-    let code = |items: &[String]| {
-        items
-            .iter()
-            .map(|item| format!("`{item}`"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let names = |items: &[&str]| items.iter().map(|&s| s.to_owned()).collect::<Vec<_>>();
-
-    let mut out = String::new();
-    // Writing to a String cannot fail.
-    let _ = write!(
-        out,
-        "# Metrics reference\n\n\
-         <!-- Generated from `admission_core::metrics::METRICS`; do not edit.\n     \
-         Regenerate with `{REFERENCE_COMMAND}`. -->\n\n\
-         Every metric family admission exports through\n\
-         `admission_core::metrics::AdmissionMetrics` (feature `prometheus`), in\n\
-         exposition order. Each pool added to the collector gets one series per\n\
-         family, labelled `pool` with the pool's name; Prometheus adds `job` and\n\
-         `instance` when it scrapes. The values are read from the pools' own\n\
-         counts at scrape time.\n\n\
-         | metric | type | unit | labels | help |\n\
-         | --- | --- | --- | --- | --- |\n"
-    );
-    for metric in METRICS {
-        let _ = writeln!(
-            out,
-            "| `{}` | {} | {} | {} | {} |",
-            metric.exposed_name(),
-            kind_name(metric.kind),
-            metric.unit.unwrap_or("-"),
-            code(&names(metric.labels)),
-            metric.help.replace('|', "\\|"),
-        );
-    }
-    out.push_str("\n## Families\n");
-    for metric in METRICS {
-        let _ = write!(
-            out,
-            "\n### `{}`\n\n{}\n\n\
-             - type: {}\n\
-             - unit: {}\n\
-             - labels: {}\n\
-             - registered as: `{}`\n\
-             - series: {}\n",
-            metric.exposed_name(),
-            metric.help,
-            kind_name(metric.kind),
-            metric.unit.unwrap_or("none"),
-            code(&names(metric.labels)),
-            metric.name,
-            code(&metric.series_names()),
-        );
-        if metric.kind == Kind::Histogram {
-            let bounds: Vec<String> = DURATION_BUCKETS
-                .iter()
-                .map(f64::to_string)
-                .chain(std::iter::once("+Inf".to_owned()))
-                .collect();
-            let _ = writeln!(
-                out,
-                "- buckets (`le`, {}): {}",
-                metric.unit.unwrap_or("value"),
-                code(&bounds),
+    #[test]
+    fn every_gauge_and_counter_reads_its_own_value() {
+        let pool = Pool::new("metrics-read", 3).unwrap();
+        let _slot = pool.try_admit().unwrap();
+        let stats = pool.stats();
+        let value = |name: &str| {
+            let metric = METRICS.iter().find(|m| m.name == name).unwrap();
+            (metric.read.unwrap())(&stats)
+        };
+        assert_eq!(value("admission_slots_capacity"), 3);
+        assert_eq!(value("admission_slots_in_use"), 1);
+        assert_eq!(value("admission_admitted"), 1);
+        for metric in METRICS {
+            assert_eq!(
+                metric.read.is_none(),
+                metric.kind == Kind::Histogram,
+                "{} must have a read function unless it is the histogram",
+                metric.name
             );
         }
     }
-    out
 }

@@ -1,9 +1,9 @@
 //! The typed refusal every fail-fast or bounded admission returns.
 //!
-//! This module owns [`Refusal`] and its stable [`Code`]s, and the one
-//! rendering of a refusal as an RFC 9457 problem body that both web adapters
-//! send. It must never carry a user value: only the pool's configured name,
-//! the code and the retry hint.
+//! This module owns [`Refusal`] and its stable [`Code`]s. It must never
+//! carry a user value (only the pool's configured name, the code and the
+//! retry hint) and never know about HTTP: how a refusal is answered is
+//! [`http`](crate::http)'s and the adapters' business.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -38,16 +38,20 @@ pub enum Code {
     WaitTimedOut,
     /// `ADMISSION_SHUTTING_DOWN`: the pool has been closed by shutdown.
     ShuttingDown,
+    /// `ADMISSION_REENTRANT`: a task asked to wait for a slot of a pool
+    /// whose slot it holds itself, a wait that could never end.
+    Reentrant,
 }
 
 impl Code {
     /// Every code, in declaration order.
-    pub const ALL: [Code; 5] = [
+    pub const ALL: [Code; 6] = [
         Code::Saturated,
         Code::LeaseUnavailable,
         Code::ReservationExhausted,
         Code::WaitTimedOut,
         Code::ShuttingDown,
+        Code::Reentrant,
     ];
 
     /// The stable string form.
@@ -58,6 +62,7 @@ impl Code {
             Code::ReservationExhausted => "ADMISSION_RESERVATION_EXHAUSTED",
             Code::WaitTimedOut => "ADMISSION_WAIT_TIMEOUT",
             Code::ShuttingDown => "ADMISSION_SHUTTING_DOWN",
+            Code::Reentrant => "ADMISSION_REENTRANT",
         }
     }
 
@@ -69,6 +74,7 @@ impl Code {
             Code::ReservationExhausted => "ReservationExhausted",
             Code::WaitTimedOut => "WaitTimedOut",
             Code::ShuttingDown => "ShuttingDown",
+            Code::Reentrant => "Reentrant",
         }
     }
 
@@ -80,6 +86,7 @@ impl Code {
             Code::ReservationExhausted => "Reservation exhausted",
             Code::WaitTimedOut => "Timed out waiting for capacity",
             Code::ShuttingDown => "Shutting down",
+            Code::Reentrant => "Waiting on a slot the caller holds",
         }
     }
 }
@@ -113,23 +120,15 @@ pub struct Refusal {
     pool: &'static str,
     code: Code,
     retry_after_secs: u32,
-    status: u16,
 }
 
 impl Refusal {
-    pub(crate) fn new(pool: &'static str, code: Code, retry_after_secs: u32, status: u16) -> Self {
+    pub(crate) fn new(pool: &'static str, code: Code, retry_after_secs: u32) -> Self {
         Self {
             pool,
             code,
             retry_after_secs: retry_after_secs.max(1),
-            status,
         }
-    }
-
-    /// The HTTP status adapters answer with: `503` unless the pool was built
-    /// with [`PoolBuilder::refusal_status`](crate::PoolBuilder::refusal_status).
-    pub fn status(&self) -> u16 {
-        self.status
     }
 
     /// The name of the pool (or reservation, or request class) that refused.
@@ -151,50 +150,6 @@ impl Refusal {
     pub fn retry_after(&self) -> Duration {
         Duration::from_secs(u64::from(self.retry_after_secs))
     }
-
-    /// The RFC 9457 `application/problem+json` body both adapters send.
-    ///
-    /// It names the code, the pool and the retry hint, and nothing else.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use admission_core::Pool;
-    ///
-    /// let pool = Pool::new("registry", 1).unwrap();
-    /// let _held = pool.try_admit().unwrap();
-    /// let body = pool.try_admit().unwrap_err().problem_json();
-    /// assert!(body.contains(r#""code":"ADMISSION_SATURATED""#));
-    /// assert!(body.contains(r#""pool":"registry""#));
-    /// ```
-    pub fn problem_json(&self) -> String {
-        use std::fmt::Write as _;
-        // Written by hand (keys in the order serde_json would sort them):
-        // this runs for every refused request, and every value but the
-        // pool's name is a static, JSON-safe string.
-        let mut body = String::with_capacity(256 + 2 * self.pool.len());
-        let code = self.code.as_str();
-        body.push_str("{\"code\":\"");
-        body.push_str(code);
-        body.push_str("\",\"detail\":");
-        push_json_string(
-            &mut body,
-            &format!(
-                "pool `{}` refused the request; retry in {} s",
-                self.pool, self.retry_after_secs
-            ),
-        );
-        body.push_str(",\"pool\":");
-        push_json_string(&mut body, self.pool);
-        let _ = write!(
-            body,
-            ",\"retry_after\":{},\"status\":{},\"title\":\"{}\",\"type\":\"urn:admission:{code}\"}}",
-            self.retry_after_secs,
-            self.status,
-            self.code.title(),
-        );
-        body
-    }
 }
 
 impl fmt::Display for Refusal {
@@ -208,18 +163,6 @@ impl fmt::Display for Refusal {
 }
 
 impl std::error::Error for Refusal {}
-
-/// Appends `value` as a JSON string: as is when nothing needs escaping (the
-/// usual pool name), through `serde_json` otherwise.
-fn push_json_string(out: &mut String, value: &str) {
-    if value.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push('"');
-        out.push_str(value);
-        out.push('"');
-    } else {
-        out.push_str(&serde_json::Value::from(value).to_string());
-    }
-}
 
 /// Interns a pool name: one leaked copy per distinct name for the life of
 /// the process, so a refusal carries its pool's name with no allocation and
@@ -237,28 +180,4 @@ pub(crate) fn intern(name: String) -> &'static str {
     let interned: &'static str = Box::leak(name.into_boxed_str());
     names.insert(interned);
     interned
-}
-
-/// The media type of [`Refusal::problem_json`].
-pub const PROBLEM_JSON: &str = "application/problem+json";
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_problem_body_is_valid_json_with_every_field() {
-        for name in ["registry", "we\"ird\\name\n"] {
-            let refusal = Refusal::new(intern(name.to_owned()), Code::Saturated, 3, 429);
-            let body: serde_json::Value = serde_json::from_str(&refusal.problem_json()).unwrap();
-            assert_eq!(body["pool"], name);
-            assert_eq!(body["code"], "ADMISSION_SATURATED");
-            assert_eq!(body["retry_after"], 3);
-            assert_eq!(body["status"], 429);
-            assert_eq!(body["title"], "Capacity exhausted");
-            assert_eq!(body["type"], "urn:admission:ADMISSION_SATURATED");
-            assert!(body["detail"].as_str().unwrap().contains("retry in 3 s"));
-            assert_eq!(body.as_object().unwrap().len(), 7);
-        }
-    }
 }

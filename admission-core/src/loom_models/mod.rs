@@ -2,8 +2,10 @@
 //! `RUSTFLAGS="--cfg loom" cargo test -p admission-core --release --lib loom`.
 //!
 //! Under `--cfg loom` the crate's own locks, atomics and threads (see
-//! `crate::loom`) and tokio's semaphore and oneshot are loom's, so these
-//! models explore the interleavings of the real code.
+//! `crate::loom`) are loom's, so these models explore the interleavings of
+//! the real worker queue, drain and their handoffs. tokio's semaphore and
+//! oneshot are not instrumented (tokio swaps in loom only in its own tests):
+//! here they act as atomic black boxes.
 
 mod loom_reservation;
 mod loom_shutdown;

@@ -3,7 +3,8 @@
 //! This module owns [`PoolBuilder`]. It must never let a pool exist with a
 //! setting out of range: every check runs in [`PoolBuilder::build`].
 
-use super::{Kind, Pool, RetryHint};
+use super::gate::Kind;
+use super::{Pool, RetryHint};
 use crate::error::ConfigError;
 
 /// Builds a [`Pool`]; every setting is checked in [`build`](Self::build).
@@ -12,7 +13,8 @@ use crate::error::ConfigError;
 ///
 /// ```
 /// use std::time::Duration;
-/// use admission_core::{ConfigError, Pool, RetryHint};
+/// use admission_core::ConfigError;
+/// use admission_core::pool::{Pool, RetryHint};
 ///
 /// let pool = Pool::builder("registry")
 ///     .capacity(2)
@@ -34,7 +36,6 @@ pub struct PoolBuilder {
     name: String,
     capacity: usize,
     retry: RetryHint,
-    refusal_status: u16,
 }
 
 impl PoolBuilder {
@@ -43,7 +44,6 @@ impl PoolBuilder {
             name: name.into(),
             capacity: 1,
             retry: RetryHint::default(),
-            refusal_status: crate::problem::DEFAULT_REFUSAL_STATUS,
         }
     }
 
@@ -59,37 +59,19 @@ impl PoolBuilder {
         self
     }
 
-    /// The HTTP status adapters send for this pool's refusals: `503`
-    /// (default) or `429`, for those who prefer it.
-    pub fn refusal_status(mut self, status: u16) -> Self {
-        self.refusal_status = status;
-        self
-    }
-
     /// Builds the pool and starts its worker threads.
     ///
     /// # Errors
     ///
     /// [`ConfigError`] for an empty name, a capacity of 0 or above
-    /// [`MAX_CAPACITY`](crate::MAX_CAPACITY), a retry hint below 1 s, or a
-    /// refusal status other than 503 or 429.
+    /// [`MAX_CAPACITY`](crate::pool::MAX_CAPACITY), or a retry hint below
+    /// 1 s.
     pub fn build(self) -> Result<Pool, ConfigError> {
-        Pool::from_parts(
-            self.name,
-            self.capacity,
-            self.retry,
-            self.refusal_status,
-            Kind::Pool,
-        )
+        Pool::from_parts(self.name, self.capacity, self.retry, Kind::Pool)
     }
 
-    pub(crate) fn build_kind(self, kind: Kind) -> Result<Pool, ConfigError> {
-        Pool::from_parts(
-            self.name,
-            self.capacity,
-            self.retry,
-            self.refusal_status,
-            kind,
-        )
+    /// Builds the pool behind a loop owner's reservation.
+    pub(crate) fn build_reservation(self) -> Result<Pool, ConfigError> {
+        Pool::from_parts(self.name, self.capacity, self.retry, Kind::Reservation)
     }
 }

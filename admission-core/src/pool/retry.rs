@@ -12,7 +12,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use admission_core::{Pool, RetryHint};
+/// use admission_core::pool::{Pool, RetryHint};
 ///
 /// let pool = Pool::builder("registry")
 ///     .capacity(2)

@@ -3,16 +3,18 @@
 //! This module owns [`Slot`]. A slot returns to its pool exactly once, when
 //! the guard is dropped; it must never be released by anything else.
 
-use std::sync::Arc;
-
-use super::PoolInner;
-use crate::work::{self, RegistryWork, WorkFuture};
+use super::holders::Cell;
+use super::job::{Hold, Job};
+use super::{Pool, RegistryWork, WorkFuture};
 
 /// One admitted unit of a pool's capacity.
 ///
 /// Dropping the slot returns it to the pool. Move it into the work with
 /// [`offload`](Self::offload) so that it is released when the work ends
 /// (returns, errors or panics), not when the caller stops waiting.
+///
+/// This is the low-level form: most callers want [`Pool::run`], which admits
+/// and offloads in one call.
 ///
 /// # Examples
 ///
@@ -32,18 +34,42 @@ use crate::work::{self, RegistryWork, WorkFuture};
 #[clippy::has_significant_drop]
 #[derive(Debug)]
 pub struct Slot {
-    pub(crate) pool: Arc<PoolInner>,
+    pool: Pool,
+    /// The holder-table cell naming the task that holds this slot; `None`
+    /// once the slot moved into work, or when no task took it.
+    cell: Option<Cell>,
 }
 
 impl Slot {
     #[inline]
-    pub(crate) fn new(pool: Arc<PoolInner>) -> Self {
-        Slot { pool }
+    pub(crate) fn new(pool: Pool, cell: Option<Cell>) -> Self {
+        Slot { pool, cell }
     }
 
     /// The name of the pool this slot belongs to.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Pool;
+    ///
+    /// let pool = Pool::new("registry", 1).unwrap();
+    /// assert_eq!(pool.try_admit().unwrap().pool_name(), "registry");
+    /// ```
     pub fn pool_name(&self) -> &str {
-        self.pool.name
+        self.pool.name()
+    }
+
+    /// The pool this slot belongs to.
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// No task holds this slot any more: it moved into work.
+    pub(crate) fn detach(&mut self) {
+        if let Some(cell) = self.cell.take() {
+            self.pool.forget_holder(cell);
+        }
     }
 
     /// Runs `work` on one of the pool's worker threads, with this slot moved
@@ -76,14 +102,14 @@ impl Slot {
     /// # }
     /// ```
     pub fn offload<W: RegistryWork>(self, work: W) -> WorkFuture<W::Output, W::Error> {
-        work::offload(self, work)
+        let pool = self.pool.clone();
+        Job::new(pool, Hold::Slot(self), work).spawn()
     }
 }
 
 impl Drop for Slot {
     #[inline]
     fn drop(&mut self) {
-        self.pool.counters.released.add(1);
-        self.pool.semaphore.add_permits(1);
+        self.pool.release(self.cell);
     }
 }

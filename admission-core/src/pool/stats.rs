@@ -2,7 +2,8 @@
 //!
 //! This module owns the atomics a pool updates on its hot paths and the
 //! [`PoolStats`] snapshot read from them. It must never take a lock: every
-//! update is one relaxed atomic operation.
+//! update is one relaxed atomic operation, made through a method named for
+//! the event it counts.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
@@ -71,7 +72,7 @@ pub struct PoolStats {
 /// each, so that threads on different cores do not bounce one line between
 /// them; a snapshot sums them.
 #[derive(Debug, Default)]
-pub(crate) struct Sharded([Padded; SHARDS]);
+struct Sharded([Padded; SHARDS]);
 
 const SHARDS: usize = 8;
 
@@ -81,11 +82,11 @@ struct Padded(AtomicU64);
 
 impl Sharded {
     #[inline]
-    pub(crate) fn add(&self, n: u64) {
+    fn add(&self, n: u64) {
         self.0[shard()].0.fetch_add(n, Relaxed);
     }
 
-    pub(crate) fn sum(&self) -> u64 {
+    fn sum(&self) -> u64 {
         self.0.iter().map(|p| p.0.load(Relaxed)).sum()
     }
 }
@@ -100,18 +101,19 @@ fn shard() -> usize {
     SHARD.with(|s| *s)
 }
 
-/// The atomics behind [`PoolStats`].
+/// The atomics behind [`PoolStats`]; the pool updates them only through
+/// these methods.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    pub(crate) released: Sharded,
-    pub(crate) refused: Sharded,
-    pub(crate) running: AtomicUsize,
-    pub(crate) peak_running: AtomicUsize,
-    pub(crate) finished: AtomicU64,
-    pub(crate) orphaned: AtomicU64,
-    pub(crate) orphan_failures: AtomicU64,
-    pub(crate) panicked: AtomicU64,
-    pub(crate) coalesced: AtomicU64,
+    released: Sharded,
+    refused: Sharded,
+    running: AtomicUsize,
+    peak_running: AtomicUsize,
+    finished: AtomicU64,
+    orphaned: AtomicU64,
+    orphan_failures: AtomicU64,
+    panicked: AtomicU64,
+    coalesced: AtomicU64,
     /// Exponentially weighted mean of work durations, in microseconds.
     recent_micros: AtomicU64,
     buckets: [AtomicU64; DURATION_BUCKETS.len()],
@@ -124,11 +126,41 @@ impl Counters {
         self.recent_micros.load(Relaxed)
     }
 
-    /// Marks work as started and returns how many are running now.
-    pub(crate) fn start(&self) -> usize {
+    /// A slot came back.
+    #[inline]
+    pub(crate) fn count_release(&self) {
+        self.released.add(1);
+    }
+
+    /// An admission was refused.
+    #[inline]
+    pub(crate) fn count_refusal(&self) {
+        self.refused.add(1);
+    }
+
+    /// Work panicked.
+    pub(crate) fn count_panic(&self) {
+        self.panicked.fetch_add(1, Relaxed);
+    }
+
+    /// A caller was served by a coalesced walk.
+    pub(crate) fn count_coalesced(&self) {
+        self.coalesced.fetch_add(1, Relaxed);
+    }
+
+    /// Work outlived its caller; `failed` when it ended in an error or a
+    /// panic.
+    pub(crate) fn count_orphan(&self, failed: bool) {
+        self.orphaned.fetch_add(1, Relaxed);
+        if failed {
+            self.orphan_failures.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Marks work as started.
+    pub(crate) fn start(&self) {
         let now = self.running.fetch_add(1, Relaxed) + 1;
         self.peak_running.fetch_max(now, Relaxed);
-        now
     }
 
     /// Marks work as ended after `took`.

@@ -6,7 +6,8 @@
 use std::future::Future;
 
 use super::Reservation;
-use crate::context::Scoped;
+use crate::pool::{HasPools, Pool};
+use crate::request::Scoped;
 
 /// A long-lived background owner (lifespan loop, consumer, dispatcher) with
 /// its own reserved slots.
@@ -44,5 +45,11 @@ pub trait LoopOwner {
     /// As [`Reservation::execution`].
     fn execution<F: Future>(&self, future: F) -> Scoped<F> {
         self.reservation().execution(future)
+    }
+}
+
+impl<O: LoopOwner + ?Sized> HasPools for O {
+    fn each_pool(&self, each: &mut dyn FnMut(&Pool)) {
+        each(self.reservation().pool());
     }
 }

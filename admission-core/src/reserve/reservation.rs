@@ -6,10 +6,12 @@
 use std::future::Future;
 use std::num::NonZeroUsize;
 
-use crate::context::{Context, Scoped};
 use crate::error::ConfigError;
-use crate::pool::{Kind, Pool, PoolStats, Slot};
+use crate::pool::{HasPools, Pool, Slot};
 use crate::refusal::Refusal;
+use crate::request::Scoped;
+use crate::request::scope::Context;
+use crate::stats::PoolStats;
 
 /// A background owner's reserved slots: N slots and N worker threads that no
 /// request can take.
@@ -48,13 +50,26 @@ impl Reservation {
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] when `slots` is 0 or too large, or `name` is empty.
+    /// [`ConfigError`] when `slots` is 0 or too large, or `name` is empty;
+    /// the message names the reservation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Reservation;
+    ///
+    /// let err = Reservation::new("recovery", 0).unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "reservation `recovery` has 0 slots: size it as the owner's concurrent calls plus one spare"
+    /// );
+    /// ```
     pub fn new(name: impl Into<String>, slots: usize) -> Result<Reservation, ConfigError> {
-        Ok(Reservation {
-            pool: Pool::builder(name)
-                .capacity(slots)
-                .build_kind(Kind::Reservation)?,
-        })
+        let pool = Pool::builder(name)
+            .capacity(slots)
+            .build_reservation()
+            .map_err(ConfigError::for_reservation)?;
+        Ok(Reservation { pool })
     }
 
     /// The constructor `#[reserved]` uses: `slots` was checked at compile
@@ -63,7 +78,7 @@ impl Reservation {
     /// # Panics
     ///
     /// When the operating system refuses to start the worker threads, or
-    /// `slots` is above [`MAX_CAPACITY`](crate::MAX_CAPACITY).
+    /// `slots` is above [`MAX_CAPACITY`](crate::pool::MAX_CAPACITY).
     #[doc(hidden)]
     pub fn __for_owner(name: &'static str, slots: NonZeroUsize) -> Reservation {
         match Reservation::new(name, slots.get()) {
@@ -88,7 +103,7 @@ impl Reservation {
     ///
     /// See the type's example.
     pub fn execution<F: Future>(&self, future: F) -> Scoped<F> {
-        Scoped::new(Context::Reservation(self.clone()), future)
+        Scoped::new(Context::Reservation(self.pool.clone()), future)
     }
 
     /// Takes one slot or refuses at once with
@@ -97,22 +112,62 @@ impl Reservation {
     /// # Errors
     ///
     /// A [`Refusal`] when every slot is held or the reservation is closed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Code, Reservation};
+    ///
+    /// let reservation = Reservation::new("recovery", 1).unwrap();
+    /// let _slot = reservation.try_admit().unwrap();
+    /// assert_eq!(reservation.try_admit().unwrap_err().code(), Code::ReservationExhausted);
+    /// ```
     pub fn try_admit(&self) -> Result<Slot, Refusal> {
         self.pool.try_admit()
     }
 
     /// The reservation's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Reservation;
+    ///
+    /// assert_eq!(Reservation::new("recovery", 2).unwrap().name(), "recovery");
+    /// ```
     pub fn name(&self) -> &str {
         self.pool.name()
     }
 
-    /// The pool behind the reservation (for shutdown and metrics).
+    /// The pool behind the reservation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Reservation;
+    ///
+    /// assert_eq!(Reservation::new("recovery", 2).unwrap().pool().capacity(), 2);
+    /// ```
     pub fn pool(&self) -> &Pool {
         &self.pool
     }
 
     /// A snapshot of its counters.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Reservation;
+    ///
+    /// assert_eq!(Reservation::new("recovery", 2).unwrap().stats().in_use, 0);
+    /// ```
     pub fn stats(&self) -> PoolStats {
         self.pool.stats()
+    }
+}
+
+impl HasPools for Reservation {
+    fn each_pool(&self, each: &mut dyn FnMut(&Pool)) {
+        each(&self.pool);
     }
 }

@@ -16,11 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::drain::{self, Hook};
 use super::report::ShutdownReport;
-use crate::context::{Context, Scoped};
 use crate::error::ConfigError;
-use crate::lease::RequestPools;
-use crate::pool::Pool;
-use crate::reserve::LoopOwner;
+use crate::pool::{HasPools, Pool};
+use crate::request::scope::{self, Context};
 
 /// The default shutdown deadline: 5 s.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(5);
@@ -42,7 +40,8 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(5);
 ///
 /// ```
 /// use std::time::Duration;
-/// use admission_core::{Outcome, Pool, Shutdown};
+/// use admission_core::shutdown::Outcome;
+/// use admission_core::{Pool, Shutdown};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
@@ -100,6 +99,16 @@ impl Shutdown {
     /// # Errors
     ///
     /// [`ConfigError::ZeroDeadline`] for a zero deadline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use admission_core::{ConfigError, Shutdown};
+    ///
+    /// assert_eq!(Shutdown::new(Duration::ZERO).unwrap_err(), ConfigError::ZeroDeadline);
+    /// assert_eq!(Shutdown::new(Duration::from_secs(5)).unwrap().deadline(), Duration::from_secs(5));
+    /// ```
     pub fn new(deadline: Duration) -> Result<Shutdown, ConfigError> {
         if deadline.is_zero() {
             return Err(ConfigError::ZeroDeadline);
@@ -124,21 +133,28 @@ impl Shutdown {
         self.inner.deadline
     }
 
-    /// Registers a pool to be drained; registering it twice is harmless.
-    pub fn register(&self, pool: &Pool) {
-        self.registered(pool, |_| ());
-    }
-
-    /// Registers both request classes' pools.
-    pub fn register_requests(&self, requests: &RequestPools) {
-        for pool in requests.pools() {
-            self.register(pool);
-        }
-    }
-
-    /// Registers a loop owner's reservation.
-    pub fn register_owner<O: LoopOwner + ?Sized>(&self, owner: &O) {
-        self.register(owner.reservation().pool());
+    /// Registers every pool `owner` has to be drained: a [`Pool`], the
+    /// [`RequestPools`](crate::RequestPools), a
+    /// [`Reservation`](crate::Reservation) or a
+    /// [`LoopOwner`](crate::LoopOwner). Registering a pool twice is harmless.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Pool, RequestPools, Shutdown};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let shutdown = Shutdown::default();
+    /// let registry = Pool::new("registry", 1).unwrap();
+    /// shutdown.register(&registry);
+    /// shutdown.register(&RequestPools::new(2, 4).unwrap());
+    /// shutdown.register(&registry);
+    /// assert_eq!(shutdown.shutdown().await.pools.len(), 3);
+    /// # }
+    /// ```
+    pub fn register<P: HasPools + ?Sized>(&self, owner: &P) {
+        owner.each_pool(&mut |pool| self.registered(pool, |_| ()));
     }
 
     /// Registers `hook` to run once `pool`'s worker threads have stopped
@@ -187,7 +203,24 @@ impl Shutdown {
         }
     }
 
-    /// A token cancelled when shutdown begins.
+    /// A token cancelled when shutdown begins, for loops and servers that
+    /// were not started with [`spawn_lifespan`](Self::spawn_lifespan) (an
+    /// HTTP server's graceful shutdown, say) and must stop with the rest.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Shutdown;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let shutdown = Shutdown::default();
+    /// let stop = shutdown.stop_token();
+    /// assert!(!stop.is_cancelled());
+    /// shutdown.shutdown().await;
+    /// assert!(stop.is_cancelled());
+    /// # }
+    /// ```
     pub fn stop_token(&self) -> CancellationToken {
         self.inner.stop.clone()
     }
@@ -199,12 +232,13 @@ impl Shutdown {
     ///
     /// # Panics
     ///
-    /// When called outside a tokio runtime.
+    /// When called outside a tokio runtime; the panic names the caller's
+    /// line.
     ///
     /// # Examples
     ///
     /// ```
-    /// use admission_core::{current_lease, Class, RequestPools, Shutdown};
+    /// use admission_core::{Class, Lease, RequestPools, Shutdown};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
@@ -215,19 +249,23 @@ impl Shutdown {
     /// lease
     ///     .scope(async {
     ///         shutdown.spawn_lifespan(|_stop| async move {
-    ///             tx.send(current_lease().is_none()).unwrap();
+    ///             tx.send(Lease::current().is_none()).unwrap();
     ///         });
     ///     })
     ///     .await;
     /// assert!(rx.await.unwrap(), "a loop started in a request has no lease");
     /// # }
     /// ```
+    #[track_caller]
     pub fn spawn_lifespan<F, Fut>(&self, make: F)
     where
         F: FnOnce(CancellationToken) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let future = Scoped::new(Context::Empty, make(self.inner.stop.clone()));
+        // The loop is *built* with an empty context too: whatever `make`
+        // captures from a request's scope, it does not capture its lease.
+        let loop_future = scope::sync_scope(Context::Empty, || make(self.inner.stop.clone()));
+        let future = crate::request::Scoped::new(Context::Empty, loop_future);
         let handle = tokio::spawn(future);
         self.inner
             .loops

@@ -39,14 +39,8 @@ pub(crate) struct Drain {
 
 /// Closes `pool`, cancels its queued work and starts joining its threads.
 pub(crate) fn start(pool: Pool, hooks: Vec<Hook>) -> Drain {
-    let inner = &pool.inner;
-    inner.close_gate();
-    let queued = inner.workers.close();
-    let cancelled = queued.len();
-    // Dropping a queued job releases its slot and resolves its future with
-    // `Cancelled`.
-    drop(queued);
-    let threads = inner.workers.take_threads();
+    let closed = pool.close();
+    let (cancelled, threads) = (closed.cancelled, closed.threads);
     let hook_count = hooks.len();
     let state = Arc::new(AtomicU8::new(DRAINING));
     let (tx, rx) = oneshot::channel();

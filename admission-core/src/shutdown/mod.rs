@@ -1,6 +1,6 @@
 //! Bounded shutdown: one deadline for lifespan loops and every pool.
 //!
-//! This module declares and re-exports; each file owns one piece.
+//! The root re-exports [`Shutdown`]; this module holds its report types.
 
 mod coordinator;
 pub(crate) mod drain;

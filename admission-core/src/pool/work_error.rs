@@ -49,7 +49,7 @@ impl<E> WorkError<E> {
     pub fn class(&self) -> &'static str {
         match self {
             WorkError::Refused(r) => r.code().class(),
-            WorkError::Failed(_) => crate::cause::short_type_name::<E>(),
+            WorkError::Failed(_) => crate::log::short_type_name::<E>(),
             WorkError::Panicked => "panic",
             WorkError::Cancelled => "cancelled",
         }

@@ -2,17 +2,20 @@
 //!
 //! This module owns [`Pool`], its shared state and the admission paths
 //! (fail-fast, waiting, waiting with a bound). It must never block a runtime
-//! thread and never hand out more than N slots.
+//! thread, never hand out more than N slots, and never let a task wait for a
+//! slot while it holds one of the same pool.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, TryAcquireError};
 
-use super::{Counters, PoolBuilder, PoolStats, RetryHint, Slot};
+use super::holders::{Cell, Holders};
+use super::stats::Counters;
+use super::workers::{Closed, Job as QueuedJob, Workers};
+use super::{PoolBuilder, PoolStats, RegistryWork, RetryHint, Slot, WorkError};
 use crate::error::ConfigError;
 use crate::refusal::{Code, Refusal};
-use crate::work::{RegistryWork, WorkError, Workers};
 
 /// What a pool is used as; decides the code of a fail-fast refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +60,15 @@ pub enum Admission {
 /// never queues behind anyone else's, and at no instant do more than N pieces
 /// of its work run.
 ///
+/// # Waiting while holding a slot
+///
+/// A task never waits for a slot of a pool while it holds one of that pool
+/// itself: such a wait could only be satisfied by the task's own slot, so
+/// [`admit`](Self::admit) and the waiting [`Admission`]s refuse it at once
+/// with `ADMISSION_REENTRANT` instead of hanging. (A request that already
+/// holds a lease of a class gets a share of it instead; see
+/// [`RequestPools::try_lease`](crate::RequestPools::try_lease).)
+///
 /// # Examples
 ///
 /// ```
@@ -75,21 +87,21 @@ pub enum Admission {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Pool {
-    pub(crate) inner: Arc<PoolInner>,
+    inner: Arc<PoolInner>,
 }
 
 /// The state every clone of a [`Pool`] and every [`Slot`] share.
 #[derive(Debug)]
-pub(crate) struct PoolInner {
+struct PoolInner {
     /// Interned: refusals carry it without a reference count.
-    pub(crate) name: &'static str,
-    pub(crate) kind: Kind,
-    pub(crate) capacity: usize,
-    pub(crate) semaphore: Semaphore,
-    pub(crate) counters: Counters,
-    pub(crate) retry: super::Rule,
-    pub(crate) refusal_status: u16,
-    pub(crate) workers: Workers,
+    name: &'static str,
+    kind: Kind,
+    capacity: usize,
+    semaphore: Semaphore,
+    holders: Holders,
+    counters: Counters,
+    retry: super::retry::Rule,
+    workers: Workers,
 }
 
 impl Pool {
@@ -99,7 +111,7 @@ impl Pool {
     /// # Errors
     ///
     /// [`ConfigError`] when `capacity` is 0 or above
-    /// [`MAX_CAPACITY`](crate::MAX_CAPACITY), or `name` is empty.
+    /// [`MAX_CAPACITY`](crate::pool::MAX_CAPACITY), or `name` is empty.
     ///
     /// # Examples
     ///
@@ -114,6 +126,15 @@ impl Pool {
     }
 
     /// A builder for the less common settings (retry hint).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Pool;
+    ///
+    /// let pool = Pool::builder("registry").capacity(3).build().unwrap();
+    /// assert_eq!(pool.capacity(), 3);
+    /// ```
     pub fn builder(name: impl Into<String>) -> PoolBuilder {
         PoolBuilder::new(name)
     }
@@ -122,7 +143,6 @@ impl Pool {
         name: String,
         capacity: usize,
         retry: RetryHint,
-        refusal_status: u16,
         kind: Kind,
     ) -> Result<Pool, ConfigError> {
         if name.is_empty() {
@@ -140,12 +160,6 @@ impl Pool {
         if !retry.is_valid() {
             return Err(ConfigError::RetryHintTooSmall { pool: name });
         }
-        if !matches!(refusal_status, 429 | 503) {
-            return Err(ConfigError::RefusalStatus {
-                pool: name,
-                status: refusal_status,
-            });
-        }
         let name = crate::refusal::intern(name);
         let workers = Workers::spawn(name, capacity).map_err(|err| ConfigError::Spawn {
             pool: name.to_string(),
@@ -157,9 +171,9 @@ impl Pool {
                 kind,
                 capacity,
                 semaphore: Semaphore::new(capacity),
+                holders: Holders::new(capacity),
                 counters: Counters::default(),
                 retry: retry.rule(),
-                refusal_status,
                 workers,
             }),
         })
@@ -167,6 +181,11 @@ impl Pool {
 
     /// The pool's name, as given at construction.
     pub fn name(&self) -> &str {
+        self.inner.name
+    }
+
+    /// The pool's name, interned for the life of the process.
+    pub(crate) fn static_name(&self) -> &'static str {
         self.inner.name
     }
 
@@ -198,23 +217,34 @@ impl Pool {
     /// assert!(pool.try_admit().is_ok());
     /// ```
     pub fn try_admit(&self) -> Result<Slot, Refusal> {
-        let code = match self.inner.kind {
-            Kind::Pool => Code::Saturated,
-            Kind::Reservation => Code::ReservationExhausted,
-        };
-        self.try_admit_coded(code)
+        self.try_admit_coded(self.saturated_code())
     }
 
-    /// [`try_admit`](Self::try_admit) with the code a saturated refusal carries.
+    /// [`try_admit`](Self::try_admit) with the code a saturated refusal
+    /// carries, for a slot the current task holds.
     #[inline]
     pub(crate) fn try_admit_coded(&self, saturated: Code) -> Result<Slot, Refusal> {
+        self.take_permit(saturated)?;
+        Ok(Slot::new(self.clone(), self.inner.holders.claim()))
+    }
+
+    /// [`try_admit`](Self::try_admit) for a slot that goes straight into
+    /// work: no task holds it, so it is not recorded as held.
+    #[inline]
+    pub(crate) fn try_admit_for_work(&self, saturated: Code) -> Result<Slot, Refusal> {
+        self.take_permit(saturated)?;
+        Ok(Slot::new(self.clone(), None))
+    }
+
+    #[inline]
+    fn take_permit(&self, saturated: Code) -> Result<(), Refusal> {
         match self.inner.semaphore.try_acquire() {
             Ok(permit) => {
                 permit.forget();
-                Ok(Slot::new(Arc::clone(&self.inner)))
+                Ok(())
             }
-            Err(TryAcquireError::NoPermits) => Err(self.inner.refuse(saturated)),
-            Err(TryAcquireError::Closed) => Err(self.inner.refuse(Code::ShuttingDown)),
+            Err(TryAcquireError::NoPermits) => Err(self.refuse(saturated)),
+            Err(TryAcquireError::Closed) => Err(self.refuse(Code::ShuttingDown)),
         }
     }
 
@@ -229,28 +259,50 @@ impl Pool {
     /// # Errors
     ///
     /// A [`Refusal`] with `ADMISSION_SHUTTING_DOWN` when the pool is closed
-    /// before or while waiting.
+    /// before or while waiting, and `ADMISSION_REENTRANT`, at once, when no
+    /// slot is free and the calling task holds one of this pool itself (the
+    /// wait could never end).
     ///
     /// # Examples
     ///
     /// ```
-    /// use admission_core::Pool;
+    /// use admission_core::{Code, Pool};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let pool = Pool::new("registry", 1).unwrap();
     /// let slot = pool.admit().await.unwrap();
     /// assert_eq!(pool.stats().in_use, 1);
+    ///
+    /// // Waiting for a second slot while holding the only one would hang.
+    /// assert_eq!(pool.admit().await.unwrap_err().code(), Code::Reentrant);
     /// drop(slot);
     /// # }
     /// ```
     pub async fn admit(&self) -> Result<Slot, Refusal> {
+        self.wait_for_permit().await?;
+        Ok(Slot::new(self.clone(), self.inner.holders.claim()))
+    }
+
+    /// Waits for a permit, refusing a task that holds a slot of this pool.
+    async fn wait_for_permit(&self) -> Result<(), Refusal> {
+        match self.inner.semaphore.try_acquire() {
+            Ok(permit) => {
+                permit.forget();
+                return Ok(());
+            }
+            Err(TryAcquireError::Closed) => return Err(self.refuse(Code::ShuttingDown)),
+            Err(TryAcquireError::NoPermits) if self.inner.holders.current_task_holds() => {
+                return Err(self.refuse(Code::Reentrant));
+            }
+            Err(TryAcquireError::NoPermits) => {}
+        }
         match self.inner.semaphore.acquire().await {
             Ok(permit) => {
                 permit.forget();
-                Ok(Slot::new(Arc::clone(&self.inner)))
+                Ok(())
             }
-            Err(_closed) => Err(self.inner.refuse(Code::ShuttingDown)),
+            Err(_closed) => Err(self.refuse(Code::ShuttingDown)),
         }
     }
 
@@ -263,7 +315,7 @@ impl Pool {
     /// # Errors
     ///
     /// A [`Refusal`] with `ADMISSION_WAIT_TIMEOUT` when no slot freed in
-    /// time, or `ADMISSION_SHUTTING_DOWN` when the pool is closed.
+    /// time, or as [`admit`](Self::admit) refuses.
     ///
     /// # Examples
     ///
@@ -282,7 +334,7 @@ impl Pool {
     pub async fn admit_timeout(&self, timeout: Duration) -> Result<Slot, Refusal> {
         match tokio::time::timeout(timeout, self.admit()).await {
             Ok(admitted) => admitted,
-            Err(_elapsed) => Err(self.inner.refuse(Code::WaitTimedOut)),
+            Err(_elapsed) => Err(self.refuse(Code::WaitTimedOut)),
         }
     }
 
@@ -357,68 +409,134 @@ impl Pool {
         work: W,
         admission: Admission,
     ) -> Result<W::Output, WorkError<W::Error>> {
-        let slot = self.admit_with(admission).await?;
+        let slot = match admission {
+            Admission::FailFast => self.try_admit_for_work(self.saturated_code())?,
+            Admission::Wait => self.admit_for_work(None).await?,
+            Admission::WaitFor(timeout) => self.admit_for_work(Some(timeout)).await?,
+        };
         slot.offload(work).await
     }
 
+    /// A waiting admission for a slot that goes straight into work.
+    async fn admit_for_work(&self, timeout: Option<Duration>) -> Result<Slot, Refusal> {
+        match timeout {
+            None => self.wait_for_permit().await?,
+            Some(timeout) => match tokio::time::timeout(timeout, self.wait_for_permit()).await {
+                Ok(admitted) => admitted?,
+                Err(_elapsed) => return Err(self.refuse(Code::WaitTimedOut)),
+            },
+        }
+        Ok(Slot::new(self.clone(), None))
+    }
+
+    pub(crate) fn saturated_code(&self) -> Code {
+        match self.inner.kind {
+            Kind::Pool => Code::Saturated,
+            Kind::Reservation => Code::ReservationExhausted,
+        }
+    }
+
     /// A snapshot of the pool's counters.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Pool;
+    ///
+    /// let pool = Pool::new("registry", 2).unwrap();
+    /// let _slot = pool.try_admit().unwrap();
+    /// assert_eq!(pool.stats().in_use, 1);
+    /// ```
     pub fn stats(&self) -> PoolStats {
-        self.inner.stats()
+        self.inner
+            .counters
+            .snapshot(self.inner.name, self.inner.capacity, self.in_use())
     }
 
     /// The retry hint, in whole seconds, a refusal would carry now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Pool;
+    ///
+    /// assert_eq!(Pool::new("registry", 1).unwrap().retry_after_secs(), 1);
+    /// ```
     pub fn retry_after_secs(&self) -> u32 {
-        self.inner.retry_after_secs()
+        self.inner.retry.secs(self.inner.counters.recent_micros())
     }
 
     /// Whether shutdown has closed this pool.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Pool;
+    ///
+    /// assert!(!Pool::new("registry", 1).unwrap().is_closed());
+    /// ```
     pub fn is_closed(&self) -> bool {
         self.inner.semaphore.is_closed()
     }
 
-    /// Counts one caller served by a shared (coalesced) result.
-    pub(crate) fn count_coalesced(&self) {
-        self.inner
-            .counters
-            .coalesced
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-
     /// Whether two handles are the same pool.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Pool;
+    ///
+    /// let pool = Pool::new("registry", 1).unwrap();
+    /// assert!(pool.same_pool(&pool.clone()));
+    /// assert!(!pool.same_pool(&Pool::new("registry", 1).unwrap()));
+    /// ```
     pub fn same_pool(&self, other: &Pool) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
-}
 
-impl PoolInner {
+    /// A refusal with `code`, counted.
     #[inline]
     pub(crate) fn refuse(&self, code: Code) -> Refusal {
-        self.counters.refused.add(1);
-        Refusal::new(
-            self.name,
-            code,
-            self.retry_after_secs(),
-            self.refusal_status,
-        )
+        self.inner.counters.count_refusal();
+        Refusal::new(self.inner.name, code, self.retry_after_secs())
     }
 
+    fn in_use(&self) -> usize {
+        self.inner
+            .capacity
+            .saturating_sub(self.inner.semaphore.available_permits())
+    }
+
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.inner.counters
+    }
+
+    /// Returns a slot: frees its holder cell, then its permit.
     #[inline]
-    pub(crate) fn retry_after_secs(&self) -> u32 {
-        self.retry.secs(self.counters.recent_micros())
+    pub(crate) fn release(&self, cell: Option<Cell>) {
+        if let Some(cell) = cell {
+            self.inner.holders.clear(cell);
+        }
+        self.inner.counters.count_release();
+        self.inner.semaphore.add_permits(1);
     }
 
-    pub(crate) fn in_use(&self) -> usize {
-        self.capacity
-            .saturating_sub(self.semaphore.available_permits())
+    /// Frees a slot's holder cell: the slot moved into work, no task holds it.
+    pub(crate) fn forget_holder(&self, cell: Cell) {
+        self.inner.holders.clear(cell);
     }
 
-    pub(crate) fn stats(&self) -> PoolStats {
-        self.counters
-            .snapshot(self.name, self.capacity, self.in_use())
+    /// Queues a job on the pool's threads; gives it back once closed.
+    pub(crate) fn submit(&self, job: QueuedJob) -> Result<(), QueuedJob> {
+        self.inner.workers.submit(job)
     }
 
-    /// Refuses every new admission and wakes waiters with a refusal.
-    pub(crate) fn close_gate(&self) {
-        self.semaphore.close();
+    /// Closes the pool for shutdown: refuses every new admission (waiters
+    /// wake with a refusal), cancels the queued work (its slots come back,
+    /// its futures resolve as cancelled) and hands over the worker threads
+    /// to join. A second call finds nothing left to hand over.
+    pub(crate) fn close(&self) -> Closed {
+        self.inner.semaphore.close();
+        self.inner.workers.close()
     }
 }

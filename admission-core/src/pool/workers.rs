@@ -14,8 +14,17 @@ use crate::loom::sync::atomic::{AtomicBool, Ordering};
 use crate::loom::sync::{Arc, Condvar, Mutex, MutexGuard};
 use crate::loom::thread::{self, JoinHandle};
 
-/// A job: offloaded work wrapped with its slot and its result channel.
+/// A queued job: offloaded work wrapped with its slot and its delivery.
 pub(crate) type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// What closing the workers handed over.
+#[derive(Debug)]
+pub(crate) struct Closed {
+    /// Jobs that were queued but not started; they were dropped (cancelled).
+    pub(crate) cancelled: usize,
+    /// The threads to join, on the first close only.
+    pub(crate) threads: Vec<JoinHandle<()>>,
+}
 
 /// A fixed set of threads taking jobs from one queue.
 pub(crate) struct Workers {
@@ -73,11 +82,12 @@ impl Workers {
             match spawned {
                 Ok(handle) => threads.push(handle),
                 Err(err) => {
-                    let workers = Workers {
+                    // Dropping the workers closes the queue: the threads
+                    // already started exit.
+                    drop(Workers {
                         shared,
                         threads: Mutex::new(threads),
-                    };
-                    drop(workers.close());
+                    });
                     return Err(err);
                 }
             }
@@ -106,22 +116,23 @@ impl Workers {
     }
 
     /// Closes the queue: threads finish the job they run and then exit.
-    /// Returns the jobs that were queued but not started, so the caller
-    /// decides when to drop (cancel) them.
-    pub(crate) fn close(&self) -> Vec<Job> {
-        let cancelled: Vec<Job> = {
+    /// The jobs that were queued but not started are dropped (cancelled)
+    /// outside the lock, and the join handles are handed over, once.
+    pub(crate) fn close(&self) -> Closed {
+        let queued: Vec<Job> = {
             let mut state = self.shared.lock();
             state.closed = true;
             self.shared.pending.store(true, Ordering::Release);
             state.queue.drain(..).collect()
         };
         self.shared.ready.notify_all();
-        cancelled
-    }
-
-    /// Takes the join handles, once; later calls get none.
-    pub(crate) fn take_threads(&self) -> Vec<JoinHandle<()>> {
-        std::mem::take(&mut *self.threads.lock().unwrap_or_else(PoisonError::into_inner))
+        let cancelled = queued.len();
+        // Dropping a queued job releases its slot and resolves its future
+        // with `Cancelled`.
+        drop(queued);
+        let threads =
+            std::mem::take(&mut *self.threads.lock().unwrap_or_else(PoisonError::into_inner));
+        Closed { cancelled, threads }
     }
 }
 

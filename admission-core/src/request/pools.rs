@@ -8,12 +8,13 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use super::scope::{self, Context};
 use super::{Class, Lease};
-use crate::context::{self, Context};
 use crate::error::ConfigError;
-use crate::pool::{Pool, PoolStats, RetryHint};
+use crate::pool::job::{Hold, Job};
+use crate::pool::{HasPools, Pool, RegistryWork, RetryHint, WorkError};
 use crate::refusal::{Code, Refusal};
-use crate::work::{RegistryWork, WorkError};
+use crate::stats::PoolStats;
 
 static GLOBAL: OnceLock<RequestPools> = OnceLock::new();
 
@@ -45,7 +46,6 @@ pub struct RequestPoolsBuilder {
     work: usize,
     control: usize,
     retry: RetryHint,
-    refusal_status: u16,
 }
 
 impl RequestPoolsBuilder {
@@ -62,14 +62,24 @@ impl RequestPoolsBuilder {
     }
 
     /// The retry hint of both classes' refusals.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use admission_core::pool::RetryHint;
+    /// use admission_core::{Class, RequestPools};
+    ///
+    /// let requests = RequestPools::builder()
+    ///     .work(1)
+    ///     .retry_hint(RetryHint::Fixed(Duration::from_secs(4)))
+    ///     .build()
+    ///     .unwrap();
+    /// let _held = requests.try_lease(Class::Work).unwrap();
+    /// assert_eq!(requests.try_lease(Class::Work).unwrap_err().retry_after_secs(), 4);
+    /// ```
     pub fn retry_hint(mut self, retry: RetryHint) -> Self {
         self.retry = retry;
-        self
-    }
-
-    /// The HTTP status of both classes' refusals: 503 (default) or 429.
-    pub fn refusal_status(mut self, status: u16) -> Self {
-        self.refusal_status = status;
         self
     }
 
@@ -77,14 +87,13 @@ impl RequestPoolsBuilder {
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] when a class has 0 slots or too many, the retry
-    /// hint is below 1 s, or the refusal status is not 503 or 429.
+    /// [`ConfigError`] when a class has 0 slots or too many, or the retry
+    /// hint is below 1 s.
     pub fn build(self) -> Result<RequestPools, ConfigError> {
         let pool = |class: Class, slots| {
             Pool::builder(class.as_str())
                 .capacity(slots)
                 .retry_hint(self.retry)
-                .refusal_status(self.refusal_status)
                 .build()
         };
         Ok(RequestPools {
@@ -110,11 +119,18 @@ impl RequestPools {
             work: 2,
             control: 4,
             retry: RetryHint::default(),
-            refusal_status: crate::problem::DEFAULT_REFUSAL_STATUS,
         }
     }
 
     /// The pool behind a class.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, RequestPools};
+    ///
+    /// assert_eq!(RequestPools::new(2, 4).unwrap().pool(Class::Control).capacity(), 4);
+    /// ```
     pub fn pool(&self, class: Class) -> &Pool {
         match class {
             Class::Work => &self.work,
@@ -125,16 +141,41 @@ impl RequestPools {
     /// Takes a lease of `class`, or refuses at once with
     /// `ADMISSION_SATURATED` naming the class.
     ///
+    /// One request, one lease per class: inside the scope of a lease of the
+    /// same class and pools ([`Lease::scope`], which both adapters and
+    /// `#[admitted]` run a request under), this returns a share of that
+    /// lease instead of taking a second slot. So stacked layers, a layer and
+    /// the attribute, or a router-wide and a per-scope middleware hold one
+    /// slot per request, and an idle server never refuses itself.
+    ///
     /// # Errors
     ///
     /// A [`Refusal`] when the class has no free slot or is closed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, RequestPools};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let requests = RequestPools::new(1, 1).unwrap();
+    /// let outer = requests.try_lease(Class::Work).unwrap();
+    /// let inner = outer.scope(async { requests.try_lease(Class::Work) }).await;
+    /// assert!(inner.is_ok(), "the request's own lease is shared, not refused");
+    /// assert_eq!(requests.pool(Class::Work).stats().in_use, 1);
+    /// # }
+    /// ```
     pub fn try_lease(&self, class: Class) -> Result<Lease, Refusal> {
-        self.pool(class)
-            .try_admit()
-            .map(|slot| Lease::new(slot, class))
+        let pool = self.pool(class);
+        if let Some(lease) = scope::inherited(pool) {
+            return Ok(lease);
+        }
+        pool.try_admit().map(|slot| Lease::new(slot, class))
     }
 
-    /// Waits for a lease of `class`.
+    /// Waits for a lease of `class`; inside a lease of the same class, shares
+    /// it as [`try_lease`](Self::try_lease) does.
     ///
     /// # Cancel safety
     ///
@@ -142,7 +183,9 @@ impl RequestPools {
     ///
     /// # Errors
     ///
-    /// A [`Refusal`] with `ADMISSION_SHUTTING_DOWN` when the class is closed.
+    /// A [`Refusal`] with `ADMISSION_SHUTTING_DOWN` when the class is closed,
+    /// or `ADMISSION_REENTRANT` when the task holds a slot of the class
+    /// outside a lease scope and none is free (see [`Pool::admit`]).
     ///
     /// # Examples
     ///
@@ -157,13 +200,15 @@ impl RequestPools {
     /// # }
     /// ```
     pub async fn lease(&self, class: Class) -> Result<Lease, Refusal> {
-        self.pool(class)
-            .admit()
-            .await
-            .map(|slot| Lease::new(slot, class))
+        let pool = self.pool(class);
+        if let Some(lease) = scope::inherited(pool) {
+            return Ok(lease);
+        }
+        pool.admit().await.map(|slot| Lease::new(slot, class))
     }
 
-    /// Waits for a lease of `class` at most `timeout`.
+    /// Waits for a lease of `class` at most `timeout`; inside a lease of the
+    /// same class, shares it as [`try_lease`](Self::try_lease) does.
     ///
     /// # Cancel safety
     ///
@@ -172,7 +217,7 @@ impl RequestPools {
     /// # Errors
     ///
     /// A [`Refusal`] with `ADMISSION_WAIT_TIMEOUT` when no slot freed in
-    /// time, or `ADMISSION_SHUTTING_DOWN` when the class is closed.
+    /// time, or as [`lease`](Self::lease) refuses.
     ///
     /// # Examples
     ///
@@ -192,8 +237,11 @@ impl RequestPools {
     /// # }
     /// ```
     pub async fn lease_timeout(&self, class: Class, timeout: Duration) -> Result<Lease, Refusal> {
-        self.pool(class)
-            .admit_timeout(timeout)
+        let pool = self.pool(class);
+        if let Some(lease) = scope::inherited(pool) {
+            return Ok(lease);
+        }
+        pool.admit_timeout(timeout)
             .await
             .map(|slot| Lease::new(slot, class))
     }
@@ -238,18 +286,25 @@ impl RequestPools {
         class: Class,
         work: W,
     ) -> Result<W::Output, WorkError<W::Error>> {
-        match context::current() {
-            Context::Lease(lease) => lease.offload(work).await,
-            Context::Reservation(reservation) => reservation.try_admit()?.offload(work).await,
+        let job = scope::with_current(|context| match context {
+            // The work holds a share of the lease until it ends.
+            Context::Lease(lease) => Ok(Job::new(
+                lease.pool().clone(),
+                Hold::Shared(lease.share()),
+                work,
+            )),
+            Context::Reservation(pool) => pool
+                .try_admit_for_work(Code::ReservationExhausted)
+                .map(|slot| Job::new(pool.clone(), Hold::Slot(slot), work)),
             // The fresh lease serves this one call: its slot goes straight
             // into the work.
             Context::Empty => {
-                self.pool(class)
-                    .try_admit_coded(Code::LeaseUnavailable)?
-                    .offload(work)
-                    .await
+                let pool = self.pool(class);
+                pool.try_admit_for_work(Code::LeaseUnavailable)
+                    .map(|slot| Job::new(pool.clone(), Hold::Slot(slot), work))
             }
-        }
+        })?;
+        job.spawn().await
     }
 
     /// Makes `self` the process-wide request pools that
@@ -258,26 +313,33 @@ impl RequestPools {
     ///
     /// # Errors
     ///
-    /// Gives `self` back when global pools were already installed or already
-    /// created by a call to [`global`](Self::global).
+    /// [`ConfigError::GlobalAlreadySet`] when global pools were already
+    /// installed or already created by a call to [`global`](Self::global).
     ///
     /// # Examples
     ///
     /// ```
-    /// use admission_core::RequestPools;
+    /// use admission_core::{ConfigError, RequestPools};
     ///
-    /// let pools = RequestPools::new(3, 6).unwrap();
-    /// assert!(pools.install_global().is_ok());
-    /// assert_eq!(RequestPools::global().pool(admission_core::Class::Work).capacity(), 3);
-    /// assert!(RequestPools::new(1, 1).unwrap().install_global().is_err(), "only once");
+    /// fn main() -> Result<(), Box<dyn std::error::Error>> {
+    ///     RequestPools::new(3, 6)?.install_global()?;
+    ///     assert_eq!(RequestPools::global().pool(admission_core::Class::Work).capacity(), 3);
+    ///     let again = RequestPools::new(1, 1)?.install_global();
+    ///     assert_eq!(again, Err(ConfigError::GlobalAlreadySet), "only once");
+    ///     Ok(())
+    /// }
     /// ```
-    pub fn install_global(self) -> Result<(), RequestPools> {
-        GLOBAL.set(self)
+    pub fn install_global(self) -> Result<(), ConfigError> {
+        GLOBAL.set(self).map_err(|_| ConfigError::GlobalAlreadySet)
     }
 
     /// The process-wide request pools: those given to
     /// [`install_global`](Self::install_global), or else *work* 2 and
     /// *control* 4 with the defaults, created on first use.
+    ///
+    /// # Panics
+    ///
+    /// When the default pools cannot start their worker threads.
     pub fn global() -> &'static RequestPools {
         GLOBAL.get_or_init(|| {
             RequestPools::builder()
@@ -286,13 +348,24 @@ impl RequestPools {
         })
     }
 
-    /// Snapshots of both classes' pools.
+    /// Snapshots of both classes' pools, *work* first.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::RequestPools;
+    ///
+    /// let [work, control] = RequestPools::new(2, 4).unwrap().stats();
+    /// assert_eq!((work.capacity, control.capacity), (2, 4));
+    /// ```
     pub fn stats(&self) -> [PoolStats; 2] {
         [self.work.stats(), self.control.stats()]
     }
+}
 
-    /// Both pools, for registering with shutdown or metrics.
-    pub fn pools(&self) -> [&Pool; 2] {
-        [&self.work, &self.control]
+impl HasPools for RequestPools {
+    fn each_pool(&self, each: &mut dyn FnMut(&Pool)) {
+        each(&self.work);
+        each(&self.control);
     }
 }

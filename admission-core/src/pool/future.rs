@@ -6,14 +6,12 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::sync::oneshot;
 
-use super::WorkError;
-use super::offload::{Delivery, report_orphan};
-use crate::pool::PoolInner;
+use super::job::{Delivery, report_orphan};
+use super::{Pool, WorkError};
 
 /// The result of offloaded work, once it ends.
 ///
@@ -39,12 +37,12 @@ use crate::pool::PoolInner;
 #[must_use = "dropping the future orphans the work; await it for its result"]
 pub struct WorkFuture<T, E> {
     rx: oneshot::Receiver<Delivery<T, E>>,
-    pool: Arc<PoolInner>,
+    pool: Pool,
     taken: bool,
 }
 
 impl<T, E> WorkFuture<T, E> {
-    pub(crate) fn new(rx: oneshot::Receiver<Delivery<T, E>>, pool: Arc<PoolInner>) -> Self {
+    pub(crate) fn new(rx: oneshot::Receiver<Delivery<T, E>>, pool: Pool) -> Self {
         WorkFuture {
             rx,
             pool,
@@ -56,7 +54,7 @@ impl<T, E> WorkFuture<T, E> {
 impl<T, E> fmt::Debug for WorkFuture<T, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WorkFuture")
-            .field("pool", &self.pool.name)
+            .field("pool", &self.pool.name())
             .field("taken", &self.taken)
             .finish_non_exhaustive()
     }

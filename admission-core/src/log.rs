@@ -1,8 +1,9 @@
 //! Naming a failure by its class and code, never its message.
 //!
-//! This module owns [`Cause`], [`ErrorCode`] and [`log_failure`]. It must
-//! never render an error's `Display` text or any value it carries: logs say
-//! what kind of failure it was, not what data it held.
+//! This module owns [`Cause`], [`ErrorCode`] and [`log_failure`], for code
+//! that logs its own failures (a loop's "scan failed") the way admission
+//! logs its own. It must never render an error's `Display` text or any value
+//! it carries: logs say what kind of failure it was, not what data it held.
 
 use std::error::Error;
 use std::fmt;
@@ -15,7 +16,8 @@ use crate::refusal::Refusal;
 /// # Examples
 ///
 /// ```
-/// use admission_core::{Cause, Pool};
+/// use admission_core::Pool;
+/// use admission_core::log::Cause;
 ///
 /// let pool = Pool::new("recovery", 1).unwrap();
 /// let _held = pool.try_admit().unwrap();
@@ -37,7 +39,7 @@ pub struct Cause {
 /// # Examples
 ///
 /// ```
-/// use admission_core::{Cause, ErrorCode};
+/// use admission_core::log::{Cause, ErrorCode};
 ///
 /// #[derive(Debug)]
 /// struct CatalogError;
@@ -120,7 +122,7 @@ impl fmt::Display for Cause {
 /// # Examples
 ///
 /// ```
-/// use admission_core::{log_failure, Cause};
+/// use admission_core::log::{log_failure, Cause};
 ///
 /// let err = std::io::Error::other("do not log me");
 /// let line = log_failure("Tenant recovery scan", Cause::of(&err), "; traversal will continue");

@@ -1,0 +1,301 @@
+//! The HTTP answer for a refusal or a failed piece of work, described once,
+//! without any HTTP library, so that every adapter sends the same bytes.
+//!
+//! This module owns [`Problem`] (a status number, the header list as static
+//! names and values, and an RFC 9457 `application/problem+json` body, all
+//! written by one function) and [`RefusalStatus`], the 503-or-429 choice an
+//! adapter is configured with. It must never depend on a web framework, and
+//! never put a user value, an error message or a stack trace in a body: only
+//! codes, the pool's configured name and the retry hint.
+//!
+//! The adapters turn a `Problem` into their framework's response; an
+//! application rarely needs this module directly.
+
+use std::fmt::Write as _;
+
+use crate::pool::WorkError;
+use crate::refusal::{Code, Refusal};
+
+/// The media type of every problem body.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// The `cache-control` value of every problem answer.
+pub const NO_STORE: &str = "no-store";
+
+/// The code in the body of a `500` for work that returned its own error.
+pub const WORK_FAILED: &str = "ADMISSION_WORK_FAILED";
+/// The code in the body of a `500` for work that panicked.
+pub const WORK_PANICKED: &str = "ADMISSION_WORK_PANICKED";
+
+/// The status a refusal is answered with.
+///
+/// # Examples
+///
+/// ```
+/// use admission_core::http::RefusalStatus;
+///
+/// assert_eq!(RefusalStatus::default().code(), 503);
+/// assert_eq!(RefusalStatus::TooManyRequests.code(), 429);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum RefusalStatus {
+    /// `503 Service Unavailable`: the server is overloaded (the default;
+    /// balancers retry it on another replica).
+    #[default]
+    ServiceUnavailable,
+    /// `429 Too Many Requests`, for those whose clients expect it.
+    TooManyRequests,
+}
+
+impl RefusalStatus {
+    /// The status code number.
+    pub const fn code(self) -> u16 {
+        match self {
+            RefusalStatus::ServiceUnavailable => 503,
+            RefusalStatus::TooManyRequests => 429,
+        }
+    }
+}
+
+/// A header value of a [`Problem`]: a static string, or a number of whole
+/// seconds (`Retry-After`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderText {
+    /// A fixed value.
+    Static(&'static str),
+    /// Whole seconds, written in decimal.
+    Seconds(u32),
+}
+
+/// One HTTP answer: status, `Retry-After` (whole seconds, for refusals) and
+/// a problem body. Adapters send the headers of [`headers`](Self::headers),
+/// in that order, and the [`body`](Self::body).
+///
+/// # Examples
+///
+/// ```
+/// use admission_core::Pool;
+/// use admission_core::http::{Problem, RefusalStatus};
+///
+/// let pool = Pool::new("registry", 1).unwrap();
+/// let _held = pool.try_admit().unwrap();
+/// let problem = Problem::refusal(&pool.try_admit().unwrap_err(), RefusalStatus::default());
+/// assert_eq!(problem.status(), 503);
+/// assert_eq!(problem.retry_after(), Some(1));
+/// assert!(problem.body().contains(r#""code":"ADMISSION_SATURATED""#));
+/// assert!(problem.body().contains(r#""pool":"registry""#));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    status: u16,
+    retry_after: Option<u32>,
+    body: String,
+}
+
+impl Problem {
+    /// The answer to a refusal: `status`, `Retry-After` and a body naming
+    /// the code, the pool and the retry hint, and nothing else.
+    pub fn refusal(refusal: &Refusal, status: RefusalStatus) -> Problem {
+        let secs = refusal.retry_after_secs();
+        Problem::new(
+            refusal.code().as_str(),
+            refusal.code().title(),
+            status.code(),
+            Some(refusal.pool()),
+            Some(secs),
+        )
+    }
+
+    /// The answer to offloaded work that did not produce its output: a
+    /// refusal as [`refusal`](Self::refusal); a failure or a panic as `500`
+    /// with a code and no message; work cancelled by shutdown as a refusal
+    /// with `ADMISSION_SHUTTING_DOWN`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::WorkError;
+    /// use admission_core::http::{Problem, RefusalStatus, WORK_PANICKED};
+    ///
+    /// let problem = Problem::work_error(&WorkError::<()>::Panicked, RefusalStatus::default());
+    /// assert_eq!(problem.status(), 500);
+    /// assert_eq!(problem.retry_after(), None);
+    /// assert!(problem.body().contains(WORK_PANICKED));
+    /// ```
+    pub fn work_error<E>(err: &WorkError<E>, status: RefusalStatus) -> Problem {
+        match err {
+            WorkError::Refused(refusal) => Problem::refusal(refusal, status),
+            WorkError::Failed(_) => Problem::new(WORK_FAILED, "Work failed", 500, None, None),
+            WorkError::Panicked => Problem::new(WORK_PANICKED, "Work panicked", 500, None, None),
+            WorkError::Cancelled => Problem::new(
+                Code::ShuttingDown.as_str(),
+                Code::ShuttingDown.title(),
+                status.code(),
+                None,
+                Some(1),
+            ),
+        }
+    }
+
+    fn new(
+        code: &'static str,
+        title: &'static str,
+        status: u16,
+        pool: Option<&str>,
+        retry_after: Option<u32>,
+    ) -> Problem {
+        Problem {
+            status,
+            retry_after,
+            body: write_body(code, title, status, pool, retry_after),
+        }
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// The `Retry-After` value in whole seconds, for refusals.
+    pub fn retry_after(&self) -> Option<u32> {
+        self.retry_after
+    }
+
+    /// The headers every adapter sends, in this order: `content-type`,
+    /// `cache-control` and, for refusals, `retry-after`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Pool;
+    /// use admission_core::http::{HeaderText, Problem, RefusalStatus};
+    ///
+    /// let pool = Pool::new("registry", 1).unwrap();
+    /// let _held = pool.try_admit().unwrap();
+    /// let problem = Problem::refusal(&pool.try_admit().unwrap_err(), RefusalStatus::default());
+    /// let headers: Vec<_> = problem.headers().collect();
+    /// assert_eq!(headers, [
+    ///     ("content-type", HeaderText::Static("application/problem+json")),
+    ///     ("cache-control", HeaderText::Static("no-store")),
+    ///     ("retry-after", HeaderText::Seconds(1)),
+    /// ]);
+    /// ```
+    pub fn headers(&self) -> impl Iterator<Item = (&'static str, HeaderText)> + use<> {
+        [
+            ("content-type", HeaderText::Static(PROBLEM_JSON)),
+            ("cache-control", HeaderText::Static(NO_STORE)),
+        ]
+        .into_iter()
+        .chain(
+            self.retry_after
+                .map(|secs| ("retry-after", HeaderText::Seconds(secs))),
+        )
+    }
+
+    /// The `application/problem+json` body.
+    pub fn body(&self) -> &str {
+        &self.body
+    }
+
+    /// The body, owned.
+    pub fn into_body(self) -> String {
+        self.body
+    }
+}
+
+/// The one problem-body writer. Keys come in sorted order; every value but
+/// the pool's name is a static, JSON-safe string or a number, so the body is
+/// written directly (this runs for every refused request).
+fn write_body(
+    code: &str,
+    title: &str,
+    status: u16,
+    pool: Option<&str>,
+    retry_after: Option<u32>,
+) -> String {
+    let mut body = String::with_capacity(256 + pool.map_or(0, |p| 2 * p.len()));
+    // Writing to a `String` cannot fail.
+    let _ = write!(body, "{{\"code\":\"{code}\"");
+    if let Some(pool) = pool {
+        body.push_str(",\"detail\":");
+        let detail = match retry_after {
+            Some(secs) => format!("pool `{pool}` refused the request; retry in {secs} s"),
+            None => format!("pool `{pool}` refused the request"),
+        };
+        push_json_string(&mut body, &detail);
+        body.push_str(",\"pool\":");
+        push_json_string(&mut body, pool);
+    }
+    if let Some(secs) = retry_after {
+        let _ = write!(body, ",\"retry_after\":{secs}");
+    }
+    let _ = write!(
+        body,
+        ",\"status\":{status},\"title\":\"{title}\",\"type\":\"urn:admission:{code}\"}}"
+    );
+    body
+}
+
+/// Appends `value` as a JSON string, escaping what JSON requires.
+fn push_json_string(out: &mut String, value: &str) {
+    out.push('"');
+    for c in value.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::refusal::intern;
+
+    #[test]
+    fn the_refusal_body_is_valid_json_with_every_field() {
+        for name in ["registry", "we\"ird\\name\n"] {
+            let refusal = Refusal::new(intern(name.to_owned()), Code::Saturated, 3);
+            let problem = Problem::refusal(&refusal, RefusalStatus::TooManyRequests);
+            let body: serde_json::Value = serde_json::from_str(problem.body()).unwrap();
+            assert_eq!(body["pool"], name);
+            assert_eq!(body["code"], "ADMISSION_SATURATED");
+            assert_eq!(body["retry_after"], 3);
+            assert_eq!(body["status"], 429);
+            assert_eq!(body["title"], "Capacity exhausted");
+            assert_eq!(body["type"], "urn:admission:ADMISSION_SATURATED");
+            assert!(body["detail"].as_str().unwrap().contains("retry in 3 s"));
+            assert_eq!(body.as_object().unwrap().len(), 7);
+        }
+    }
+
+    #[test]
+    fn a_cancelled_body_has_the_shape_of_a_shutdown_refusal() {
+        let problem = Problem::work_error(&WorkError::<()>::Cancelled, RefusalStatus::default());
+        let body: serde_json::Value = serde_json::from_str(problem.body()).unwrap();
+        assert_eq!(problem.status(), 503);
+        assert_eq!(problem.retry_after(), Some(1));
+        assert_eq!(body["code"], "ADMISSION_SHUTTING_DOWN");
+        assert_eq!(body["retry_after"], 1);
+        assert_eq!(body["status"], 503);
+        assert_eq!(body["type"], "urn:admission:ADMISSION_SHUTTING_DOWN");
+    }
+
+    #[test]
+    fn failures_carry_a_code_and_no_message() {
+        let problem = Problem::work_error(
+            &WorkError::Failed("secret value 42"),
+            RefusalStatus::default(),
+        );
+        assert!(!problem.body().contains("secret"));
+        let body: serde_json::Value = serde_json::from_str(problem.body()).unwrap();
+        assert_eq!(body["code"], WORK_FAILED);
+        assert_eq!(body["status"], 500);
+        assert_eq!(body.as_object().unwrap().len(), 4);
+    }
+}

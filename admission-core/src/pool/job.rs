@@ -1,0 +1,128 @@
+//! A piece of work on its way to a worker thread, with the capacity it holds.
+//!
+//! This module owns [`Job`]: run the work, catch a panic, record the
+//! duration, hand the result *and the capacity* to whoever waits, and report
+//! an orphan's failure exactly once. It must never release capacity before
+//! the work ends, and never log the work's error message or values.
+//!
+//! The capacity travels with the result: when the caller is still there,
+//! the [`WorkFuture`] drops it as it returns the result, so the caller sees
+//! the slot back; when the caller has gone, the job reports the orphan first
+//! and releases the capacity after, so whoever sees the slot back also sees
+//! the report.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::oneshot;
+
+use super::{Pool, RegistryWork, Slot, WorkError, WorkFuture};
+
+/// What keeps the capacity of a piece of work held until it ends: it is
+/// only ever dropped, never read.
+#[derive(Debug)]
+pub(crate) enum Hold {
+    /// A slot of its own.
+    Slot(Slot),
+    /// A share of a slot held by others too (a request lease).
+    Shared(#[expect(dead_code, reason = "held for its drop")] Arc<Slot>),
+}
+
+/// A finished piece of work's result and the capacity it held.
+pub(crate) type Delivery<T, E> = (Result<T, WorkError<E>>, Hold);
+
+/// Work bound to a pool and to the capacity it holds, not yet started.
+#[derive(Debug)]
+pub(crate) struct Job<W> {
+    pool: Pool,
+    hold: Hold,
+    work: W,
+}
+
+impl<W: RegistryWork> Job<W> {
+    /// Binds `work` to `pool`'s threads with `hold` moved into it. A slot
+    /// of its own is no longer held by the calling task once in a job.
+    pub(crate) fn new(pool: Pool, mut hold: Hold, work: W) -> Self {
+        if let Hold::Slot(slot) = &mut hold {
+            slot.detach();
+        }
+        Job { pool, hold, work }
+    }
+
+    /// Starts the job; the caller awaits the result through the future.
+    pub(crate) fn spawn(self) -> WorkFuture<W::Output, W::Error> {
+        let (tx, rx) = oneshot::channel();
+        let pool = self.pool.clone();
+        self.spawn_with(move |result, hold| {
+            if tx.is_closed() {
+                Err((result, hold))
+            } else {
+                tx.send((result, hold))
+            }
+        });
+        WorkFuture::new(rx, pool)
+    }
+
+    /// Starts the job; when the work ends, `deliver` gets its result and the
+    /// hold, or gives them back when nobody listens any more, and then the
+    /// orphan is reported before the hold is released.
+    pub(crate) fn spawn_with<D>(self, deliver: D)
+    where
+        D: FnOnce(
+                Result<W::Output, WorkError<W::Error>>,
+                Hold,
+            ) -> Result<(), Delivery<W::Output, W::Error>>
+            + Send
+            + 'static,
+    {
+        let pool = self.pool.clone();
+        // A closed pool gives the job back; dropping it releases the hold
+        // and drops the delivery (its receivers see `Cancelled`).
+        if let Err(job) = pool.submit(Box::new(move || self.run(deliver))) {
+            drop(job);
+        }
+    }
+
+    fn run<D>(self, deliver: D)
+    where
+        D: FnOnce(
+            Result<W::Output, WorkError<W::Error>>,
+            Hold,
+        ) -> Result<(), Delivery<W::Output, W::Error>>,
+    {
+        let Job { pool, hold, work } = self;
+        let counters = pool.counters();
+        counters.start();
+        let started = Instant::now();
+        let result = match catch_unwind(AssertUnwindSafe(|| work.run())) {
+            Ok(Ok(output)) => Ok(output),
+            Ok(Err(err)) => Err(WorkError::Failed(err)),
+            Err(payload) => {
+                counters.count_panic();
+                // The payload is a user value: it is neither logged nor kept.
+                drop(payload);
+                Err(WorkError::Panicked)
+            }
+        };
+        counters.finish(started.elapsed());
+        if let Err((result, hold)) = deliver(result, hold) {
+            report_orphan(&pool, &result);
+            drop(hold);
+        }
+    }
+}
+
+/// Counts an orphan and reports its failure, once: called either by the job
+/// (the caller had gone) or by the dropped future (the result arrived but
+/// was never taken), never both.
+pub(crate) fn report_orphan<T, E>(pool: &Pool, result: &Result<T, WorkError<E>>) {
+    pool.counters().count_orphan(result.is_err());
+    if let Err(err) = result {
+        tracing::warn!(
+            pool = pool.static_name(),
+            class = err.class(),
+            "orphaned work failed after its caller went away"
+        );
+    }
+}
