@@ -1,7 +1,9 @@
-//! The response body that holds the request's lease.
+//! The response body of a request that went through admission.
 //!
-//! This module owns [`LeasedBody`]. It must never release the lease before
-//! the body has ended (its last chunk sent, or an error) or been dropped.
+//! This module owns [`LeasedBody`]: the inner body with a share of the
+//! request's lease, or the refusal's own problem body. It must never release
+//! the lease before the body has ended (its last chunk sent, or an error) or
+//! been dropped.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -11,14 +13,12 @@ use admission_core::Lease;
 use bytes::Bytes;
 
 pin_project_lite::pin_project! {
-    /// A response body holding a share of its request's lease until the
-    /// last chunk has been sent ([`poll_next`](MessageBody::poll_next)
-    /// returns `None`), the body fails, or it is dropped (the client went
-    /// away, or the response was never sent).
-    ///
-    /// [`AdmissionControl`](crate::AdmissionControl) wraps every admitted
-    /// response's body in one, so a streamed response keeps its slot for as
-    /// long as it streams.
+    /// The body of every response [`AdmissionMiddleware`](crate::AdmissionMiddleware)
+    /// returns: an admitted response's own body holding a share of its
+    /// request's lease until the last chunk has been sent
+    /// ([`poll_next`](MessageBody::poll_next) returns `None`), the body
+    /// fails, or it is dropped (the client went away, or the response was
+    /// never sent); or a refusal's problem body.
     ///
     /// # Examples
     ///
@@ -40,28 +40,55 @@ pin_project_lite::pin_project! {
     /// assert_eq!(pools.pool(Class::Control).stats().in_use, 0);
     /// # }
     /// ```
+    #[derive(Debug)]
     pub struct LeasedBody<B> {
         #[pin]
-        body: B,
-        // The request's slot lives here, not in the middleware's future,
-        // because actix-web resolves that future as soon as the handler
-        // returns the response head, while the body may stream for much
-        // longer. `None` once the body has ended.
-        lease: Option<Lease>,
+        kind: Kind<B>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = KindProj]
+    #[derive(Debug)]
+    enum Kind<B> {
+        Leased {
+            #[pin]
+            inner: B,
+            // The request's slot lives here, not in the middleware's future,
+            // because actix-web resolves that future as soon as the handler
+            // returns the response head, while the body may stream for much
+            // longer. `None` once the body has ended. Declared after `inner`
+            // (the one drop order of both adapters, as tower's `_permit`):
+            // the body's own resources, a stream and whatever feeds it, are
+            // gone before the slot is back.
+            lease: Option<Lease>,
+        },
+        Problem {
+            body: Option<Bytes>,
+        },
     }
 }
 
 impl<B> LeasedBody<B> {
-    /// Wraps `body`, holding `lease` until the body ends or is dropped.
-    pub fn new(body: B, lease: Lease) -> Self {
-        LeasedBody::from_parts(body, Some(lease))
+    /// Wraps `inner`, holding `lease` until the body ends or is dropped.
+    pub fn new(inner: B, lease: Lease) -> Self {
+        LeasedBody {
+            kind: Kind::Leased {
+                inner,
+                lease: Some(lease),
+            },
+        }
     }
 
-    pub(crate) fn from_parts(body: B, lease: Option<Lease>) -> Self {
-        LeasedBody { body, lease }
+    /// A refusal's problem body.
+    pub(crate) fn problem(body: Bytes) -> Self {
+        LeasedBody {
+            kind: Kind::Problem { body: Some(body) },
+        }
     }
 
-    /// Whether the body still holds its lease: `false` once it has ended.
+    /// Whether the body still holds a lease: `false` once it has ended, and
+    /// for a refusal's body.
     ///
     /// # Examples
     ///
@@ -74,15 +101,7 @@ impl<B> LeasedBody<B> {
     /// assert!(body.holds_lease());
     /// ```
     pub fn holds_lease(&self) -> bool {
-        self.lease.is_some()
-    }
-}
-
-impl<B> std::fmt::Debug for LeasedBody<B> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeasedBody")
-            .field("holds_lease", &self.holds_lease())
-            .finish_non_exhaustive()
+        matches!(&self.kind, Kind::Leased { lease: Some(_), .. })
     }
 }
 
@@ -90,20 +109,27 @@ impl<B: MessageBody> MessageBody for LeasedBody<B> {
     type Error = B::Error;
 
     fn size(&self) -> BodySize {
-        self.body.size()
+        match &self.kind {
+            Kind::Leased { inner, .. } => inner.size(),
+            Kind::Problem { body } => BodySize::Sized(body.as_ref().map_or(0, |b| b.len() as u64)),
+        }
     }
 
     fn poll_next(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Bytes, Self::Error>>> {
-        let this = self.project();
-        let polled = this.body.poll_next(cx);
-        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
-            // The last chunk has been handed over, or the body failed: the
-            // request is done with its slot.
-            this.lease.take();
+        match self.project().kind.project() {
+            KindProj::Leased { inner, lease } => {
+                let polled = inner.poll_next(cx);
+                if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+                    // The last chunk has been handed over, or the body
+                    // failed: the request is done with its slot.
+                    drop(lease.take());
+                }
+                polled
+            }
+            KindProj::Problem { body } => Poll::Ready(body.take().map(Ok)),
         }
-        polled
     }
 }

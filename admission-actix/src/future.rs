@@ -13,9 +13,11 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use actix_web::Error;
-use actix_web::body::{BoxBody, EitherBody, MessageBody};
+use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
-use admission_core::{Lease, Scoped};
+use admission_core::Lease;
+use admission_core::request::Scoped;
+use bytes::Bytes;
 
 use crate::body::LeasedBody;
 
@@ -24,6 +26,10 @@ pin_project_lite::pin_project! {
     /// [`AdmissionMiddleware`](crate::AdmissionMiddleware): the inner
     /// service's response with its body wrapped in a [`LeasedBody`], or the
     /// refusal answered at once.
+    ///
+    /// # Panics
+    ///
+    /// Polling it again after it completed panics.
     ///
     /// # Cancel safety
     ///
@@ -75,11 +81,13 @@ pin_project_lite::pin_project! {
             // context (pure work inherits it) and holds one share of it.
             #[pin]
             call: Scoped<Call<S>>,
-            // The share that moves into the response body.
+            // The share that moves into the response body. After `call`,
+            // the one drop order of both adapters: what the response owns
+            // goes before the slot.
             lease: Option<Lease>,
         },
         Refused {
-            response: Option<ServiceResponse<BoxBody>>,
+            response: Option<ServiceResponse<Bytes>>,
         },
         Done,
     }
@@ -122,7 +130,7 @@ where
         }
     }
 
-    pub(crate) fn refused(response: ServiceResponse<BoxBody>) -> Self {
+    pub(crate) fn refused(response: ServiceResponse<Bytes>) -> Self {
         ResponseFuture {
             state: State::Refused {
                 response: Some(response),
@@ -137,7 +145,7 @@ where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error>,
     B: MessageBody,
 {
-    type Output = Result<ServiceResponse<EitherBody<LeasedBody<B>, BoxBody>>, Error>;
+    type Output = Result<ServiceResponse<LeasedBody<B>>, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.project().state;
@@ -145,12 +153,13 @@ where
             StateProj::Admitted { call, lease } => {
                 let result = std::task::ready!(call.poll(cx));
                 let lease = lease.take();
-                result.map(|res| {
-                    res.map_body(|_, body| EitherBody::left(LeasedBody::from_parts(body, lease)))
-                })
+                match lease {
+                    Some(lease) => result.map(|res| res.map_body(|_, body| LeasedBody::new(body, lease))),
+                    None => panic!("`ResponseFuture` polled after completion"),
+                }
             }
             StateProj::Refused { response } => match response.take() {
-                Some(response) => Ok(response.map_into_right_body()),
+                Some(response) => Ok(response.map_body(|_, body| LeasedBody::problem(body))),
                 None => panic!("`ResponseFuture` polled after completion"),
             },
             StateProj::Done => panic!("`ResponseFuture` polled after completion"),

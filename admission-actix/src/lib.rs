@@ -1,24 +1,27 @@
-//! actix-web adapter for `admission`: request leases held until the response
-//! body ends, and refusals answered with `503` (or `429`), `Retry-After` and
-//! an `application/problem+json` body.
+//! actix-web adapter for `admission`: every request holds a request lease
+//! until its response body has been sent or dropped, a refused request gets
+//! `503 Service Unavailable` (or `429`) with `Retry-After` and an
+//! `application/problem+json` body, and a handler runs registry work in one
+//! line and returns its refusal with `?`.
 //!
-//! * [`AdmissionControl`]: the middleware an app `.wrap(...)`s. Every request
-//!   takes a lease of its [`Class`](admission_core::Class) from
-//!   [`RequestPools`](admission_core::RequestPools), failing fast, and holds
-//!   it until its response body has been sent or dropped
-//!   ([`body::LeasedBody`]). Pure work in the handler
-//!   ([`RequestPools::execute_pure`](admission_core::RequestPools::execute_pure))
-//!   inherits the lease.
-//! * [`registry`] and [`registry_wait`] (core's handler helpers, re-exported): registry work from a handler in one
-//!   line; the [`WorkError`](admission_core::WorkError) they return is an
-//!   actix-web `ResponseError`, so a handler returns it with `?`.
-//!   [`registry_coalesced`] is the coalescing mode: scrapes that arrive
-//!   together share one walk through a
-//!   [`Coalescing`](admission_core::Coalescing).
+//! * [`AdmissionControl`]: the middleware (a `Transform`) an app or scope
+//!   `.wrap(...)`s. [`AdmissionControl::new`] leases by method (reads from
+//!   *control*, mutations from *work*), [`AdmissionControl::class`] one
+//!   class per scope, and [`AdmissionControl::classify`] by your closure.
+//!   It makes an [`AdmissionMiddleware`], whose [`future::ResponseFuture`]
+//!   answers with a [`body::LeasedBody`].
+//! * [`Rejection`]: what a handler returns when admission or its work did
+//!   not produce a response. `?` turns a core
+//!   [`Refusal`](admission_core::Refusal) or
+//!   [`WorkError`](admission_core::WorkError) into one, so registry work from
+//!   a handler is one line:
+//!   `pool.run(work, Admission::FailFast).await?`.
+//! * [`macro@admitted`] (feature `macros`, on by default): a lease for one
+//!   handler.
 //!
-//! Refusals and work errors are rendered by core's
-//! [`Problem`](admission_core::Problem), so this adapter and the axum one
-//! send the same status, headers and bytes.
+//! The answers themselves (status, headers, body) are core's
+//! [`http::Problem`](admission_core::http::Problem), so this adapter and the
+//! axum one send the same status, headers and bytes.
 //!
 //! # Examples
 //!
@@ -27,12 +30,14 @@
 //!
 //! ```
 //! use actix_web::{App, HttpResponse, test, web};
-//! use admission_actix::{AdmissionControl, registry};
-//! use admission_core::{Class, Pool, Problem, RequestPools, WorkError};
+//! use admission_actix::{AdmissionControl, Rejection};
+//! use admission_core::http::{Problem, RefusalStatus};
+//! use admission_core::{Admission, Class, Pool, RequestPools};
 //! use bytes::Bytes;
 //!
-//! async fn metrics(pool: web::Data<Pool>) -> Result<String, WorkError<std::fmt::Error>> {
-//!     registry(&pool, || Ok("requests_total 7\n# EOF\n".to_owned())).await
+//! async fn metrics(pool: web::Data<Pool>) -> Result<String, Rejection> {
+//!     let walk = || Ok::<_, std::fmt::Error>("requests_total 7\n# EOF\n".to_owned());
+//!     Ok(pool.run(walk, Admission::FailFast).await?)
 //! }
 //!
 //! async fn events() -> HttpResponse {
@@ -75,15 +80,29 @@
 //! assert_eq!(res.status(), 503);
 //! assert_eq!(res.headers().get("retry-after").unwrap(), "1");
 //! assert_eq!(res.headers().get("cache-control").unwrap(), "no-store");
-//! let expected = Problem::refusal(&registry_pool.try_admit().unwrap_err());
+//! let expected = Problem::refusal(&registry_pool.try_admit().unwrap_err(), RefusalStatus::default());
 //! assert_eq!(test::read_body(res).await, expected.body(), "core's problem, byte for byte");
 //! # }
 //! ```
 #![doc(test(attr(deny(warnings))))]
 
 pub mod body;
+mod classify;
 pub mod future;
 mod middleware;
+mod rejection;
+mod transform;
 
-pub use crate::middleware::{AdmissionControl, AdmissionMiddleware};
-pub use admission_core::{registry, registry_coalesced, registry_wait};
+pub use crate::middleware::AdmissionMiddleware;
+pub use crate::rejection::Rejection;
+pub use crate::transform::AdmissionControl;
+
+#[cfg(feature = "macros")]
+pub use admission_macros::admitted_actix as admitted;
+
+/// What `#[admitted]` generates code against; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::Rejection;
+    pub use admission_core::{Class, RequestPools};
+}

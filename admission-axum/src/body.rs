@@ -1,66 +1,147 @@
-//! The response body that holds the request's lease.
+//! The response body of a request that went through admission.
 //!
-//! This module owns [`LeasedBody`]. It must never release the lease before
-//! the wrapped body has reported its end, failed, or been dropped: a handler
-//! that returned a streamed body has not finished its response.
+//! This module owns [`LeasedBody`]: the inner body with a share of the
+//! request's lease, or the refusal's own problem body. It must never release
+//! the lease before the inner body has reported its end, failed, or been
+//! dropped: a handler that returned a streamed body has not finished its
+//! response.
 
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use admission_core::Lease;
+use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
 pin_project_lite::pin_project! {
-    /// A response body that keeps a share of the request's lease until the
-    /// body ends.
+    /// The body of every response [`AdmissionService`](crate::AdmissionService)
+    /// returns: an admitted response's own body holding a share of the
+    /// request's lease until it ends, or a refusal's problem body.
+    ///
+    /// It is generic over the inner body (as tower-http's bodies are), so the
+    /// service serves any tower or hyper stack whose bodies carry [`Bytes`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_axum::body::LeasedBody;
+    /// use admission_core::{Class, RequestPools};
+    /// use http_body_util::BodyExt;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let lease = pools.try_lease(Class::Control).unwrap();
+    /// let body = LeasedBody::new(http_body_util::Full::new(bytes::Bytes::from("# EOF\n")), lease);
+    /// assert_eq!(pools.pool(Class::Control).stats().in_use, 1);
+    ///
+    /// // Sending the body to its end releases the lease.
+    /// let bytes = body.collect().await.unwrap().to_bytes();
+    /// assert_eq!(bytes, "# EOF\n");
+    /// assert_eq!(pools.pool(Class::Control).stats().in_use, 0);
+    /// # }
+    /// ```
     #[derive(Debug)]
-    pub(crate) struct LeasedBody<B> {
-        // The request's lease lives here, not in the handler's future: the
-        // handler returns before a streamed body has been sent, and the
-        // request holds its slot for the whole response. `None` once the body
-        // reported its end or an error. Declared before `inner` so that, when
-        // the body is dropped, the slot is back before the body's own
-        // resources (a stream's channel) are released.
-        _lease: Option<Lease>,
+    pub struct LeasedBody<B> {
         #[pin]
-        inner: B,
+        kind: Kind<B>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = KindProj]
+    #[derive(Debug)]
+    enum Kind<B> {
+        Leased {
+            #[pin]
+            inner: B,
+            // The request's lease lives here, not in the handler's future:
+            // the handler returns before a streamed body has been sent, and
+            // the request holds its slot for the whole response. `None` once
+            // the body reported its end or an error. Declared after `inner`
+            // (the one drop order of both adapters, as tower's `_permit`):
+            // the body's own resources, a stream and whatever feeds it, are
+            // gone before the slot is back.
+            lease: Option<Lease>,
+        },
+        Problem {
+            body: Option<Bytes>,
+        },
     }
 }
 
 impl<B> LeasedBody<B> {
-    pub(crate) fn new(inner: B, lease: Lease) -> Self {
+    /// Wraps `inner`, holding `lease` until the body ends or is dropped.
+    pub fn new(inner: B, lease: Lease) -> Self {
         LeasedBody {
-            _lease: Some(lease),
-            inner,
+            kind: Kind::Leased {
+                inner,
+                lease: Some(lease),
+            },
         }
+    }
+
+    /// A refusal's problem body.
+    pub(crate) fn problem(body: Bytes) -> Self {
+        LeasedBody {
+            kind: Kind::Problem { body: Some(body) },
+        }
+    }
+
+    /// Whether the body still holds a lease: `false` once it has ended, and
+    /// for a refusal's body.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_axum::body::LeasedBody;
+    /// use admission_core::{Class, RequestPools};
+    ///
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let body = LeasedBody::new(String::from("ok"), pools.try_lease(Class::Work).unwrap());
+    /// assert!(body.holds_lease());
+    /// ```
+    pub fn holds_lease(&self) -> bool {
+        matches!(&self.kind, Kind::Leased { lease: Some(_), .. })
     }
 }
 
-impl<B: Body> Body for LeasedBody<B> {
-    type Data = B::Data;
+impl<B: Body<Data = Bytes>> Body for LeasedBody<B> {
+    type Data = Bytes;
     type Error = B::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        let mut this = self.project();
-        let frame = ready!(this.inner.as_mut().poll_frame(cx));
-        let ended = match &frame {
-            None | Some(Err(_)) => true,
-            Some(Ok(_)) => this.inner.is_end_stream(),
-        };
-        if ended {
-            drop(this._lease.take());
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        match self.project().kind.project() {
+            KindProj::Leased { mut inner, lease } => {
+                let frame = ready!(inner.as_mut().poll_frame(cx));
+                let ended = match &frame {
+                    None | Some(Err(_)) => true,
+                    Some(Ok(_)) => inner.is_end_stream(),
+                };
+                if ended {
+                    // The request is done with its slot.
+                    drop(lease.take());
+                }
+                Poll::Ready(frame)
+            }
+            KindProj::Problem { body } => Poll::Ready(body.take().map(|b| Ok(Frame::data(b)))),
         }
-        Poll::Ready(frame)
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        match &self.kind {
+            Kind::Leased { inner, .. } => inner.is_end_stream(),
+            Kind::Problem { body } => body.is_none(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        match &self.kind {
+            Kind::Leased { inner, .. } => inner.size_hint(),
+            Kind::Problem { body } => SizeHint::with_exact(body.as_ref().map_or(0, |b| b.len() as u64)),
+        }
     }
 }

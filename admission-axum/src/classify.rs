@@ -1,8 +1,8 @@
 //! How a request is given its class.
 //!
-//! This module owns [`Classifier`]: the method default, a fixed class per
-//! route, or the user's closure. It must never take a lease or look at the
-//! body.
+//! This module owns [`Classify`]: the method default, one class for every
+//! request, or the user's closure over the request head. It must never take
+//! a lease or look at the body.
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,43 +11,50 @@ use admission_core::Class;
 use http::Request;
 use http::request::Parts;
 
-/// A user's classifier closure, shared by every clone of the layer.
-pub(crate) type ClassifyFn = dyn Fn(&Parts) -> Class + Send + Sync + 'static;
+/// A user's classifier, shared by every clone of the layer.
+type Classifier = Arc<dyn Fn(&Parts) -> Class + Send + Sync + 'static>;
 
-/// Chooses the [`Class`] a request leases from.
+/// How the layer picks a request's class.
 #[derive(Clone)]
-pub(crate) enum Classifier {
+pub(crate) enum Classify {
     /// [`Class::for_method`]: reads are *control*, every other method *work*.
     Method,
     /// One class for every request (a per-route layer).
     Fixed(Class),
     /// The user's closure over the request head.
-    Custom(Arc<ClassifyFn>),
+    Custom(Classifier),
 }
 
-impl Classifier {
+impl Classify {
+    pub(crate) fn custom<F>(classifier: F) -> Classify
+    where
+        F: Fn(&Parts) -> Class + Send + Sync + 'static,
+    {
+        Classify::Custom(Arc::new(classifier))
+    }
+
     /// The request's class, and the request given back whole.
-    pub(crate) fn classify<B>(&self, request: Request<B>) -> (Class, Request<B>) {
+    pub(crate) fn class<B>(&self, request: Request<B>) -> (Class, Request<B>) {
         match self {
-            Classifier::Method => (Class::for_method(request.method().as_str()), request),
-            Classifier::Fixed(class) => (*class, request),
-            Classifier::Custom(classify) => {
+            Classify::Method => (Class::for_method(request.method().as_str()), request),
+            Classify::Fixed(class) => (*class, request),
+            Classify::Custom(classifier) => {
                 // Moving the head out and back is two moves, no allocation; it
                 // lets the closure ignore the body type.
                 let (parts, body) = request.into_parts();
-                let class = classify(&parts);
+                let class = classifier(&parts);
                 (class, Request::from_parts(parts, body))
             }
         }
     }
 }
 
-impl fmt::Debug for Classifier {
+impl fmt::Debug for Classify {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Classifier::Method => f.write_str("Method"),
-            Classifier::Fixed(class) => f.debug_tuple("Fixed").field(class).finish(),
-            Classifier::Custom(_) => f.write_str("Custom(..)"),
+            Classify::Method => f.write_str("Method"),
+            Classify::Fixed(class) => f.debug_tuple("Fixed").field(class).finish(),
+            Classify::Custom(_) => f.write_str("Custom(..)"),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The future [`AdmissionControl`](crate::AdmissionControl) returns.
+//! The future [`AdmissionService`](crate::AdmissionService) returns.
 //!
 //! This module owns [`ResponseFuture`]. It must never drop the lease before
 //! the response body holds it.
@@ -7,9 +7,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use admission_core::{Lease, Scoped};
-use axum::BoxError;
-use axum::body::Body;
+use admission_core::Lease;
+use admission_core::request::Scoped;
 use bytes::Bytes;
 use http::Response;
 
@@ -47,11 +46,13 @@ pin_project_lite::pin_project! {
             future: Scoped<F>,
             // The request's lease lives here until the response exists, then
             // moves into its body: the request holds its slot until the body
-            // has been sent, not only until the handler returns.
-            _lease: Lease,
+            // has been sent, not only until the handler returns. After
+            // `future`, the one drop order of both adapters: what the
+            // response owns goes before the slot.
+            lease: Lease,
         },
         Refused {
-            response: Response<Body>,
+            response: Response<Bytes>,
         },
         // Completed: the inner future and its share of the lease are gone.
         Done,
@@ -61,14 +62,11 @@ pin_project_lite::pin_project! {
 impl<F> ResponseFuture<F> {
     pub(crate) fn admitted(future: Scoped<F>, lease: Lease) -> Self {
         ResponseFuture {
-            state: State::Admitted {
-                future,
-                _lease: lease,
-            },
+            state: State::Admitted { future, lease },
         }
     }
 
-    pub(crate) fn refused(response: Response<Body>) -> Self {
+    pub(crate) fn refused(response: Response<Bytes>) -> Self {
         ResponseFuture {
             state: State::Refused { response },
         }
@@ -78,10 +76,8 @@ impl<F> ResponseFuture<F> {
 impl<F, B, E> Future for ResponseFuture<F>
 where
     F: Future<Output = Result<Response<B>, E>>,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
 {
-    type Output = Result<Response<Body>, E>;
+    type Output = Result<Response<LeasedBody<B>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.project().state;
@@ -90,16 +86,16 @@ where
             // Drop the finished inner future (and the scope's share of the
             // lease) now, whoever owns this future, and move the lease on.
             return match state.project_replace(State::Done) {
-                StateReplace::Admitted { _lease, .. } => {
-                    Poll::Ready(output.map(|response| {
-                        response.map(|body| Body::new(LeasedBody::new(body, _lease)))
-                    }))
-                }
+                StateReplace::Admitted { lease, .. } => Poll::Ready(
+                    output.map(|response| response.map(|body| LeasedBody::new(body, lease))),
+                ),
                 _ => unreachable!("the state was `Admitted`"),
             };
         }
         match state.project_replace(State::Done) {
-            StateReplace::Refused { response } => Poll::Ready(Ok(response)),
+            StateReplace::Refused { response } => {
+                Poll::Ready(Ok(response.map(LeasedBody::problem)))
+            }
             _ => panic!("`ResponseFuture` polled after completion"),
         }
     }

@@ -7,26 +7,28 @@
 use std::fmt;
 use std::sync::Arc;
 
+use admission_core::http::RefusalStatus;
 use admission_core::{Class, RequestPools};
 use http::request::Parts;
 use tower_layer::Layer;
 
-use crate::classify::Classifier;
-use crate::service::AdmissionControl;
+use crate::classify::Classify;
+use crate::service::AdmissionService;
 
-/// What every layer and service clone shares: the app's pools and how
-/// requests are classified.
+/// What every layer and service clone shares: the app's pools, how requests
+/// are classified and the status a refusal is answered with.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) pools: RequestPools,
-    pub(crate) classifier: Classifier,
+    pub(crate) classify: Classify,
+    pub(crate) status: RefusalStatus,
 }
 
 /// A tower [`Layer`] that makes every request hold a request lease for its
 /// whole response, body included, and answers a refused request with
 /// `503 Service Unavailable` (or `429`, see
-/// [`RequestPoolsBuilder::refusal_status`](admission_core::RequestPoolsBuilder::refusal_status)),
-/// `Retry-After` and an `application/problem+json` body.
+/// [`refusal_status`](Self::refusal_status)), `Retry-After` and an
+/// `application/problem+json` body.
 ///
 /// The layer holds the [`RequestPools`] it was given and nothing else:
 /// cloning it, or applying it once per connection as axum does, never
@@ -35,7 +37,10 @@ pub(crate) struct Shared {
 /// surfaces there ([`RequestPools::new`] returns a `Result`), never on a
 /// request.
 ///
-/// It fails fast: a request never waits for a lease.
+/// It fails fast: a request never waits for a lease. Stacked layers of the
+/// same pools (router-wide and per route), or a layer and `#[admitted]`,
+/// hold one slot per request and class: the inner admission shares the
+/// outer lease.
 ///
 /// # Examples
 ///
@@ -85,7 +90,7 @@ impl AdmissionLayer {
     /// # }
     /// ```
     pub fn new(pools: RequestPools) -> Self {
-        Self::with_classifier(pools, Classifier::Method)
+        Self::with_classify(pools, Classify::Method)
     }
 
     /// Leases every request from `class`: the per-route form,
@@ -111,7 +116,7 @@ impl AdmissionLayer {
     /// # }
     /// ```
     pub fn class(pools: RequestPools, class: Class) -> Self {
-        Self::with_classifier(pools, Classifier::Fixed(class))
+        Self::with_classify(pools, Classify::Fixed(class))
     }
 
     /// Leases from the class `classify` picks from the request head
@@ -148,7 +153,7 @@ impl AdmissionLayer {
     where
         F: Fn(&Parts) -> Class + Send + Sync + 'static,
     {
-        Self::with_classifier(pools, Classifier::Custom(Arc::new(classify)))
+        Self::with_classify(pools, Classify::custom(classify))
     }
 
     /// The request pools leases are taken from: the ones given at
@@ -168,18 +173,58 @@ impl AdmissionLayer {
         &self.shared.pools
     }
 
-    fn with_classifier(pools: RequestPools, classifier: Classifier) -> Self {
+    /// Answers refusals with `status` instead of `503`: e.g.
+    /// [`RefusalStatus::TooManyRequests`] for clients that expect `429`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_axum::AdmissionLayer;
+    /// use admission_core::http::RefusalStatus;
+    /// use admission_core::{Class, RequestPools};
+    /// use axum::{Router, body::Body, http::{Request, StatusCode}, routing::get};
+    /// use tower::ServiceExt;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let layer = AdmissionLayer::new(pools.clone()).refusal_status(RefusalStatus::TooManyRequests);
+    /// let app = Router::new().route("/", get(|| async { "ok" })).layer(layer);
+    ///
+    /// let _held = pools.try_lease(Class::Control).unwrap();
+    /// let response = app.oneshot(Request::get("/").body(Body::empty()).unwrap()).await.unwrap();
+    /// assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    /// # }
+    /// ```
+    pub fn refusal_status(self, status: RefusalStatus) -> Self {
+        let Shared {
+            pools, classify, ..
+        } = &*self.shared;
         AdmissionLayer {
-            shared: Arc::new(Shared { pools, classifier }),
+            shared: Arc::new(Shared {
+                pools: pools.clone(),
+                classify: classify.clone(),
+                status,
+            }),
+        }
+    }
+
+    fn with_classify(pools: RequestPools, classify: Classify) -> Self {
+        AdmissionLayer {
+            shared: Arc::new(Shared {
+                pools,
+                classify,
+                status: RefusalStatus::default(),
+            }),
         }
     }
 }
 
 impl<S> Layer<S> for AdmissionLayer {
-    type Service = AdmissionControl<S>;
+    type Service = AdmissionService<S>;
 
-    fn layer(&self, inner: S) -> AdmissionControl<S> {
-        AdmissionControl::new(inner, Arc::clone(&self.shared))
+    fn layer(&self, inner: S) -> AdmissionService<S> {
+        AdmissionService::new(inner, Arc::clone(&self.shared))
     }
 }
 
@@ -187,7 +232,8 @@ impl fmt::Debug for AdmissionLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AdmissionLayer")
             .field("pools", &self.shared.pools)
-            .field("classifier", &self.shared.classifier)
+            .field("classify", &self.shared.classify)
+            .field("status", &self.shared.status)
             .finish()
     }
 }

@@ -8,24 +8,29 @@
 //!   method (reads from *control*, mutations from *work*),
 //!   [`AdmissionLayer::class`] one class per route, and
 //!   [`AdmissionLayer::classify`] by your closure over the request head.
-//! * [`AdmissionControl`]: the service it makes, and its
-//!   [`future::ResponseFuture`].
-//! * [`registry`] and [`registry_wait`] (core's handler helpers, re-exported): registry work on a [`Pool`] from a
-//!   handler; the error is core's [`WorkError`], which is
-//!   [`IntoResponse`](axum::response::IntoResponse).
-//!   [`registry_coalesced`] is the coalescing mode: scrapes that arrive
-//!   together share one walk through a
-//!   [`Coalescing`](admission_core::Coalescing).
+//!   It makes an [`AdmissionService`], whose [`future::ResponseFuture`]
+//!   answers with a [`body::LeasedBody`].
+//! * [`Rejection`]: what a handler returns when admission or its work did
+//!   not produce a response. `?` turns a core
+//!   [`Refusal`](admission_core::Refusal) or
+//!   [`WorkError`](admission_core::WorkError) into one, so registry work from
+//!   a handler is one line:
+//!   `pool.run(work, Admission::FailFast).await?`.
+//! * [`macro@admitted`] (feature `macros`, on by default): a lease for one
+//!   handler.
 //!
 //! The answers themselves (status, headers, body) are core's
-//! [`Problem`](admission_core::Problem), so every adapter sends the same bytes.
+//! [`http::Problem`](admission_core::http::Problem), so every adapter sends
+//! the same bytes.
 //!
 //! # One set of pools per app
 //!
 //! Build [`RequestPools`] once at startup and give the layer a clone: clones
 //! share their slots. axum may apply a route's layer once per connection
 //! (`axum::serve` calls `with_state` per connection); the layer only clones
-//! a pointer there, so every connection draws on the same slots.
+//! a pointer there, so every connection draws on the same slots. Stacked
+//! layers of the same pools, or a layer and `#[admitted]`, take one slot per
+//! request and class.
 //!
 //! # Examples
 //!
@@ -35,8 +40,8 @@
 //! in production, `axum::serve(listener, router).await`.
 //!
 //! ```
-//! use admission_axum::{AdmissionLayer, registry};
-//! use admission_core::{Class, Pool, RequestPools, WorkError};
+//! use admission_axum::{AdmissionLayer, Rejection};
+//! use admission_core::{Admission, Class, Pool, RequestPools};
 //! use axum::body::{Body, to_bytes};
 //! use axum::extract::State;
 //! use axum::http::{Request, StatusCode, header};
@@ -48,8 +53,8 @@
 //!     registry: Pool,
 //! }
 //!
-//! async fn metrics(State(app): State<App>) -> Result<String, WorkError<std::fmt::Error>> {
-//!     registry(&app.registry, || Ok("# EOF\n".to_owned())).await
+//! async fn metrics(State(app): State<App>) -> Result<String, Rejection> {
+//!     Ok(app.registry.run(|| Ok::<_, std::fmt::Error>("# EOF\n".to_owned()), Admission::FailFast).await?)
 //! }
 //!
 //! async fn create_item() -> StatusCode {
@@ -89,17 +94,26 @@
 //! # }
 //! ```
 //!
-//! [`Pool`]: admission_core::Pool
 //! [`RequestPools`]: admission_core::RequestPools
-//! [`WorkError`]: admission_core::WorkError
 #![doc(test(attr(deny(warnings))))]
 
-mod body;
+pub mod body;
 mod classify;
 pub mod future;
 mod layer;
+mod rejection;
 mod service;
 
 pub use crate::layer::AdmissionLayer;
-pub use crate::service::AdmissionControl;
-pub use admission_core::{registry, registry_coalesced, registry_wait};
+pub use crate::rejection::Rejection;
+pub use crate::service::AdmissionService;
+
+#[cfg(feature = "macros")]
+pub use admission_macros::admitted_axum as admitted;
+
+/// What `#[admitted]` generates code against; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::Rejection;
+    pub use admission_core::{Class, RequestPools};
+}

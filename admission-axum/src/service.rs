@@ -1,36 +1,34 @@
 //! The service that takes a request lease before calling the inner service.
 //!
-//! This module owns [`AdmissionControl`]: classify, fail fast, answer a
-//! refusal with core's [`Problem`], run the inner future under the lease.
-//! It must never wait for a lease and never create pools.
+//! This module owns [`AdmissionService`]: classify, fail fast, answer a
+//! refusal with core's problem, run the inner call and its future under the
+//! lease. It must never wait for a lease and never create pools.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use admission_core::Problem;
-use axum::BoxError;
-use axum::body::Body;
-use axum::response::IntoResponse;
-use bytes::Bytes;
+use admission_core::http::Problem;
 use http::{Request, Response};
 use tower_service::Service;
 
+use crate::body::LeasedBody;
 use crate::future::ResponseFuture;
 use crate::layer::Shared;
+use crate::rejection::problem_response;
 
 /// A service that runs each request under a request lease held until its
 /// response body has been sent or dropped, and refuses at once, with the
-/// pools' refusal answer, when the request's class has no free slot.
+/// layer's refusal answer, when the request's class has no free slot.
 ///
 /// Made by [`AdmissionLayer`](crate::AdmissionLayer); every clone shares the
-/// layer's pools.
+/// layer's pools. Responses are `Response<LeasedBody<B>>` for any inner body
+/// `B` carrying `Bytes`, so it serves any tower stack, not only axum.
 ///
-/// Responses are `Response<axum::body::Body>`: an admitted response's body is
-/// wrapped so that it keeps a share of the lease until it reports its end,
-/// fails, or is dropped (a client that goes away mid-stream releases it).
-/// Inside the inner service's future the lease is the task's context, so
-/// [`RequestPools::execute_pure`](admission_core::RequestPools::execute_pure)
-/// runs under it and takes no second slot.
+/// Inside the inner service's call and future the lease is the task's
+/// context: pure work
+/// ([`RequestPools::execute_pure`](admission_core::RequestPools::execute_pure))
+/// runs under it, and a nested admission of the same class (a second layer,
+/// `#[admitted]`) shares it instead of taking a second slot.
 ///
 /// [`poll_ready`](Service::poll_ready) is the inner service's; a refused
 /// request does not call the inner service.
@@ -58,14 +56,14 @@ use crate::layer::Shared;
 /// # }
 /// ```
 #[derive(Debug, Clone)]
-pub struct AdmissionControl<S> {
+pub struct AdmissionService<S> {
     inner: S,
     shared: Arc<Shared>,
 }
 
-impl<S> AdmissionControl<S> {
+impl<S> AdmissionService<S> {
     pub(crate) fn new(inner: S, shared: Arc<Shared>) -> Self {
-        AdmissionControl { inner, shared }
+        AdmissionService { inner, shared }
     }
 
     /// The wrapped service.
@@ -84,13 +82,11 @@ impl<S> AdmissionControl<S> {
     }
 }
 
-impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for AdmissionControl<S>
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for AdmissionService<S>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
-    ResBody::Error: Into<BoxError>,
 {
-    type Response = Response<Body>;
+    type Response = Response<LeasedBody<ResBody>>;
     type Error = S::Error;
     type Future = ResponseFuture<S::Future>;
 
@@ -99,19 +95,22 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<S::Future> {
-        let (class, request) = self.shared.classifier.classify(request);
+        let (class, request) = self.shared.classify.class(request);
         match self.shared.pools.try_lease(class) {
             Ok(lease) => {
-                let future = lease.clone().scope(self.inner.call(request));
-                ResponseFuture::admitted(future, lease)
+                // The inner call runs under the lease too: a layer below
+                // that admits in `call` shares it.
+                let future = lease.scope_sync(|| self.inner.call(request));
+                ResponseFuture::admitted(lease.clone().scope(future), lease)
             }
             Err(refusal) => {
                 tracing::debug!(
-                    class = class.as_str(),
+                    pool = refusal.pool(),
                     code = refusal.code().as_str(),
                     "request refused"
                 );
-                ResponseFuture::refused(Problem::refusal(&refusal).into_response())
+                let problem = Problem::refusal(&refusal, self.shared.status);
+                ResponseFuture::refused(problem_response(problem, |bytes| bytes))
             }
         }
     }

@@ -1,8 +1,8 @@
 //! How a request is given its class.
 //!
-//! This module owns [`Classify`]: the default (by method), one class for a
-//! whole scope, or a user's classifier. It must never look at anything but
-//! the request it is given.
+//! This module owns [`Classify`]: the method default, one class for every
+//! request, or the user's closure over the request. It must never take a
+//! lease or look at the body.
 
 use std::fmt;
 use std::sync::Arc;
@@ -10,17 +10,17 @@ use std::sync::Arc;
 use actix_web::dev::ServiceRequest;
 use admission_core::Class;
 
-/// A classifier shared by every worker's middleware.
+/// A user's classifier, shared by every worker's middleware.
 type Classifier = Arc<dyn Fn(&ServiceRequest) -> Class + Send + Sync + 'static>;
 
 /// How the middleware picks a request's class.
 #[derive(Clone)]
 pub(crate) enum Classify {
-    /// [`Class::for_method`]: reads are *control*, the rest *work*.
+    /// [`Class::for_method`]: reads are *control*, every other method *work*.
     Method,
-    /// One class for every request.
+    /// One class for every request (a scope's middleware).
     Fixed(Class),
-    /// A user's classifier.
+    /// The user's closure over the request.
     Custom(Classifier),
 }
 
@@ -32,6 +32,7 @@ impl Classify {
         Classify::Custom(Arc::new(classifier))
     }
 
+    /// The request's class.
     pub(crate) fn class(&self, req: &ServiceRequest) -> Class {
         match self {
             Classify::Method => Class::for_method(req.method().as_str()),

@@ -1,23 +1,31 @@
 //! The per-worker service that admits each request.
 //!
-//! This module owns [`AdmissionMiddleware`]: classify, take a lease or
-//! answer the refusal, and hand the admitted request to the inner service.
-//! It must never wait for a lease: admission fails fast.
+//! This module owns [`AdmissionMiddleware`]: classify, fail fast, answer a
+//! refusal with core's problem, and call the inner service under the lease.
+//! It must never wait for a lease and never create pools.
 
 use std::rc::Rc;
 
 use actix_web::Error;
-use actix_web::body::{BoxBody, EitherBody, MessageBody};
+use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, forward_ready};
-use admission_core::{Problem, RequestPools};
+use admission_core::RequestPools;
+use admission_core::http::{Problem, RefusalStatus};
 
-use super::Classify;
 use crate::body::LeasedBody;
+use crate::classify::Classify;
 use crate::future::ResponseFuture;
+use crate::rejection::problem_response;
 
 /// The service [`AdmissionControl`](crate::AdmissionControl) wraps around
 /// the app's inner service, one per actix-web worker thread; every worker's
 /// middleware shares the same pools.
+///
+/// The inner service is called on the response future's first poll, under
+/// the request's lease: pure work
+/// ([`RequestPools::execute_pure`](admission_core::RequestPools::execute_pure))
+/// runs under it, and a nested admission of the same class (a scope's
+/// `.wrap`, `#[admitted]`) shares it instead of taking a second slot.
 ///
 /// # Examples
 ///
@@ -48,14 +56,21 @@ pub struct AdmissionMiddleware<S> {
     service: Rc<S>,
     pools: RequestPools,
     classify: Classify,
+    status: RefusalStatus,
 }
 
 impl<S> AdmissionMiddleware<S> {
-    pub(crate) fn new(service: Rc<S>, pools: RequestPools, classify: Classify) -> Self {
+    pub(crate) fn new(
+        service: Rc<S>,
+        pools: RequestPools,
+        classify: Classify,
+        status: RefusalStatus,
+    ) -> Self {
         AdmissionMiddleware {
             service,
             pools,
             classify,
+            status,
         }
     }
 }
@@ -65,6 +80,7 @@ impl<S> std::fmt::Debug for AdmissionMiddleware<S> {
         f.debug_struct("AdmissionMiddleware")
             .field("pools", &self.pools)
             .field("classify", &self.classify)
+            .field("status", &self.status)
             .finish_non_exhaustive()
     }
 }
@@ -74,7 +90,7 @@ where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error>,
     B: MessageBody,
 {
-    type Response = ServiceResponse<EitherBody<LeasedBody<B>, BoxBody>>;
+    type Response = ServiceResponse<LeasedBody<B>>;
     type Error = Error;
     type Future = ResponseFuture<S, B>;
 
@@ -90,8 +106,8 @@ where
                     code = refusal.code().as_str(),
                     "request refused"
                 );
-                let response = req.into_response(Problem::refusal(&refusal).to_actix_response());
-                ResponseFuture::refused(response)
+                let problem = Problem::refusal(&refusal, self.status);
+                ResponseFuture::refused(req.into_response(problem_response(problem, |b| b)))
             }
         }
     }

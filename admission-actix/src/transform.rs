@@ -9,12 +9,14 @@ use std::future::{Ready, ready};
 use std::rc::Rc;
 
 use actix_web::Error;
-use actix_web::body::{BoxBody, EitherBody, MessageBody};
+use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
+use admission_core::http::RefusalStatus;
 use admission_core::{Class, RequestPools};
 
-use super::{AdmissionMiddleware, Classify};
 use crate::body::LeasedBody;
+use crate::classify::Classify;
+use crate::middleware::AdmissionMiddleware;
 
 /// Request admission for an actix-web app or scope: every request takes a
 /// lease of its class from [`RequestPools`] and holds it until its response
@@ -22,13 +24,15 @@ use crate::body::LeasedBody;
 ///
 /// * Admission fails fast ([`RequestPools::try_lease`]): a request the class
 ///   has no slot for is answered at once with core's
-///   [`Problem`](admission_core::Problem) for the refusal (`503`, or `429` if
-///   the pools were built with `refusal_status(429)`), `Retry-After` and an
-///   `application/problem+json` body. The handler never runs.
+///   [`Problem`](admission_core::http::Problem) for the refusal (`503`, or
+///   `429` with [`refusal_status`](Self::refusal_status)), `Retry-After` and
+///   an `application/problem+json` body. The handler never runs.
 /// * An admitted request runs under its lease
 ///   ([`Lease::scope`](admission_core::Lease::scope)), so pure work it does
 ///   with [`RequestPools::execute_pure`] inherits the lease and takes no
-///   second slot.
+///   second slot, and a nested `AdmissionControl` of the same pools (an
+///   `App::wrap` and a `scope.wrap`) or `#[admitted]` shares the lease: one
+///   slot per request and class.
 /// * The response body is wrapped in a [`LeasedBody`] holding a share of the
 ///   lease until its last chunk is sent, it fails, or it is dropped (for
 ///   example when the client goes away).
@@ -88,6 +92,7 @@ use crate::body::LeasedBody;
 pub struct AdmissionControl {
     pools: RequestPools,
     classify: Classify,
+    status: RefusalStatus,
 }
 
 impl AdmissionControl {
@@ -120,10 +125,7 @@ impl AdmissionControl {
     /// # }
     /// ```
     pub fn new(pools: RequestPools) -> AdmissionControl {
-        AdmissionControl {
-            pools,
-            classify: Classify::Method,
-        }
+        AdmissionControl::with_classify(pools, Classify::Method)
     }
 
     /// Admission where every request takes a lease of `class`, e.g. for a
@@ -154,10 +156,7 @@ impl AdmissionControl {
     /// # }
     /// ```
     pub fn class(pools: RequestPools, class: Class) -> AdmissionControl {
-        AdmissionControl {
-            pools,
-            classify: Classify::Fixed(class),
-        }
+        AdmissionControl::with_classify(pools, Classify::Fixed(class))
     }
 
     /// Admission where `classifier` picks each request's class. It runs once
@@ -192,10 +191,7 @@ impl AdmissionControl {
     where
         F: Fn(&ServiceRequest) -> Class + Send + Sync + 'static,
     {
-        AdmissionControl {
-            pools,
-            classify: Classify::custom(classifier),
-        }
+        AdmissionControl::with_classify(pools, Classify::custom(classifier))
     }
 
     /// The request pools leases are taken from.
@@ -213,6 +209,40 @@ impl AdmissionControl {
     pub fn pools(&self) -> &RequestPools {
         &self.pools
     }
+
+    /// Answers refusals with `status` instead of `503`: e.g.
+    /// [`RefusalStatus::TooManyRequests`] for clients that expect `429`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use actix_web::{App, HttpResponse, test, web};
+    /// use admission_actix::AdmissionControl;
+    /// use admission_core::http::RefusalStatus;
+    /// use admission_core::{Class, RequestPools};
+    ///
+    /// # #[actix_web::main]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let admission = AdmissionControl::new(pools.clone()).refusal_status(RefusalStatus::TooManyRequests);
+    /// let app = test::init_service(App::new().wrap(admission).route("/", web::get().to(HttpResponse::Ok))).await;
+    ///
+    /// let _held = pools.try_lease(Class::Control).unwrap();
+    /// let res = test::call_service(&app, test::TestRequest::get().uri("/").to_request()).await;
+    /// assert_eq!(res.status(), 429);
+    /// # }
+    /// ```
+    pub fn refusal_status(self, status: RefusalStatus) -> AdmissionControl {
+        AdmissionControl { status, ..self }
+    }
+
+    fn with_classify(pools: RequestPools, classify: Classify) -> AdmissionControl {
+        AdmissionControl {
+            pools,
+            classify,
+            status: RefusalStatus::default(),
+        }
+    }
 }
 
 impl<S, B> Transform<S, ServiceRequest> for AdmissionControl
@@ -220,7 +250,7 @@ where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error>,
     B: MessageBody,
 {
-    type Response = ServiceResponse<EitherBody<LeasedBody<B>, BoxBody>>;
+    type Response = ServiceResponse<LeasedBody<B>>;
     type Error = Error;
     type Transform = AdmissionMiddleware<S>;
     type InitError = ();
@@ -231,6 +261,7 @@ where
             Rc::new(service),
             self.pools.clone(),
             self.classify.clone(),
+            self.status,
         )))
     }
 }

@@ -1,0 +1,161 @@
+//! The answer a handler gives when admission or its work did not produce a
+//! response.
+//!
+//! This module owns [`Rejection`] and the one place a core
+//! [`Problem`] becomes an HTTP response in this adapter. It must never choose
+//! a body or a header of its own: status, headers and bytes are core's.
+
+use std::fmt;
+
+use admission_core::http::{HeaderText, Problem, RefusalStatus};
+use admission_core::{Refusal, WorkError};
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{HeaderValue, StatusCode};
+
+/// A refusal or a failed piece of work, as a handler returns it: `503` (or
+/// `429`, see [`with_status`](Self::with_status)) with `Retry-After` and an
+/// `application/problem+json` body for a refusal, `500` with a code and no
+/// message for work that failed or panicked.
+///
+/// `From<Refusal>` and `From<WorkError<E>>` let a handler use `?` on
+/// [`Pool::run`](admission_core::Pool::run),
+/// [`RequestPools::execute_pure`](admission_core::RequestPools::execute_pure),
+/// [`Coalescing::run`](admission_core::Coalescing::run) and a lease.
+///
+/// # Examples
+///
+/// ```
+/// use admission_axum::Rejection;
+/// use admission_core::{Admission, Pool};
+/// use axum::response::IntoResponse;
+///
+/// async fn metrics(registry: &Pool) -> Result<String, Rejection> {
+///     Ok(registry.run(|| Ok::<_, std::fmt::Error>("# EOF\n".to_owned()), Admission::FailFast).await?)
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let registry = Pool::new("registry", 1).unwrap();
+/// assert_eq!(metrics(&registry).await.unwrap(), "# EOF\n");
+///
+/// let _walking = registry.try_admit().unwrap();
+/// let refused = metrics(&registry).await.unwrap_err().into_response();
+/// assert_eq!(refused.status(), 503);
+/// assert_eq!(refused.headers()["retry-after"], "1");
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    cause: Cause,
+    status: RefusalStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Cause {
+    Refused(Refusal),
+    Work(WorkError<()>),
+}
+
+impl Rejection {
+    /// The same rejection, answered with `status` if it is a refusal (work
+    /// that failed stays `500`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_axum::Rejection;
+    /// use admission_core::Pool;
+    /// use admission_core::http::RefusalStatus;
+    /// use axum::response::IntoResponse;
+    ///
+    /// let pool = Pool::new("registry", 1).unwrap();
+    /// let _held = pool.try_admit().unwrap();
+    /// let rejection = Rejection::from(pool.try_admit().unwrap_err());
+    /// let response = rejection.with_status(RefusalStatus::TooManyRequests).into_response();
+    /// assert_eq!(response.status(), 429);
+    /// ```
+    #[must_use]
+    pub fn with_status(self, status: RefusalStatus) -> Rejection {
+        Rejection { status, ..self }
+    }
+
+    /// The refusal, if admission refused.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match &self.cause {
+            Cause::Refused(refusal) => Some(refusal),
+            Cause::Work(err) => err.refusal(),
+        }
+    }
+
+    /// The answer core describes for this rejection.
+    pub fn problem(&self) -> Problem {
+        match &self.cause {
+            Cause::Refused(refusal) => Problem::refusal(refusal, self.status),
+            Cause::Work(err) => Problem::work_error(err, self.status),
+        }
+    }
+}
+
+impl From<Refusal> for Rejection {
+    fn from(refusal: Refusal) -> Self {
+        Rejection {
+            cause: Cause::Refused(refusal),
+            status: RefusalStatus::default(),
+        }
+    }
+}
+
+impl<E> From<WorkError<E>> for Rejection {
+    /// Keeps what kind of end it was; the work's own error value is dropped
+    /// here, since it never reaches the client.
+    fn from(err: WorkError<E>) -> Self {
+        Rejection {
+            cause: Cause::Work(err.map_err(|_| ())),
+            status: RefusalStatus::default(),
+        }
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.cause {
+            Cause::Refused(refusal) => fmt::Display::fmt(refusal, f),
+            Cause::Work(err) => fmt::Display::fmt(err, f),
+        }
+    }
+}
+
+impl std::error::Error for Rejection {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.refusal().map(|r| r as _)
+    }
+}
+
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
+        problem_response(self.problem(), Body::from)
+    }
+}
+
+/// Core's problem as a response whose body `body` builds from the bytes:
+/// the status and the header list in core's order.
+pub(crate) fn problem_response<B>(
+    problem: Problem,
+    body: impl FnOnce(Bytes) -> B,
+) -> http::Response<B> {
+    let status = StatusCode::from_u16(problem.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let header_list = problem.headers();
+    let mut response = http::Response::new(body(Bytes::from(problem.into_body())));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    for (name, value) in header_list {
+        let value = match value {
+            HeaderText::Static(text) => HeaderValue::from_static(text),
+            HeaderText::Seconds(secs) => HeaderValue::from(secs),
+        };
+        headers.insert(name, value);
+    }
+    response
+}
