@@ -1,8 +1,12 @@
-//! `#[admitted(class = ...)]`: a request lease for one handler.
+//! `#[admitted(class = ...)]`: a request lease for one handler, in axum
+//! (`admitted_axum`) or actix-web (`admitted_actix`).
 //!
-//! This module owns the attribute's keys and the handler rewrite. It must
-//! never change what the handler takes (attributes, visibility, generics and
-//! arguments stay as written) and must only use `admission-core`'s public API.
+//! This module owns the attribute's keys and the handler rewrite, shared by
+//! both adapters. It must never change what the handler takes (attributes,
+//! visibility, generics and arguments stay as written), must only name the
+//! adapter's `__private` module (`Class`, `RequestPools`, `Rejection`) and
+//! `::core` items, and must only accept pools that live for the whole
+//! program.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
@@ -10,8 +14,8 @@ use syn::ext::IdentExt;
 use syn::parse::{ParseStream, Parser};
 use syn::spanned::Spanned;
 use syn::{
-    Expr, ExprLit, FnArg, Ident, Item, ItemFn, Lit, LitStr, Path, ReturnType, Token, Type,
-    TypeParamBound,
+    Expr, ExprLit, ExprPath, FnArg, Ident, Item, ItemFn, Lit, LitStr, Path, ReturnType, Token,
+    Type, TypeParamBound,
 };
 
 use crate::common::{self, Errors};
@@ -26,6 +30,40 @@ mod kw {
 /// What to write instead, repeated in several messages.
 const EXAMPLE: &str = "#[admitted(class = work)]` or `#[admitted(class = control)]";
 
+/// The adapter an entry point belongs to: it names the crate generated code
+/// goes through and the framework's words in messages.
+#[derive(Clone, Copy)]
+pub(crate) enum Adapter {
+    Axum,
+    Actix,
+}
+
+impl Adapter {
+    /// The adapter crate's path when `crate = "..."` is not given.
+    fn default_crate(self) -> TokenStream {
+        match self {
+            Adapter::Axum => quote!(::admission_axum),
+            Adapter::Actix => quote!(::admission_actix),
+        }
+    }
+
+    /// The framework's own response trait, as a return type.
+    fn response_trait(self) -> &'static str {
+        match self {
+            Adapter::Axum => "impl IntoResponse",
+            Adapter::Actix => "impl Responder",
+        }
+    }
+
+    /// How the framework hands a handler its state.
+    fn state_extractor(self) -> &'static str {
+        match self {
+            Adapter::Axum => "State(app): State<App>",
+            Adapter::Actix => "app: web::Data<App>",
+        }
+    }
+}
+
 /// A request class, as the attribute spells it.
 #[derive(Clone, Copy)]
 enum Class {
@@ -36,24 +74,29 @@ enum Class {
 /// The parsed arguments.
 struct Args {
     class: Option<(Class, Span)>,
-    pools: Option<Expr>,
+    /// The path of pools that live for the whole program (a `static`).
+    pools: Option<ExprPath>,
     krate: Option<Path>,
     /// A bounded wait for the lease, in milliseconds; fail fast when absent.
     wait_ms: Option<u64>,
 }
 
-/// Expands `#[admitted(args)] item`.
-pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+/// Expands `#[admitted(args)] item` for `adapter`.
+pub(crate) fn expand(
+    args: TokenStream,
+    item: TokenStream,
+    adapter: Adapter,
+) -> syn::Result<TokenStream> {
     let mut errors = Errors::default();
     let args = errors.take(parse_args.parse2(args));
     let item = syn::parse2::<Item>(item)?;
-    let handler = errors.take(handler(item));
+    let handler = errors.take(handler(item, adapter));
     errors.finish()?;
 
     let (Some(args), Some(handler)) = (args, handler) else {
         unreachable!("errors.finish() returned Ok, so both parsed");
     };
-    Ok(generate(handler, args))
+    Ok(generate(handler, args, adapter))
 }
 
 /// Parses `class = work|control, pools = expr, crate = "..."` in any order.
@@ -86,7 +129,7 @@ fn parse_args(input: ParseStream<'_>) -> syn::Result<Args> {
                 &mut args.pools,
                 key.span,
                 "pools",
-                Ok(value),
+                pools_path(&value),
             );
         } else if lookahead.peek(kw::wait_ms) {
             let key: kw::wait_ms = input.parse()?;
@@ -164,6 +207,51 @@ fn parse_class(input: ParseStream<'_>) -> syn::Result<(Class, Span)> {
     }
 }
 
+/// What to write instead of pools that do not live for the whole program.
+const POOLS_INSTEAD: &str = "declare them once, `static POOLS: LazyLock<RequestPools> = \
+                             LazyLock::new(|| ...);`, and write `pools = POOLS`";
+
+/// Accepts the value of `pools` when it is a path (a `static`, checked to be
+/// `'static` by the generated code); anything else is evaluated on every
+/// request, so it is refused with why and what to write instead.
+fn pools_path(expr: &Expr) -> syn::Result<ExprPath> {
+    let why = match expr {
+        Expr::Path(path) => return Ok(path.clone()),
+        Expr::Paren(inner) => return pools_path(&inner.expr),
+        Expr::Group(inner) => return pools_path(&inner.expr),
+        Expr::Reference(reference) => {
+            if let Expr::Path(path) = &*reference.expr {
+                let path = common::path_to_string(&path.path);
+                format!(
+                    "`pools` takes the path itself, without `&`: write `pools = {path}`; the \
+                     attribute borrows it for the whole program"
+                )
+            } else {
+                format!(
+                    "`pools` takes the path of a `static`, not a borrow: a borrow of a \
+                     handler's argument lives for one request, and pools built per request \
+                     are new pools, with new slots, every time; {POOLS_INSTEAD}"
+                )
+            }
+        }
+        Expr::Field(_) | Expr::Index(_) => format!(
+            "`pools` takes the path of a `static`, not a handler's argument or a part of \
+             one: it lives for one request, and pools built per request are new pools, with \
+             new slots, every time; {POOLS_INSTEAD}"
+        ),
+        Expr::Call(_) | Expr::MethodCall(_) | Expr::Macro(_) => format!(
+            "`pools` takes the path of a `static`, not a call: the call would run on every \
+             request and build new pools, with new slots, each time, so no request would \
+             ever wait for another; {POOLS_INSTEAD}"
+        ),
+        _ => format!(
+            "`pools` takes the path of a `static`, not an expression: it would be evaluated \
+             on every request and build new pools, with new slots, each time; {POOLS_INSTEAD}"
+        ),
+    };
+    Err(syn::Error::new_spanned(expr, why))
+}
+
 /// Parses the value of `wait`: a string such as `"250ms"` or `"2s"`, in
 /// milliseconds.
 fn parse_wait(input: ParseStream<'_>) -> syn::Result<u64> {
@@ -225,7 +313,7 @@ fn wait_key(seen: &mut Option<Span>, span: Span) -> syn::Result<()> {
 
 /// Accepts an `async fn` without `self` whose response type the attribute can
 /// wrap; each other case gets its own message.
-fn handler(item: Item) -> syn::Result<ItemFn> {
+fn handler(item: Item, adapter: Adapter) -> syn::Result<ItemFn> {
     let function = match item {
         Item::Fn(function) => function,
         other => {
@@ -248,34 +336,41 @@ fn handler(item: Item) -> syn::Result<ItemFn> {
     if let Some(FnArg::Receiver(receiver)) = function.sig.inputs.first() {
         errors.push(syn::Error::new_spanned(
             receiver,
-            "`#[admitted]` does not support methods that take `self`: axum and actix-web \
-             handlers are free functions; take the state as an extractor (e.g. `State(app): \
-             State<App>` or `app: web::Data<App>`) instead",
+            format!(
+                "`#[admitted]` does not support methods that take `self`: handlers are free \
+                 functions; take the state as an extractor (e.g. `{}`) instead",
+                adapter.state_extractor()
+            ),
         ));
     }
     match &function.sig.output {
         ReturnType::Default => errors.push(syn::Error::new(
             function.sig.paren_token.span.close(),
-            "`#[admitted]` needs the handler's response type, which it wraps in \
-             `Result<_, Refusal>`: write e.g. `-> String`, `-> impl IntoResponse` (axum) or \
-             `-> impl Responder` (actix-web)",
+            format!(
+                "`#[admitted]` needs the handler's response type, which it wraps in \
+                 `Result<_, Rejection>`: write e.g. `-> String` or `-> {}`",
+                adapter.response_trait()
+            ),
         )),
-        ReturnType::Type(_, ty) => errors.take(check_response_type(ty)).unwrap_or(()),
+        ReturnType::Type(_, ty) => errors.take(check_response_type(ty, adapter)).unwrap_or(()),
     }
     errors.finish()?;
     Ok(function)
 }
 
 /// Rejects return types that cannot be a response: `!` and futures.
-fn check_response_type(ty: &Type) -> syn::Result<()> {
+fn check_response_type(ty: &Type, adapter: Adapter) -> syn::Result<()> {
+    let response = adapter.response_trait();
     match ty {
         Type::Never(never) => Err(syn::Error::new(
             never.span(),
-            "a handler that never returns has no response to admit: `#[admitted]` needs a \
-             response type such as `String` or `impl IntoResponse`",
+            format!(
+                "a handler that never returns has no response to admit: `#[admitted]` needs a \
+                 response type such as `String` or `{response}`"
+            ),
         )),
-        Type::Paren(inner) => check_response_type(&inner.elem),
-        Type::Group(inner) => check_response_type(&inner.elem),
+        Type::Paren(inner) => check_response_type(&inner.elem, adapter),
+        Type::Group(inner) => check_response_type(&inner.elem, adapter),
         Type::ImplTrait(bounds) => {
             for bound in &bounds.bounds {
                 if let TypeParamBound::Trait(bound) = bound {
@@ -283,8 +378,10 @@ fn check_response_type(ty: &Type) -> syn::Result<()> {
                     if matches!(last.as_deref(), Some("Future" | "IntoFuture")) {
                         return Err(syn::Error::new_spanned(
                             bound,
-                            "an `async fn` already returns a future: write the response type \
-                             itself, e.g. `-> impl IntoResponse`, not `-> impl Future<...>`",
+                            format!(
+                                "an `async fn` already returns a future: write the response \
+                                 type itself, e.g. `-> {response}`, not `-> impl Future<...>`"
+                            ),
                         ));
                     }
                 }
@@ -295,28 +392,35 @@ fn check_response_type(ty: &Type) -> syn::Result<()> {
     }
 }
 
-/// The handler, returning `Result<T, Refusal>` and running its body under a
-/// freshly taken lease.
-fn generate(mut function: ItemFn, args: Args) -> TokenStream {
-    let krate = common::crate_path(args.krate);
+/// The handler, returning `Result<T, Rejection>` and running its body under
+/// a lease of its class (a share of the request's own lease when a layer of
+/// the same pools already took one).
+fn generate(mut function: ItemFn, args: Args, adapter: Adapter) -> TokenStream {
+    let krate = match args.krate {
+        Some(path) => quote!(#path),
+        None => adapter.default_crate(),
+    };
+    let private = quote!(#krate::__private);
     let Some((class, class_span)) = args.class else {
         unreachable!("parse_args rejects a missing `class`");
     };
     let class = match class {
-        Class::Work => quote_spanned!(class_span=> #krate::Class::Work),
-        Class::Control => quote_spanned!(class_span=> #krate::Class::Control),
+        Class::Work => quote_spanned!(class_span=> #private::Class::Work),
+        Class::Control => quote_spanned!(class_span=> #private::Class::Control),
     };
     let lease = Ident::new("__admission_lease", Span::mixed_site());
     let pools = Ident::new("__admission_pools", Span::mixed_site());
-    // The pools are borrowed in a block of their own: a borrow held across
-    // the `.await` below would make the handler's future `Send` only for one
-    // lifetime, which axum's `Handler` rejects.
+    // The pools are borrowed for `'static`, so a path to a `const` or to a
+    // local fails to compile, spanned on the path. They are borrowed in a
+    // block of their own: a borrow held across the `.await` below would make
+    // the handler's future `Send` only for one lifetime, which axum's
+    // `Handler` rejects.
     let take = match args.pools {
-        Some(expr) => quote_spanned! {expr.span()=>
-            let #pools: &#krate::RequestPools = &(#expr);
+        Some(path) => quote_spanned! {path.span()=>
+            let #pools: &'static #private::RequestPools = &#path;
         },
         None => quote! {
-            let #pools: &#krate::RequestPools = #krate::RequestPools::global();
+            let #pools: &'static #private::RequestPools = #private::RequestPools::global();
         },
     };
 
@@ -328,10 +432,11 @@ fn generate(mut function: ItemFn, args: Args) -> TokenStream {
     function.sig.output = ReturnType::Type(
         arrow,
         Box::new(syn::parse_quote_spanned! {output.span()=>
-            ::core::result::Result<#output, #krate::Refusal>
+            ::core::result::Result<#output, #private::Rejection>
         }),
     );
 
+    // A refusal becomes the adapter's `Rejection` through `?`.
     let admit = match args.wait_ms {
         None => quote! {
             {

@@ -1,13 +1,22 @@
-//! Attributes for `admission`; use them through `admission-core`, which
-//! re-exports them behind its default `macros` feature:
+//! Attributes for `admission`. Use each through the crate that re-exports it
+//! (behind that crate's default `macros` feature), never from here:
 //!
-//! * [`macro@reserved`]: `#[reserved(slots = N)]` gives a loop-owner type its
-//!   own reservation by implementing `LoopOwner`.
-//! * [`macro@admitted`]: `#[admitted(class = work)]` takes a request lease for
-//!   one handler and runs its body under it.
+//! | attribute | use it as | what it does |
+//! | --- | --- | --- |
+//! | [`macro@reserved`] | `admission_core::reserved` | `#[reserved(slots = N)]` gives a loop-owner type its own reservation by implementing `LoopOwner` |
+//! | [`macro@admitted_axum`] | `admission_axum::admitted` | `#[admitted(class = work)]` takes a request lease for one axum handler and runs its body under it |
+//! | [`macro@admitted_actix`] | `admission_actix::admitted` | the same for one actix-web handler |
 //!
-//! Generated code names `::admission_core`; a crate that renamed the
-//! dependency says so with `crate = "my_admission"`.
+//! `#[reserved]` generates code that names `::admission_core`;
+//! `#[admitted]` names only its adapter (`::admission_axum` or
+//! `::admission_actix`), which carries the response type a refusal becomes.
+//! A crate that renamed the dependency says so with `crate = "..."`, which
+//! names `admission-core` for `#[reserved]` and the adapter for
+//! `#[admitted]`.
+//!
+//! The `#[admitted]` examples below are not compiled here (a proc-macro
+//! crate cannot cleanly depend on the adapters that depend on it); the
+//! adapters' docs carry the same examples as doctests.
 #![doc(test(attr(deny(warnings))))]
 
 use proc_macro::TokenStream;
@@ -32,7 +41,7 @@ mod reserved;
 /// # Keys
 ///
 /// * `slots` (required): an integer literal or the path of a `usize`
-///   `const`. 0 and values above `admission_core::MAX_CAPACITY` fail the
+///   `const`. 0 and values above `admission_core::pool::MAX_CAPACITY` fail the
 ///   build; a `const` is checked when the crate is compiled.
 /// * `name` (optional): the reservation's name in refusals, logs and metrics;
 ///   the type's name by default.
@@ -101,90 +110,210 @@ pub fn reserved(args: TokenStream, item: TokenStream) -> TokenStream {
     expand(reserved::expand, args, item)
 }
 
-/// Takes a request lease of one class for an `async fn` handler and runs the
-/// handler's body under it, failing fast with a `Refusal` when the class has
-/// no free slot.
+/// Takes a request lease of one class for an `async fn` axum handler and
+/// runs the handler's body under it, failing fast with a `503` when the class
+/// has no free slot. Use it as `admission_axum::admitted`.
 ///
 /// ```text
 /// #[admitted(class = control)]
-/// async fn status_page(State(app): State<App>) -> Html<String> { body }
+/// async fn status_page(State(app): State<App>) -> impl IntoResponse { body }
 /// ```
 ///
 /// becomes a handler with the same attributes, visibility, generics and
-/// arguments that returns `Result<Html<String>, admission_core::Refusal>`:
-/// it takes the lease (or returns the refusal), then runs `body` in
-/// `Lease::scope`, so pure work inside it
+/// arguments that returns
+/// `Result<impl IntoResponse, admission_axum::Rejection>`: it takes the lease
+/// (or returns the refusal, converted by `?` into a `Rejection`), then runs
+/// `body` in `Lease::scope`, so pure work inside it
 /// (`RequestPools::execute_pure`) runs under that lease and takes no second
-/// slot. `Result<T, Refusal>` is a response in axum (`IntoResponse`) and in
-/// actix-web (`Responder`, through `ResponseError`): a refusal is sent as
-/// `503 Service Unavailable` (or the pools' refusal status) with
-/// `Retry-After` and a problem body.
+/// slot. `Result<T, Rejection>` is a response in axum (`Rejection`
+/// implements `IntoResponse`): a refusal is sent as `503 Service
+/// Unavailable` (or the pools' refusal status) with `Retry-After` and a
+/// problem body.
+///
+/// Under the `AdmissionLayer` of `admission-axum` built from the same pools,
+/// the attribute shares the request's lease of its class instead of taking
+/// a second slot: one request holds one slot per class, and an idle server
+/// never refuses itself.
 ///
 /// # Keys
 ///
 /// * `class` (required): `work` (mutations) or `control` (reads and terminal
 ///   control).
-/// * `pools` (optional): an expression for the request pools, anything that
-///   derefs to `RequestPools` (a `static LazyLock<RequestPools>`, a function
-///   returning `&'static RequestPools`). By default
-///   `RequestPools::global()`, which `RequestPools::install_global` sets at
-///   startup.
-/// * `crate` (optional): the path of `admission-core` when the dependency is
-///   renamed.
+/// * `pools` (optional): the path of pools that live for the whole program,
+///   e.g. `POOLS` or `crate::state::POOLS` for a
+///   `static POOLS: LazyLock<RequestPools>`. Anything else (a call such as
+///   `make_pools()`, a method call, a block, a borrow of a handler's
+///   argument) is refused by the attribute: it would be evaluated on every
+///   request and build new pools, with new slots, each time. The path is
+///   borrowed for `'static`, so a `const` or a local fails to compile too. By
+///   default `RequestPools::global()`, which `RequestPools::install_global`
+///   sets at startup.
 /// * `wait = "250ms"` (or `"2s"`) / `wait_ms = 250` (optional): wait at most
 ///   that long for a lease, then refuse with `ADMISSION_WAIT_TIMEOUT`.
 ///   Without it the handler fails fast, which is what HTTP callers want.
+/// * `crate` (optional): the path of `admission-axum` when the dependency is
+///   renamed, e.g. `crate = "my_adapter"`. Generated code names only its
+///   hidden `__private` module and `::core`.
 ///
 /// The handler must be an `async fn` without `self` that names its response
-/// type (`-> String`, `-> impl IntoResponse`, `-> impl Responder`, ...).
+/// type (`-> String`, `-> impl IntoResponse`, ...).
 ///
 /// # When the lease ends
 ///
 /// The attribute's lease ends when the handler returns, that is when the
-/// response value exists, **before** its body is sent. The middleware layers
-/// of `admission-axum` and `admission-actix` hold their lease until the
-/// response body is done. For a streaming response, or any body that does
-/// work while it is sent, use the layer, not the attribute.
+/// response value exists, **before** its body is sent. The `AdmissionLayer`
+/// of `admission-axum` holds its lease until the response body is done. For
+/// a streaming response, or any body that does work while it is sent, use
+/// the layer, not the attribute.
 ///
 /// # Examples
 ///
-/// ```
-/// use std::sync::LazyLock;
-/// use admission_core::{admitted, current_lease, Class, Code, RequestPools};
+/// Not compiled here (see the crate docs): `admission-axum`'s docs run it.
 ///
-/// static POOLS: LazyLock<RequestPools> = LazyLock::new(|| RequestPools::new(1, 1).unwrap());
+/// ```ignore
+/// use std::sync::LazyLock;
+/// use admission_axum::{admitted, AdmissionLayer};
+/// use admission_core::{Class, Lease, RequestPools};
+/// use axum::{routing::{get, post}, Router};
+///
+/// static POOLS: LazyLock<RequestPools> = LazyLock::new(|| RequestPools::new(2, 4).unwrap());
 ///
 /// #[admitted(class = control, pools = POOLS)]
 /// async fn status() -> String {
-///     let class = current_lease().map(|lease| lease.class());
+///     let class = Lease::current().map(|lease| lease.class());
 ///     format!("running under {class:?}")
 /// }
 ///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// assert_eq!(status().await.unwrap(), "running under Some(Control)");
+/// #[admitted(class = work, pools = POOLS, wait = "250ms")]
+/// async fn rotate() -> &'static str {
+///     "rotated"
+/// }
 ///
-/// let _every_control_slot = POOLS.try_lease(Class::Control).unwrap();
-/// let refusal = status().await.unwrap_err();
-/// assert_eq!(refusal.code(), Code::Saturated, "the class is full: fail fast");
-/// assert_eq!(refusal.status(), 503);
-/// # }
+/// let app: Router = Router::new()
+///     .route("/status", get(status))
+///     .route("/rotate", post(rotate))
+///     // Optional: the layer holds the lease until the body is sent; the
+///     // attribute then shares it.
+///     .layer(AdmissionLayer::new(POOLS.clone()));
 /// ```
 ///
-/// The class is `work` or `control`:
+/// The class is `work` or `control`; anything else fails the build with a
+/// message spanned on the class (the UI tests pin every message):
 ///
-/// ```compile_fail
-/// use admission_core::admitted;
-///
+/// ```text
 /// #[admitted(class = reads)]
-/// async fn status() -> String {
-///     String::new()
-/// }
-/// # fn main() {}
+/// //                 ^^^^^ unknown class `reads`: expected `work` or `control`
 /// ```
 #[proc_macro_attribute]
-pub fn admitted(args: TokenStream, item: TokenStream) -> TokenStream {
-    expand(admitted::expand, args, item)
+pub fn admitted_axum(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand(
+        |args, item| admitted::expand(args, item, admitted::Adapter::Axum),
+        args,
+        item,
+    )
+}
+
+/// Takes a request lease of one class for an `async fn` actix-web handler and
+/// runs the handler's body under it, failing fast with a `503` when the class
+/// has no free slot. Use it as `admission_actix::admitted`.
+///
+/// ```text
+/// #[admitted(class = control)]
+/// async fn status_page(app: web::Data<App>) -> impl Responder { body }
+/// ```
+///
+/// becomes a handler with the same attributes, visibility, generics and
+/// arguments that returns
+/// `Result<impl Responder, admission_actix::Rejection>`: it takes the lease
+/// (or returns the refusal, converted by `?` into a `Rejection`), then runs
+/// `body` in `Lease::scope`, so pure work inside it
+/// (`RequestPools::execute_pure`) runs under that lease and takes no second
+/// slot. `Result<T, Rejection>` is a response in actix-web (`Responder`,
+/// through `Rejection`'s `ResponseError`): a refusal is sent as `503
+/// Service Unavailable` (or the pools' refusal status) with `Retry-After`
+/// and a problem body.
+///
+/// Under the `AdmissionControl` middleware of `admission-actix` built from
+/// the same pools, the attribute shares the request's lease of its class
+/// instead of taking a second slot: one request holds one slot per class,
+/// and an idle server never refuses itself.
+///
+/// # Keys
+///
+/// * `class` (required): `work` (mutations) or `control` (reads and terminal
+///   control).
+/// * `pools` (optional): the path of pools that live for the whole program,
+///   e.g. `POOLS` or `crate::state::POOLS` for a
+///   `static POOLS: LazyLock<RequestPools>`. Anything else (a call such as
+///   `make_pools()`, a method call, a block, a borrow of a handler's
+///   argument) is refused by the attribute: it would be evaluated on every
+///   request and build new pools, with new slots, each time. The path is
+///   borrowed for `'static`, so a `const` or a local fails to compile too. By
+///   default `RequestPools::global()`, which `RequestPools::install_global`
+///   sets at startup.
+/// * `wait = "250ms"` (or `"2s"`) / `wait_ms = 250` (optional): wait at most
+///   that long for a lease, then refuse with `ADMISSION_WAIT_TIMEOUT`.
+///   Without it the handler fails fast, which is what HTTP callers want.
+/// * `crate` (optional): the path of `admission-actix` when the dependency is
+///   renamed, e.g. `crate = "my_adapter"`. Generated code names only its
+///   hidden `__private` module and `::core`.
+///
+/// The handler must be an `async fn` without `self` that names its response
+/// type (`-> String`, `-> impl Responder`, ...).
+///
+/// # When the lease ends
+///
+/// The attribute's lease ends when the handler returns, that is when the
+/// response value exists, **before** its body is sent. The
+/// `AdmissionControl` middleware of `admission-actix` holds its lease until
+/// the response body is done. For a streaming response, or any body that
+/// does work while it is sent, use the middleware, not the attribute.
+///
+/// # Examples
+///
+/// Not compiled here (see the crate docs): `admission-actix`'s docs run it.
+///
+/// ```ignore
+/// use std::sync::LazyLock;
+/// use actix_web::{web, App};
+/// use admission_actix::{admitted, AdmissionControl};
+/// use admission_core::{Class, Lease, RequestPools};
+///
+/// static POOLS: LazyLock<RequestPools> = LazyLock::new(|| RequestPools::new(2, 4).unwrap());
+///
+/// #[admitted(class = control, pools = POOLS)]
+/// async fn status() -> String {
+///     let class = Lease::current().map(|lease| lease.class());
+///     format!("running under {class:?}")
+/// }
+///
+/// #[admitted(class = work, pools = POOLS, wait = "250ms")]
+/// async fn rotate() -> &'static str {
+///     "rotated"
+/// }
+///
+/// let app = App::new()
+///     // Optional: the middleware holds the lease until the body is sent;
+///     // the attribute then shares it.
+///     .wrap(AdmissionControl::new(POOLS.clone()))
+///     .route("/status", web::get().to(status))
+///     .route("/rotate", web::post().to(rotate));
+/// ```
+///
+/// The class is `work` or `control`; anything else fails the build with a
+/// message spanned on the class (the UI tests pin every message):
+///
+/// ```text
+/// #[admitted(class = reads)]
+/// //                 ^^^^^ unknown class `reads`: expected `work` or `control`
+/// ```
+#[proc_macro_attribute]
+pub fn admitted_actix(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand(
+        |args, item| admitted::expand(args, item, admitted::Adapter::Actix),
+        args,
+        item,
+    )
 }
 
 /// Runs one attribute's expansion. On error it emits every error found plus

@@ -295,7 +295,9 @@ fn generate(
         span,
     );
     let too_many = LitStr::new(
-        &format!("`slots` must be at most `admission_core::MAX_CAPACITY`: `{shown}` is larger"),
+        &format!(
+            "`slots` must be at most `admission_core::pool::MAX_CAPACITY`: `{shown}` is larger"
+        ),
         span,
     );
     // A `const` item is evaluated by `cargo check` too, so a `const` path
@@ -304,7 +306,7 @@ fn generate(
     // this body, where an item named like it (`SLOTS`) would shadow it.
     let slots_const = quote_spanned! {span=>
         const __ADMISSION_SLOTS: ::core::num::NonZeroUsize = match ::core::num::NonZeroUsize::new(#value) {
-            ::core::option::Option::Some(slots) if slots.get() <= #krate::MAX_CAPACITY => slots,
+            ::core::option::Option::Some(slots) if slots.get() <= #krate::pool::MAX_CAPACITY => slots,
             ::core::option::Option::Some(_) => ::core::panic!(#too_many),
             ::core::option::Option::None => ::core::panic!(#too_few),
         };
