@@ -1,6 +1,6 @@
 //! Compile-time pins of the public types' auto traits.
 
-use admission_axum::AdmissionControl;
+use admission_axum::AdmissionService;
 use admission_axum::AdmissionLayer;
 use admission_axum::future::ResponseFuture;
 use axum::routing::Route;
@@ -23,10 +23,10 @@ fn bounds() {
     clone::<AdmissionLayer>();
     unpin::<AdmissionLayer>();
 
-    send::<AdmissionControl<Route>>();
-    sync::<AdmissionControl<Route>>();
-    clone::<AdmissionControl<Route>>();
-    unpin::<AdmissionControl<Route>>();
+    send::<AdmissionService<Route>>();
+    sync::<AdmissionService<Route>>();
+    clone::<AdmissionService<Route>>();
+    unpin::<AdmissionService<Route>>();
 
     send::<ResponseFuture<<Route as tower::Service<axum::extract::Request>>::Future>>();
     layer_for_router::<AdmissionLayer>();

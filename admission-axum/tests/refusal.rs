@@ -3,6 +3,7 @@
 mod common;
 
 use admission_axum::AdmissionLayer;
+use admission_core::http::RefusalStatus;
 use admission_core::{Class, RequestPools};
 use axum::extract::State;
 use axum::{Router, routing::get};
@@ -16,11 +17,14 @@ async fn held(State(gate): State<Gate>) -> &'static str {
 }
 
 /// One request holds the only *control* slot; the next gets the refusal.
-async fn refused_while_one_is_held(pools: RequestPools) -> (reqwest::Response, StatusCode) {
+async fn refused_while_one_is_held(
+    pools: RequestPools,
+    status: RefusalStatus,
+) -> (reqwest::Response, StatusCode) {
     let (gate, mut control) = gate();
     let router = Router::new()
         .route("/held", get(held))
-        .layer(AdmissionLayer::new(pools))
+        .layer(AdmissionLayer::new(pools).refusal_status(status))
         .with_state(gate);
     let addr = serve(router).await;
     let url = format!("http://{addr}/held");
@@ -51,7 +55,7 @@ async fn refused_while_one_is_held(pools: RequestPools) -> (reqwest::Response, S
 #[tokio::test]
 async fn refusal_is_503_with_retry_after_and_a_problem_body() {
     let pools = RequestPools::new(1, 1).unwrap();
-    let (refused, first) = refused_while_one_is_held(pools.clone()).await;
+    let (refused, first) = refused_while_one_is_held(pools.clone(), RefusalStatus::default()).await;
 
     assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
     let headers = refused.headers();
@@ -80,14 +84,9 @@ async fn refusal_is_503_with_retry_after_and_a_problem_body() {
 }
 
 #[tokio::test]
-async fn refusal_status_is_429_when_the_pools_say_so() {
-    let pools = RequestPools::builder()
-        .work(1)
-        .control(1)
-        .refusal_status(429)
-        .build()
-        .unwrap();
-    let (refused, first) = refused_while_one_is_held(pools).await;
+async fn refusal_status_is_429_when_the_layer_says_so() {
+    let pools = RequestPools::new(1, 1).unwrap();
+    let (refused, first) = refused_while_one_is_held(pools, RefusalStatus::TooManyRequests).await;
 
     assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(refused.headers()["retry-after"], "1");

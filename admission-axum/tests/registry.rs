@@ -6,8 +6,8 @@ mod common;
 
 use std::convert::Infallible;
 
-use admission_axum::{AdmissionLayer, registry};
-use admission_core::{Class, Pool, RequestPools, WorkError};
+use admission_axum::{AdmissionLayer, Rejection};
+use admission_core::{Admission, Class, Pool, RequestPools};
 use axum::extract::State;
 use axum::{
     Router,
@@ -23,20 +23,21 @@ struct App {
     requests: RequestPools,
 }
 
-async fn metrics(State(app): State<App>) -> Result<String, WorkError<Infallible>> {
-    let text = registry(&app.registry, || Ok("# EOF\n".to_owned())).await?;
-    Ok(text)
+async fn metrics(State(app): State<App>) -> Result<String, Rejection> {
+    let walk = || Ok::<_, Infallible>("# EOF\n".to_owned());
+    Ok(app.registry.run(walk, Admission::FailFast).await?)
 }
 
-async fn explode(State(app): State<App>) -> Result<String, WorkError<Infallible>> {
-    registry(&app.registry, || -> Result<String, Infallible> {
-        panic!("registry walk blew up")
-    })
-    .await
+async fn explode(State(app): State<App>) -> Result<String, Rejection> {
+    let walk = || -> Result<String, Infallible> { panic!("registry walk blew up") };
+    Ok(app.registry.run(walk, Admission::FailFast).await?)
 }
 
-async fn transition(State(app): State<App>) -> Result<String, WorkError<Infallible>> {
-    let next = app.requests.execute_pure(Class::Work, || Ok(7)).await?;
+async fn transition(State(app): State<App>) -> Result<String, Rejection> {
+    let next = app
+        .requests
+        .execute_pure(Class::Work, || Ok::<_, Infallible>(7))
+        .await?;
     Ok(format!("state {next}"))
 }
 

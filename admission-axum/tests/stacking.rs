@@ -1,0 +1,123 @@
+//! Layers stacked the ways apps stack them, over real HTTP, on a one-slot
+//! class: a router-wide layer plus a per-route layer, and a layer wrapping a
+//! layer directly (a plain tower stack). One request holds one slot of its
+//! class however many layers of the same pools it passes; layers of other
+//! pools still count.
+
+mod common;
+
+use std::convert::Infallible;
+
+use admission_axum::AdmissionLayer;
+use admission_core::{Class, RequestPools};
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{Request, Response};
+use axum::{Router, routing::post};
+use reqwest::StatusCode;
+use tower::{Layer, ServiceExt, service_fn};
+
+use common::{Gate, PATIENCE, client, eventually, gate, serve};
+
+async fn held(State(gate): State<Gate>) -> &'static str {
+    gate.pass().await;
+    "done"
+}
+
+/// A POST (class *work*, one slot) through `router`; while the handler is
+/// held, reports the work class's slots in use, then lets it finish.
+async fn in_use_while_held(router: Router<Gate>, pools: &RequestPools) -> (StatusCode, usize) {
+    let (gate, mut control) = gate();
+    let addr = serve(router.with_state(gate)).await;
+    let request = tokio::spawn(async move {
+        client()
+            .post(format!("http://{addr}/held"))
+            .send()
+            .await
+            .expect("request")
+            .status()
+    });
+    control.entered(1).await;
+    let in_use = pools.pool(Class::Work).stats().in_use;
+    control.open(1);
+    let status = tokio::time::timeout(PATIENCE, request)
+        .await
+        .expect("answered in time")
+        .expect("request task");
+    let work = pools.pool(Class::Work).clone();
+    eventually("the lease is back", || work.stats().in_use == 0).await;
+    (status, in_use)
+}
+
+#[tokio::test]
+async fn a_router_wide_and_a_per_route_layer_hold_one_slot() {
+    let pools = RequestPools::new(1, 1).unwrap();
+    let router = Router::new()
+        .route(
+            "/held",
+            post(held).layer(AdmissionLayer::class(pools.clone(), Class::Work)),
+        )
+        .layer(AdmissionLayer::new(pools.clone()));
+
+    let (status, in_use) = in_use_while_held(router, &pools).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "an idle server must not refuse itself"
+    );
+    assert_eq!(in_use, 1, "one request, one slot of its class");
+    assert_eq!(pools.pool(Class::Work).stats().refused, 0);
+}
+
+#[tokio::test]
+async fn layers_of_different_pools_each_take_their_own_slot() {
+    let outer = RequestPools::new(1, 1).unwrap();
+    let inner = RequestPools::new(1, 1).unwrap();
+    let router = Router::new()
+        .route(
+            "/held",
+            post(held).layer(AdmissionLayer::new(inner.clone())),
+        )
+        .layer(AdmissionLayer::new(outer.clone()));
+
+    let (status, outer_in_use) = in_use_while_held(router, &outer).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(outer_in_use, 1);
+    assert_eq!(
+        inner.pool(Class::Work).stats().admitted,
+        1,
+        "the other pools' layer admitted on its own slots"
+    );
+}
+
+#[tokio::test]
+async fn a_layer_directly_around_a_layer_holds_one_slot() {
+    let pools = RequestPools::new(1, 1).unwrap();
+    let (gate, mut control) = gate();
+    let handler = service_fn(move |_request: Request<Body>| {
+        let gate = gate.clone();
+        async move {
+            gate.pass().await;
+            Ok::<_, Infallible>(Response::new(Body::from("done")))
+        }
+    });
+    let stack = AdmissionLayer::new(pools.clone())
+        .layer(AdmissionLayer::class(pools.clone(), Class::Work).layer(handler));
+
+    let request = tokio::spawn(stack.oneshot(Request::post("/").body(Body::empty()).unwrap()));
+    control.entered(1).await;
+    assert_eq!(
+        pools.pool(Class::Work).stats().in_use,
+        1,
+        "the inner layer shared the outer lease"
+    );
+    control.open(1);
+    let response = tokio::time::timeout(PATIENCE, request)
+        .await
+        .expect("answered in time")
+        .expect("request task")
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    drop(response);
+    assert_eq!(pools.pool(Class::Work).stats().in_use, 0);
+}
