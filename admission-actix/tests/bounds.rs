@@ -7,7 +7,6 @@ use actix_web::{Error, ResponseError};
 use admission_actix::body::LeasedBody;
 use admission_actix::future::ResponseFuture;
 use admission_actix::{AdmissionControl, AdmissionMiddleware};
-use admission_core::WorkError;
 
 /// An inner service of a nameable type.
 struct Inner;
@@ -56,17 +55,8 @@ fn bounds() {
     send::<LeasedBody<String>>();
     sync::<LeasedBody<String>>();
 
-    // The helpers' futures can move across threads (e.g. into `tokio::spawn`).
-    fn send_value<T: Send>(_: &T) {}
-    let pool = admission_core::Pool::new("bounds", 1).unwrap();
-    send_value(&admission_actix::registry(&pool, || {
-        Ok::<_, std::fmt::Error>(())
-    }));
-    send_value(&admission_actix::registry_wait(&pool, || {
-        Ok::<_, std::fmt::Error>(())
-    }));
-
-    // A handler returns the helpers' error with `?`.
-    response_error::<WorkError<std::fmt::Error>>();
-    response_error::<WorkError<std::io::Error>>();
+    // A handler returns a refusal or a work error with `?` as a `Rejection`.
+    response_error::<admission_actix::Rejection>();
+    send::<admission_actix::Rejection>();
+    sync::<admission_actix::Rejection>();
 }

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use actix_web::{HttpResponse, web};
 use admission_actix::AdmissionControl;
-use admission_core::{Class, Problem, RequestPools};
+use admission_core::http::{HeaderText, Problem, RefusalStatus};
+use admission_core::{Class, RequestPools};
 use reqwest::StatusCode;
 
 use common::{client, data, problem, serve};
@@ -30,7 +31,10 @@ async fn refused_request_gets_503_retry_after_and_the_problem_body() {
     });
 
     let held = pools.try_lease(Class::Control).unwrap();
-    let expected = Problem::refusal(&pools.try_lease(Class::Control).unwrap_err());
+    let expected = Problem::refusal(
+        &pools.try_lease(Class::Control).unwrap_err(),
+        RefusalStatus::default(),
+    );
     let res = client().get(server.url("/status")).send().await.unwrap();
 
     assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -39,6 +43,10 @@ async fn refused_request_gets_503_retry_after_and_the_problem_body() {
     assert_eq!(headers["cache-control"], "no-store");
     assert_eq!(headers["retry-after"], "1", "whole seconds, at least 1");
     for (name, value) in expected.headers() {
+        let value = match value {
+            HeaderText::Static(text) => text.to_owned(),
+            HeaderText::Seconds(secs) => secs.to_string(),
+        };
         assert_eq!(headers[name], value.as_str(), "header `{name}` is core's");
     }
     let body = res.text().await.unwrap();
@@ -67,19 +75,19 @@ async fn refused_request_gets_503_retry_after_and_the_problem_body() {
 }
 
 #[tokio::test]
-async fn pools_built_with_refusal_status_429_answer_429() {
-    let pools = RequestPools::builder()
-        .work(1)
-        .control(1)
-        .refusal_status(429)
-        .build()
-        .unwrap();
-    let server = serve(AdmissionControl::new(pools.clone()), |cfg| {
+async fn a_middleware_built_with_refusal_status_429_answers_429() {
+    let pools = RequestPools::new(1, 1).unwrap();
+    let admission =
+        AdmissionControl::new(pools.clone()).refusal_status(RefusalStatus::TooManyRequests);
+    let server = serve(admission, |cfg| {
         cfg.route("/items", web::post().to(HttpResponse::Created));
     });
 
     let held = pools.try_lease(Class::Work).unwrap();
-    let expected = Problem::refusal(&pools.try_lease(Class::Work).unwrap_err());
+    let expected = Problem::refusal(
+        &pools.try_lease(Class::Work).unwrap_err(),
+        RefusalStatus::TooManyRequests,
+    );
     let res = client().post(server.url("/items")).send().await.unwrap();
     assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(res.headers()["retry-after"], "1");

@@ -4,32 +4,34 @@
 mod common;
 
 use actix_web::{HttpResponse, web};
-use admission_actix::{AdmissionControl, registry, registry_wait};
-use admission_core::{Class, Pool, Problem, RequestPools, WorkError};
+use admission_actix::{AdmissionControl, Rejection};
+use admission_core::http::{Problem, RefusalStatus};
+use admission_core::{Admission, Class, Pool, RequestPools};
 use reqwest::StatusCode;
 
 use common::{client, data, problem, serve};
 
-async fn metrics(pool: web::Data<Pool>) -> Result<HttpResponse, WorkError<std::fmt::Error>> {
-    let text = registry(&pool, || Ok("requests_total 1\n# EOF\n".to_owned())).await?;
+async fn metrics(pool: web::Data<Pool>) -> Result<HttpResponse, Rejection> {
+    let walk = || Ok::<_, std::fmt::Error>("requests_total 1\n# EOF\n".to_owned());
+    let text = pool.run(walk, Admission::FailFast).await?;
     Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
         .body(text))
 }
 
-async fn boom(pool: web::Data<Pool>) -> Result<String, WorkError<std::fmt::Error>> {
-    registry(&pool, || -> Result<String, std::fmt::Error> {
-        panic!("walk exploded")
-    })
-    .await
+async fn boom(pool: web::Data<Pool>) -> Result<String, Rejection> {
+    let walk = || -> Result<String, std::fmt::Error> { panic!("walk exploded") };
+    Ok(pool.run(walk, Admission::FailFast).await?)
 }
 
-async fn failing(pool: web::Data<Pool>) -> Result<String, WorkError<std::fmt::Error>> {
-    registry(&pool, || Err::<String, _>(std::fmt::Error)).await
+async fn failing(pool: web::Data<Pool>) -> Result<String, Rejection> {
+    let walk = || Err::<String, _>(std::fmt::Error);
+    Ok(pool.run(walk, Admission::FailFast).await?)
 }
 
-async fn walker(pool: web::Data<Pool>) -> Result<String, WorkError<std::fmt::Error>> {
-    registry_wait(&pool, || Ok("walked".to_owned())).await
+async fn walker(pool: web::Data<Pool>) -> Result<String, Rejection> {
+    let walk = || Ok::<_, std::fmt::Error>("walked".to_owned());
+    Ok(pool.run(walk, Admission::Wait).await?)
 }
 
 fn app(requests: &RequestPools, pool: &Pool) -> common::Server {
@@ -54,7 +56,7 @@ async fn registry_work_answers_and_a_busy_pool_refuses_with_the_problem() {
     assert_eq!(res.text().await.unwrap(), "requests_total 1\n# EOF\n");
 
     let walking = pool.try_admit().unwrap();
-    let expected = Problem::refusal(&pool.try_admit().unwrap_err());
+    let expected = Problem::refusal(&pool.try_admit().unwrap_err(), RefusalStatus::default());
     let res = client().get(server.url("/metrics")).send().await.unwrap();
     assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(res.headers()["content-type"], "application/problem+json");

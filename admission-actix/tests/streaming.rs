@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 
 use actix_web::{HttpResponse, web};
 use admission_actix::AdmissionControl;
-use admission_core::{Class, RequestPools, current_lease};
+use admission_core::{Class, Lease, RequestPools};
 use bytes::Bytes;
 use futures_util::Stream;
 use reqwest::StatusCode;
@@ -187,7 +187,7 @@ async fn pure_work_in_a_handler_runs_under_the_inherited_lease() {
             cfg.app_data(pools.clone()).route(
                 "/pure",
                 web::get().to(|pools: web::Data<RequestPools>| async move {
-                    let inherited = current_lease().map(|lease| lease.class());
+                    let inherited = Lease::current().map(|lease| lease.class());
                     let out = pools
                         .execute_pure(Class::Control, || Ok::<_, std::fmt::Error>(21 * 2))
                         .await;
