@@ -1,5 +1,10 @@
 //! trybuild UI tests for `#[reserved]` and `#[admitted]`.
 //!
+//! `#[reserved]` is used through `admission-core`; `#[admitted]` through an
+//! adapter (`admission_axum::admitted`, `admission_actix::admitted`). The
+//! `admitted` fail cases all use the axum one: the messages they pin are the
+//! macro's own, the same for both adapters but for the framework's words.
+//!
 //! Each `ui/*/fail/*.rs` has a sibling `.stderr` snapshot of the errors the
 //! macros emit; each `ui/*/pass/*.rs` must compile (and its `main` run).
 //! Re-bless the snapshots, after reading every changed `.stderr`, with

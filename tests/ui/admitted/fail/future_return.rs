@@ -1,6 +1,6 @@
 use std::future::Future;
 
-use admission_core::admitted;
+use admission_axum::admitted;
 
 #[admitted(class = work)]
 async fn rotate() -> impl Future<Output = String> {

@@ -1,4 +1,4 @@
-use admission_core::admitted;
+use admission_axum::admitted;
 
 #[admitted(class = control)]
 fn status() -> String {

@@ -1,4 +1,4 @@
-use admission_core::admitted;
+use admission_axum::admitted;
 
 #[admitted(class = control, timeout = 5)]
 async fn status() -> String {

@@ -1,5 +1,5 @@
 use actix_web::{App, HttpResponse, Responder, web};
-use admission_core::admitted;
+use admission_actix::admitted;
 
 struct Registry;
 

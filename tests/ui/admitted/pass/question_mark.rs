@@ -1,11 +1,9 @@
-use std::sync::OnceLock;
+use std::sync::LazyLock;
 
-use admission_core::{RequestPools, admitted};
+use admission_axum::admitted;
+use admission_core::{Class, RequestPools};
 
-fn pools() -> &'static RequestPools {
-    static POOLS: OnceLock<RequestPools> = OnceLock::new();
-    POOLS.get_or_init(|| RequestPools::new(1, 1).unwrap())
-}
+static POOLS: LazyLock<RequestPools> = LazyLock::new(|| RequestPools::new(1, 1).unwrap());
 
 #[derive(Debug)]
 struct Invalid;
@@ -20,7 +18,7 @@ impl std::error::Error for Invalid {}
 
 // `?` and `return` in the body keep their meaning: they end the handler's
 // own `Result`, which the attribute wraps.
-#[admitted(class = work, pools = pools())]
+#[admitted(class = work, pools = POOLS)]
 async fn parse(input: String) -> Result<u32, Invalid> {
     if input.is_empty() {
         return Err(Invalid);
@@ -36,6 +34,6 @@ fn main() {
     runtime.block_on(async {
         assert_eq!(parse("7".into()).await.unwrap().unwrap(), 7);
         assert!(parse(String::new()).await.unwrap().is_err());
-        assert_eq!(pools().pool(admission_core::Class::Work).stats().in_use, 0);
+        assert_eq!(POOLS.pool(Class::Work).stats().in_use, 0);
     });
 }

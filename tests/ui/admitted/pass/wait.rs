@@ -1,33 +1,41 @@
-use std::sync::OnceLock;
+use std::sync::LazyLock;
 
-use admission_core::{Class, Code, RequestPools, admitted};
+use admission_axum::admitted;
+use admission_core::{Class, Code, RequestPools};
+use axum::Router;
+use axum::routing::{get, post};
 
-fn pools() -> &'static RequestPools {
-    static POOLS: OnceLock<RequestPools> = OnceLock::new();
-    POOLS.get_or_init(|| RequestPools::new(1, 1).unwrap())
-}
+static POOLS: LazyLock<RequestPools> = LazyLock::new(|| RequestPools::new(1, 1).unwrap());
 
 // Waits up to 20 ms for a lease instead of failing fast.
-#[admitted(class = work, pools = pools(), wait = "20ms")]
+#[admitted(class = work, pools = POOLS, wait = "20ms")]
 async fn rotate() -> &'static str {
     "rotated"
 }
 
-#[admitted(class = control, pools = pools(), wait_ms = 20)]
+#[admitted(class = control, pools = POOLS, wait_ms = 20)]
 async fn read() -> &'static str {
     "read"
 }
 
 fn main() {
+    // The waiting handlers are still axum handlers: their futures are `Send`.
+    let _router: Router = Router::new()
+        .route("/rotate", post(rotate))
+        .route("/read", get(read));
+
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .unwrap();
     runtime.block_on(async {
         assert_eq!(rotate().await.unwrap(), "rotated");
-        let held = pools().try_lease(Class::Work).unwrap();
-        let refusal = rotate().await.unwrap_err();
-        assert_eq!(refusal.code(), Code::WaitTimedOut);
+        let held = POOLS.try_lease(Class::Work).unwrap();
+        let rejection = rotate().await.unwrap_err();
+        assert_eq!(
+            rejection.refusal().map(|r| r.code()),
+            Some(Code::WaitTimedOut)
+        );
         drop(held);
         assert_eq!(read().await.unwrap(), "read");
     });
