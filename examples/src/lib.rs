@@ -11,6 +11,7 @@
 pub mod args;
 pub mod cli;
 pub mod exporter;
+pub mod metrics_reference;
 pub mod signal;
 pub mod storm;
 pub mod workflow;

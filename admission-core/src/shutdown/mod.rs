@@ -8,3 +8,5 @@ mod report;
 
 pub use self::coordinator::{DEFAULT_DEADLINE, Shutdown};
 pub use self::report::{Cleanup, Outcome, PoolReport, ShutdownReport};
+/// The token [`Shutdown::stop_token`] returns and lifespan loops are given.
+pub use tokio_util::sync::CancellationToken;

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use admission_core::metrics::reference_markdown;
+use admission_examples::metrics_reference::reference_markdown;
 
 const USAGE: &str = "usage: metrics-reference [--stdout]";
 

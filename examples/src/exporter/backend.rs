@@ -2,13 +2,14 @@
 //!
 //! This module owns the ways a walk reaches a thread ([`Gate`], with or
 //! without coalescing) and [`WalkError`], the one answer a handler gives
-//! when a walk produced nothing. The HTTP side of a refusal is core's:
-//! `WorkError` renders itself.
+//! when a walk produced nothing. The HTTP side of a refusal is the axum
+//! adapter's `Rejection`, which renders core's problem.
 
 use std::fmt;
 use std::time::Duration;
 
-use admission_core::{Admission, Coalescing, Pool, Problem, WorkError};
+use admission_axum::Rejection;
+use admission_core::{Admission, Coalescing, Pool, WorkError};
 use axum::response::{IntoResponse, Response};
 
 use super::Gate;
@@ -79,11 +80,12 @@ impl IntoResponse for WalkError {
     fn into_response(self) -> Response {
         // Core defines every answer once: a failure is a `500` with a code
         // and no message, a walk lost to shutdown a `503` saying so.
-        match self {
-            WalkError::Admission(err) => err.into_response(),
-            WalkError::Failed => Problem::work_error(&WorkError::Failed(())).into_response(),
-            WalkError::Lost => Problem::work_error(&WorkError::<()>::Cancelled).into_response(),
-        }
+        let rejection = match self {
+            WalkError::Admission(err) => Rejection::from(err),
+            WalkError::Failed => Rejection::from(WorkError::Failed(())),
+            WalkError::Lost => Rejection::from(WorkError::<()>::Cancelled),
+        };
+        rejection.into_response()
     }
 }
 

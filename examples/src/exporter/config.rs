@@ -130,7 +130,7 @@ impl Default for Config {
             series: 10_000,
             walk_delay: Duration::ZERO,
             cardinality_interval: Duration::from_secs(10),
-            shutdown_deadline: admission_core::DEFAULT_DEADLINE,
+            shutdown_deadline: admission_core::shutdown::DEFAULT_DEADLINE,
             gate: Gate::Admission,
             coalesce: None,
         }

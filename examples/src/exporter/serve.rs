@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use admission_core::metrics::AdmissionMetrics;
-use admission_core::{Admission, CancellationToken, Shutdown, ShutdownReport};
+use admission_core::shutdown::{CancellationToken, ShutdownReport};
+use admission_core::{Admission, Shutdown};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::net::TcpListener;
 use tokio::time::{Instant, MissedTickBehavior};

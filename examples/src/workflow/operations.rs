@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use actix_web::http::header::LOCATION;
 use actix_web::{HttpRequest, HttpResponse, web};
-use admission_core::{Class, WorkError};
+use admission_actix::Rejection;
+use admission_core::Class;
 use serde_json::{Value, json};
 
 use super::serve::AppState;
@@ -175,7 +176,7 @@ fn work_ms(query: &str) -> Result<u64, String> {
 pub(crate) async fn create(
     req: HttpRequest,
     app: web::Data<AppState>,
-) -> Result<HttpResponse, WorkError<UnknownOperation>> {
+) -> Result<HttpResponse, Rejection> {
     let work_ms = match work_ms(req.query_string()) {
         Ok(ms) => ms,
         Err(problem) => return Ok(HttpResponse::BadRequest().json(json!({ "error": problem }))),
@@ -199,7 +200,7 @@ pub(crate) async fn create(
 pub(crate) async fn read(
     id: web::Path<u64>,
     app: web::Data<AppState>,
-) -> Result<HttpResponse, WorkError<Infallible>> {
+) -> Result<HttpResponse, Rejection> {
     let (id, store) = (id.into_inner(), app.store.clone());
     let found = app
         .requests

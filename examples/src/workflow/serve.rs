@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use actix_web::{App, HttpServer, web};
 use admission_actix::AdmissionControl;
-use admission_core::{ConfigError, RequestPools, Shutdown, ShutdownReport};
+use admission_core::shutdown::ShutdownReport;
+use admission_core::{ConfigError, RequestPools, Shutdown};
 use tokio::time::Instant;
 
 use super::Config;
@@ -104,7 +105,7 @@ impl Workflow {
         let shutdown = Shutdown::new(config.shutdown_deadline)?;
         let dispatcher = NativeDispatcher::new(config.native_capacities.clone())?;
         let loops = Loops::new(dispatcher);
-        shutdown.register_requests(&requests);
+        shutdown.register(&requests);
         for entry in loops.entries() {
             shutdown.register(entry.reservation.pool());
         }

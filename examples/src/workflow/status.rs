@@ -4,7 +4,7 @@
 //! run pure work: it reads counters only.
 
 use actix_web::{HttpResponse, web};
-use admission_core::PoolStats;
+use admission_core::stats::PoolStats;
 use serde_json::{Map, Value, json};
 
 use super::serve::AppState;
