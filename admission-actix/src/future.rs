@@ -154,7 +154,9 @@ where
                 let result = std::task::ready!(call.poll(cx));
                 let lease = lease.take();
                 match lease {
-                    Some(lease) => result.map(|res| res.map_body(|_, body| LeasedBody::new(body, lease))),
+                    Some(lease) => {
+                        result.map(|res| res.map_body(|_, body| LeasedBody::new(body, lease)))
+                    }
                     None => panic!("`ResponseFuture` polled after completion"),
                 }
             }

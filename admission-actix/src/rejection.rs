@@ -146,7 +146,10 @@ impl ResponseError for Rejection {
 
 /// Core's problem as a response whose body `body` builds from the bytes:
 /// the status and the header list in core's order.
-pub(crate) fn problem_response<B>(problem: Problem, body: impl FnOnce(Bytes) -> B) -> HttpResponse<B> {
+pub(crate) fn problem_response<B>(
+    problem: Problem,
+    body: impl FnOnce(Bytes) -> B,
+) -> HttpResponse<B> {
     let status = StatusCode::from_u16(problem.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
     let header_list = problem.headers();
     let mut response = HttpResponse::with_body(status, body(Bytes::from(problem.into_body())));

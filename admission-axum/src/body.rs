@@ -141,7 +141,9 @@ impl<B: Body<Data = Bytes>> Body for LeasedBody<B> {
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
             Kind::Leased { inner, .. } => inner.size_hint(),
-            Kind::Problem { body } => SizeHint::with_exact(body.as_ref().map_or(0, |b| b.len() as u64)),
+            Kind::Problem { body } => {
+                SizeHint::with_exact(body.as_ref().map_or(0, |b| b.len() as u64))
+            }
         }
     }
 }

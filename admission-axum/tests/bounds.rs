@@ -1,7 +1,7 @@
 //! Compile-time pins of the public types' auto traits.
 
-use admission_axum::AdmissionService;
 use admission_axum::AdmissionLayer;
+use admission_axum::AdmissionService;
 use admission_axum::future::ResponseFuture;
 use axum::routing::Route;
 

@@ -43,9 +43,7 @@ impl Holders {
         // since a task only ever needs to see its own records.
         for (i, cell) in self.cells.iter().enumerate() {
             if cell.load(Relaxed) == FREE
-                && cell
-                    .compare_exchange(FREE, task, Relaxed, Relaxed)
-                    .is_ok()
+                && cell.compare_exchange(FREE, task, Relaxed, Relaxed).is_ok()
             {
                 return u32::try_from(i).ok().map(Cell);
             }

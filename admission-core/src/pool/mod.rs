@@ -28,10 +28,10 @@ pub use self::future::WorkFuture;
 pub use self::gate::{Admission, Pool};
 pub use self::retry::RetryHint;
 pub use self::slot::Slot;
+pub(crate) use self::stats::PoolStats;
 pub use self::work::RegistryWork;
 pub use self::work_error::WorkError;
 pub use crate::error::MAX_CAPACITY;
-pub(crate) use self::stats::PoolStats;
 
 /// Anything that owns pools: a [`Pool`], the request pools, a reservation
 /// or a loop owner. [`Shutdown::register`](crate::Shutdown::register) and

@@ -8,7 +8,8 @@
 
 use std::time::{Duration, Instant};
 
-use admission_core::{Admission, Class, Lease, PROBLEM_JSON, Pool, Problem, RequestPools};
+use admission_core::http::{PROBLEM_JSON, Problem, RefusalStatus, WORK_PANICKED};
+use admission_core::{Admission, Class, Lease, Pool, RequestPools};
 use bytes::Bytes;
 use reqwest::StatusCode;
 use tokio::sync::{mpsc, oneshot};
@@ -413,7 +414,7 @@ pub(crate) async fn panicking_walk_answers_500_and_frees_its_slot(adapter: Adapt
         !boom.headers.contains_key("retry-after"),
         "a panic is no refusal"
     );
-    assert_eq!(boom.problem()["code"], admission_core::WORK_PANICKED);
+    assert_eq!(boom.problem()["code"], WORK_PANICKED);
     assert!(
         !boom.text().contains("exploded"),
         "the panic message is never sent"
@@ -524,7 +525,7 @@ pub(crate) async fn a_panicking_shared_walk_fails_every_caller_and_the_next_walk
             !answer.headers.contains_key("retry-after"),
             "a panic is not a refusal"
         );
-        assert_eq!(answer.problem()["code"], admission_core::WORK_PANICKED);
+        assert_eq!(answer.problem()["code"], WORK_PANICKED);
         assert!(
             !answer.text().contains("exploded"),
             "the panic message never reaches a client"
@@ -642,7 +643,10 @@ pub(crate) async fn both_adapters_answer_byte_for_byte_alike() {
     let (a, b) = both("/metrics").await;
     assert_refused(&a, REGISTRY);
     assert_same("a registry refusal", &a, &b);
-    let core = Problem::refusal(&registry.try_admit().expect_err("the slot is taken"));
+    let core = Problem::refusal(
+        &registry.try_admit().expect_err("the slot is taken"),
+        RefusalStatus::default(),
+    );
     assert_eq!(a.text(), core.body(), "the body is core's problem");
     drop(walking);
 
@@ -653,7 +657,10 @@ pub(crate) async fn both_adapters_answer_byte_for_byte_alike() {
     let (a, b) = both("/metrics").await;
     assert_refused(&a, "control");
     assert_same("a request-class refusal", &a, &b);
-    let core = Problem::refusal(&requests.try_lease(Class::Control).expect_err("all taken"));
+    let core = Problem::refusal(
+        &requests.try_lease(Class::Control).expect_err("all taken"),
+        RefusalStatus::default(),
+    );
     assert_eq!(a.text(), core.body(), "the body is core's problem");
     drop(held);
 

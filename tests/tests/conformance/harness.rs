@@ -163,7 +163,7 @@ mod axum_app {
     //! The axum side: handlers, the three mounts, `axum::serve`.
 
     use admission_axum::AdmissionLayer;
-    use admission_core::RequestPools;
+    use admission_core::{Admission, RequestPools};
     use axum::Router;
     use axum::body::Body;
     use axum::handler::Handler;
@@ -186,17 +186,18 @@ mod axum_app {
                 watch,
             } => {
                 let mut watch = Watch::new(watch);
-                let text = admission_axum::registry(&pool, walk).await;
+                let text = pool.run(walk, Admission::FailFast).await;
                 watch.complete();
                 text.map(|text| ([(header::CONTENT_TYPE, content_type)], text))
+                    .map_err(admission_axum::Rejection::from)
                     .into_response()
             }
-            Endpoint::Coalesced { scrapes, walk } => {
-                admission_axum::registry_coalesced(&scrapes, WALK, walk)
-                    .await
-                    .map(|text| ([(header::CONTENT_TYPE, METRICS)], text))
-                    .into_response()
-            }
+            Endpoint::Coalesced { scrapes, walk } => scrapes
+                .run(WALK, walk, Admission::FailFast)
+                .await
+                .map(|text| ([(header::CONTENT_TYPE, METRICS)], text))
+                .map_err(admission_axum::Rejection::from)
+                .into_response(),
             Endpoint::Stream(feeds) => {
                 let chunks = Fed::new(&feeds).map(Ok::<_, std::convert::Infallible>);
                 Body::from_stream(chunks).into_response()
@@ -255,7 +256,7 @@ mod actix_app {
 
     use actix_web::{App, HttpResponse, HttpServer, web};
     use admission_actix::AdmissionControl;
-    use admission_core::RequestPools;
+    use admission_core::{Admission, RequestPools};
     use futures_util::StreamExt;
 
     use super::{ActixMount, Endpoint, Fed, METRICS, Routes, SCOPE, Server, Stop, WALK, Watch};
@@ -271,12 +272,14 @@ mod actix_app {
                 watch,
             } => {
                 let mut watch = Watch::new(watch);
-                let text = admission_actix::registry(&pool, walk).await;
+                let text = pool.run(walk, Admission::FailFast).await;
                 watch.complete();
-                Ok(HttpResponse::Ok().content_type(content_type).body(text?))
+                let text = text.map_err(admission_actix::Rejection::from)?;
+                Ok(HttpResponse::Ok().content_type(content_type).body(text))
             }
             Endpoint::Coalesced { scrapes, walk } => {
-                let text = admission_actix::registry_coalesced(&scrapes, WALK, walk).await?;
+                let text = scrapes.run(WALK, walk, Admission::FailFast).await;
+                let text = text.map_err(admission_actix::Rejection::from)?;
                 Ok(HttpResponse::Ok().content_type(METRICS).body(text))
             }
             Endpoint::Stream(feeds) => {

@@ -143,14 +143,16 @@ mod axum_app {
     use axum::routing::get;
     use tokio::net::TcpListener;
 
+    use admission_core::Admission;
+
     use super::{METRICS, Registry, Server, Stop, healthz};
 
     async fn metrics(State(registry): State<Registry>, RawQuery(query): RawQuery) -> Response {
         let walk = registry.walk(query.as_deref().unwrap_or_default());
-        let run = admission_axum::registry(&registry.pool, walk);
+        let run = registry.pool.run(walk, Admission::FailFast);
         match registry.gauge.in_flight_while(run).await {
             Ok(text) => ([(header::CONTENT_TYPE, METRICS)], text).into_response(),
-            Err(err) => err.into_response(),
+            Err(err) => admission_axum::Rejection::from(err).into_response(),
         }
     }
 
@@ -195,6 +197,8 @@ mod actix_app {
     use admission_actix::AdmissionControl;
     use admission_core::RequestPools;
 
+    use admission_core::Admission;
+
     use super::{METRICS, Registry, Server, Stop, healthz};
 
     async fn metrics(
@@ -202,8 +206,9 @@ mod actix_app {
         registry: web::Data<Registry>,
     ) -> Result<HttpResponse, actix_web::Error> {
         let walk = registry.walk(request.query_string());
-        let run = admission_actix::registry(&registry.pool, walk);
-        let text = registry.gauge.in_flight_while(run).await?;
+        let run = registry.pool.run(walk, Admission::FailFast);
+        let text = registry.gauge.in_flight_while(run).await;
+        let text = text.map_err(admission_actix::Rejection::from)?;
         Ok(HttpResponse::Ok().content_type(METRICS).body(text))
     }
 
