@@ -1,6 +1,9 @@
 //! `#[admitted]` handlers over real HTTP, in axum and in actix-web: refused
 //! with `503`, `Retry-After` and a problem body when their class is full, run
 //! when a slot is free, and pure work inside them takes no second slot.
+//! Under the adapter's layer (axum) or middleware (actix-web) built from the
+//! same pools, a handler shares the request's lease: on a one-slot class an
+//! idle server answers `200`, and the request holds one slot.
 //!
 //! Each test has its own request pools (a `static` named in `pools = ...`),
 //! so tests running in parallel never share capacity. Handlers are held with
@@ -10,7 +13,7 @@ use std::convert::Infallible;
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use admission_core::{Class, Lease, RequestPools, admitted, current_lease};
+use admission_core::{Class, Lease, RequestPools};
 use reqwest::{Response, StatusCode};
 use tokio::sync::{Mutex, mpsc};
 
@@ -56,12 +59,28 @@ async fn held_handler(pools: &'static RequestPools, gate: &Gate) -> String {
         })
         .await
         .expect("pure work under the handler's lease must run");
-    let class = current_lease().map(|lease| lease.class());
+    let class = Lease::current().map(|lease| lease.class());
     gate.entered
         .send((in_use, class))
         .expect("the test waits for the handler");
     gate.release.lock().await.recv().await;
     format!("in_use={in_use}")
+}
+
+/// Waits for the handler to report from its middle; a request that ends
+/// first (refused by the layer or by the attribute itself) fails the test
+/// instead of leaving it waiting forever.
+async fn wait_for_handler(
+    control: &mut GateControl,
+    request: &mut tokio::task::JoinHandle<Response>,
+) -> (usize, Option<Class>) {
+    tokio::select! {
+        entered = control.entered.recv() => entered.expect("the handler reports"),
+        response = request => panic!(
+            "an idle server must run the handler, but the request ended first with {}",
+            response.expect("the request task ends").status()
+        ),
+    }
 }
 
 /// Takes every slot of `class`, as concurrent requests would.
@@ -97,7 +116,7 @@ async fn assert_refused(response: Response, class: Class) {
             .headers()
             .get("content-type")
             .map(reqwest::header::HeaderValue::as_bytes),
-        Some(admission_core::PROBLEM_JSON.as_bytes()),
+        Some(admission_core::http::PROBLEM_JSON.as_bytes()),
         "a refusal is a problem document"
     );
     let body: serde_json::Value =
@@ -130,6 +149,7 @@ async fn post(url: String) -> Response {
 mod axum_handlers {
     use std::sync::Arc;
 
+    use admission_axum::{AdmissionLayer, admitted};
     use axum::Router;
     use axum::extract::State;
     use axum::routing::{get, post};
@@ -159,6 +179,30 @@ mod axum_handlers {
         let app = Router::new()
             .route("/status", get(status))
             .route("/rotate", post(rotate))
+            .with_state(Arc::new(gate));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind port 0");
+        let addr = listener.local_addr().expect("bound address");
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}")
+    }
+
+    /// One work slot, taken by the layer and shared by the attribute.
+    pub(super) static LAYERED: LazyLock<RequestPools> =
+        LazyLock::new(|| RequestPools::new(1, 1).expect("valid pools"));
+
+    #[admitted(class = work, pools = LAYERED)]
+    async fn layered(State(gate): State<Arc<Gate>>) -> String {
+        held_handler(&LAYERED, &gate).await
+    }
+
+    /// Serves `layered` under an `AdmissionLayer` of the same pools and
+    /// returns the base URL.
+    pub(super) async fn serve_layered(gate: Gate) -> String {
+        let app = Router::new()
+            .route("/layered", post(layered))
+            .layer(AdmissionLayer::new(LAYERED.clone()))
             .with_state(Arc::new(gate));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -236,6 +280,7 @@ async fn axum_handler_holds_one_slot_and_its_pure_work_takes_no_second() {
 mod actix_handlers {
     use actix_web::dev::ServerHandle;
     use actix_web::{App, HttpServer, web};
+    use admission_actix::{AdmissionControl, admitted};
 
     use super::*;
 
@@ -268,6 +313,36 @@ mod actix_handlers {
                 .app_data(gate.clone())
                 .route("/status", web::get().to(status))
                 .route("/rotate", web::post().to(rotate))
+        })
+        .workers(1)
+        .listen(listener)
+        .expect("listen on the bound socket")
+        .run();
+        let handle = server.handle();
+        actix_rt::spawn(server);
+        (format!("http://{addr}"), handle)
+    }
+
+    /// One work slot, taken by the middleware and shared by the attribute.
+    pub(super) static LAYERED: LazyLock<RequestPools> =
+        LazyLock::new(|| RequestPools::new(1, 1).expect("valid pools"));
+
+    #[admitted(class = work, pools = LAYERED)]
+    async fn layered(gate: web::Data<Gate>) -> String {
+        held_handler(&LAYERED, &gate).await
+    }
+
+    /// Serves `layered` under an `AdmissionControl` of the same pools with
+    /// one worker and returns the base URL and the server's handle.
+    pub(super) fn serve_layered(gate: Gate) -> (String, ServerHandle) {
+        let gate = web::Data::new(gate);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+        let addr = listener.local_addr().expect("bound address");
+        let server = HttpServer::new(move || {
+            App::new()
+                .wrap(AdmissionControl::new(LAYERED.clone()))
+                .app_data(gate.clone())
+                .route("/layered", web::post().to(layered))
         })
         .workers(1)
         .listen(listener)
@@ -340,5 +415,66 @@ async fn actix_handler_holds_one_slot_and_its_pure_work_takes_no_second() {
         0,
         "every slot is back"
     );
+    server.stop(false).await;
+}
+
+#[tokio::test]
+async fn axum_handler_under_a_layer_of_the_same_pools_shares_its_one_slot() {
+    use axum_handlers::LAYERED;
+    let (gate, mut control) = gate();
+    let base = axum_handlers::serve_layered(gate).await;
+
+    let mut first = tokio::spawn(post(format!("{base}/layered")));
+    let (in_use, class) = wait_for_handler(&mut control, &mut first).await;
+    assert_eq!(
+        LAYERED.pool(Class::Work).stats().in_use,
+        1,
+        "the layer and the attribute hold one slot for the request"
+    );
+    assert_eq!(in_use, 1, "pure work runs under the request's one lease");
+    assert_eq!(
+        class,
+        Some(Class::Work),
+        "the body runs in the lease's scope"
+    );
+
+    control.release.send(()).expect("the handler waits");
+    let response = first.await.expect("the request task ends");
+    assert_eq!(
+        response.status(),
+        StatusCode::OK,
+        "an idle server never refuses itself"
+    );
+    assert_eq!(response.text().await.expect("body"), "in_use=1");
+}
+
+#[actix_web::test]
+async fn actix_handler_under_a_middleware_of_the_same_pools_shares_its_one_slot() {
+    use actix_handlers::LAYERED;
+    let (gate, mut control) = gate();
+    let (base, server) = actix_handlers::serve_layered(gate);
+
+    let mut first = actix_rt::spawn(post(format!("{base}/layered")));
+    let (in_use, class) = wait_for_handler(&mut control, &mut first).await;
+    assert_eq!(
+        LAYERED.pool(Class::Work).stats().in_use,
+        1,
+        "the middleware and the attribute hold one slot for the request"
+    );
+    assert_eq!(in_use, 1, "pure work runs under the request's one lease");
+    assert_eq!(
+        class,
+        Some(Class::Work),
+        "the body runs in the lease's scope"
+    );
+
+    control.release.send(()).expect("the handler waits");
+    let response = first.await.expect("the request task ends");
+    assert_eq!(
+        response.status(),
+        StatusCode::OK,
+        "an idle server never refuses itself"
+    );
+    assert_eq!(response.text().await.expect("body"), "in_use=1");
     server.stop(false).await;
 }
