@@ -215,41 +215,46 @@ const POOLS_INSTEAD: &str = "declare them once, `static POOLS: LazyLock<RequestP
 /// `'static` by the generated code); anything else is evaluated on every
 /// request, so it is refused with why and what to write instead.
 fn pools_path(expr: &Expr) -> syn::Result<ExprPath> {
-    let why = match expr {
+    let message = match expr {
         Expr::Path(path) => return Ok(path.clone()),
         Expr::Paren(inner) => return pools_path(&inner.expr),
         Expr::Group(inner) => return pools_path(&inner.expr),
-        Expr::Reference(reference) => {
-            if let Expr::Path(path) = &*reference.expr {
-                let path = common::path_to_string(&path.path);
-                format!(
-                    "`pools` takes the path itself, without `&`: write `pools = {path}`; the \
-                     attribute borrows it for the whole program"
-                )
-            } else {
-                format!(
-                    "`pools` takes the path of a `static`, not a borrow: a borrow of a \
-                     handler's argument lives for one request, and pools built per request \
-                     are new pools, with new slots, every time; {POOLS_INSTEAD}"
-                )
-            }
+        Expr::Reference(reference) if matches!(&*reference.expr, Expr::Path(_)) => {
+            let Expr::Path(path) = &*reference.expr else {
+                unreachable!("matched a path above");
+            };
+            format!(
+                "`pools` takes the path itself, without `&`: write `pools = {}`; the \
+                 attribute borrows it for the whole program",
+                common::path_to_string(&path.path)
+            )
         }
-        Expr::Field(_) | Expr::Index(_) => format!(
-            "`pools` takes the path of a `static`, not a handler's argument or a part of \
-             one: it lives for one request, and pools built per request are new pools, with \
-             new slots, every time; {POOLS_INSTEAD}"
-        ),
-        Expr::Call(_) | Expr::MethodCall(_) | Expr::Macro(_) => format!(
-            "`pools` takes the path of a `static`, not a call: the call would run on every \
-             request and build new pools, with new slots, each time, so no request would \
-             ever wait for another; {POOLS_INSTEAD}"
-        ),
-        _ => format!(
-            "`pools` takes the path of a `static`, not an expression: it would be evaluated \
-             on every request and build new pools, with new slots, each time; {POOLS_INSTEAD}"
-        ),
+        other => format!("{}; {POOLS_INSTEAD}", why_not_pools(other)),
     };
-    Err(syn::Error::new_spanned(expr, why))
+    Err(syn::Error::new_spanned(expr, message))
+}
+
+/// Why an expression other than a path cannot name the pools.
+fn why_not_pools(expr: &Expr) -> &'static str {
+    match expr {
+        Expr::Reference(reference) => why_not_pools(&reference.expr),
+        Expr::Paren(inner) => why_not_pools(&inner.expr),
+        Expr::Group(inner) => why_not_pools(&inner.expr),
+        Expr::Field(_) | Expr::Index(_) => {
+            "`pools` takes the path of a `static`, not a handler's argument or a part of one: \
+             arguments are made for each request, and pools made per request would be new \
+             pools, with new slots, each time"
+        }
+        Expr::Call(_) | Expr::MethodCall(_) | Expr::Macro(_) => {
+            "`pools` takes the path of a `static`, not a call: the call would run on every \
+             request, and pools built there would be new pools, with new slots, each time, so \
+             no request would ever be refused"
+        }
+        _ => {
+            "`pools` takes the path of a `static`, not an expression: it would be evaluated on \
+             every request, and pools built there would be new pools, with new slots, each time"
+        }
+    }
 }
 
 /// Parses the value of `wait`: a string such as `"250ms"` or `"2s"`, in

@@ -14,9 +14,10 @@
 //! names `admission-core` for `#[reserved]` and the adapter for
 //! `#[admitted]`.
 //!
-//! The `#[admitted]` examples below are not compiled here (a proc-macro
-//! crate cannot cleanly depend on the adapters that depend on it); the
-//! adapters' docs carry the same examples as doctests.
+//! The `#[admitted]` examples below are `ignore` blocks, not compiled here:
+//! a proc-macro crate cannot cleanly depend on the adapters that depend on
+//! it. Runnable examples belong in the adapters' docs; the workspace's UI
+//! tests compile and run the same handlers.
 #![doc(test(attr(deny(warnings))))]
 
 use proc_macro::TokenStream;
@@ -168,7 +169,8 @@ pub fn reserved(args: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// # Examples
 ///
-/// Not compiled here (see the crate docs): `admission-axum`'s docs run it.
+/// Not compiled here (see the crate docs); the workspace's UI tests compile
+/// and run the same handlers.
 ///
 /// ```ignore
 /// use std::sync::LazyLock;
@@ -271,7 +273,8 @@ pub fn admitted_axum(args: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// # Examples
 ///
-/// Not compiled here (see the crate docs): `admission-actix`'s docs run it.
+/// Not compiled here (see the crate docs); the workspace's UI tests compile
+/// and run the same handlers.
 ///
 /// ```ignore
 /// use std::sync::LazyLock;
