@@ -5,9 +5,9 @@ mod support;
 
 use std::time::Duration;
 
+use admission_core::log::{Cause, log_failure};
 use admission_core::{
-    Cause, Class, Code, LoopOwner, RequestPools, Reservation, Shutdown, WorkError, current_lease,
-    log_failure,
+    Class, Code, Lease, LoopOwner, RequestPools, Reservation, Shutdown, WorkError,
 };
 use support::{Gate, events, poll_once};
 
@@ -56,7 +56,7 @@ impl RecoveryLoop {
     }
 }
 
-fn hold_all(requests: &RequestPools, class: Class) -> Vec<admission_core::Lease> {
+fn hold_all(requests: &RequestPools, class: Class) -> Vec<Lease> {
     let capacity = requests.pool(class).capacity();
     let leases: Vec<_> = (0..capacity)
         .map(|_| requests.try_lease(class).unwrap())
@@ -171,12 +171,12 @@ async fn inside_the_execution_scope_an_inherited_lease_is_set_aside() {
     let (in_scope, during) = lease
         .scope(async {
             assert!(
-                current_lease().is_some(),
+                Lease::current().is_some(),
                 "the request's lease is inherited"
             );
             recovery
                 .execution(async {
-                    let had_lease = current_lease().is_some();
+                    let had_lease = Lease::current().is_some();
                     let reservation = recovery.reservation().pool().clone();
                     let during = requests
                         .execute_pure(Class::Work, move || {
@@ -223,7 +223,7 @@ async fn a_loop_spawned_inside_a_request_has_no_lease() {
     lease
         .scope(async {
             shutdown.spawn_lifespan(|_stop| async move {
-                tx.send(current_lease().is_none()).unwrap();
+                tx.send(Lease::current().is_none()).unwrap();
             });
         })
         .await;

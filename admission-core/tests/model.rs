@@ -12,7 +12,8 @@ use std::sync::mpsc;
 use std::task::Poll;
 use std::time::Duration;
 
-use admission_core::{Code, Pool, Reservation, Slot, WorkError, WorkFuture};
+use admission_core::pool::{Slot, WorkFuture};
+use admission_core::{Code, Pool, Reservation, WorkError};
 use proptest::prelude::*;
 use support::{events_for, poll_once};
 
@@ -182,7 +183,18 @@ async fn run_ops(capacity: usize, ops: Vec<Op>, case: usize) {
                     async move { pool.admit().await }
                 });
                 match poll_once(&mut waiter) {
-                    Poll::Ready(slot) => model.slots.push(slot.unwrap()),
+                    Poll::Ready(Ok(slot)) => model.slots.push(slot),
+                    // Only a caller holding every slot itself is refused
+                    // rather than queued (the body of `block_on` is not a
+                    // task today, so this does not happen here yet).
+                    Poll::Ready(Err(refusal)) => {
+                        assert_eq!(refusal.code(), Code::Reentrant, "{refusal}");
+                        assert_eq!(
+                            model.slots.len(),
+                            capacity,
+                            "refused a waiter that does not hold every slot"
+                        );
+                    }
                     Poll::Pending => model.waiters.push(waiter),
                 }
             }

@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use admission_core::http::{Problem, RefusalStatus};
+use admission_core::pool::{MAX_CAPACITY, RetryHint};
 use admission_core::{
-    Admission, Class, Code, ConfigError, Pool, RequestPools, Reservation, RetryHint, Shutdown,
-    WorkError,
+    Admission, Class, Code, ConfigError, Pool, RequestPools, Reservation, Shutdown, WorkError,
 };
 use support::{Gate, events_for, poll_once};
 
@@ -307,7 +308,7 @@ fn bad_configuration_is_refused_at_construction() {
     );
     assert_eq!(Pool::new("", 1).unwrap_err(), ConfigError::EmptyName);
     assert!(matches!(
-        Pool::new("p", admission_core::MAX_CAPACITY + 1),
+        Pool::new("p", MAX_CAPACITY + 1),
         Err(ConfigError::CapacityTooLarge { .. })
     ));
     assert!(matches!(
@@ -319,14 +320,20 @@ fn bad_configuration_is_refused_at_construction() {
             .build(),
         Err(ConfigError::RetryHintTooSmall { .. })
     ));
-    assert!(matches!(
-        Pool::builder("p").capacity(1).refusal_status(404).build(),
-        Err(ConfigError::RefusalStatus { status: 404, .. })
-    ));
-    assert!(matches!(
-        Reservation::new("r", 0),
-        Err(ConfigError::ZeroCapacity { .. })
-    ));
+    // The refusal status is no longer a pool setting: the adapters choose
+    // it from `http::RefusalStatus`, an enum in which 404 cannot be written.
+    let zero_slots = Reservation::new("r", 0).unwrap_err();
+    assert_eq!(
+        zero_slots,
+        ConfigError::ZeroSlots {
+            reservation: "r".into()
+        },
+        "a reservation's error names the reservation, not a pool"
+    );
+    assert!(
+        zero_slots.to_string().contains("reservation `r`"),
+        "{zero_slots}"
+    );
     assert!(matches!(
         RequestPools::new(0, 4),
         Err(ConfigError::ZeroCapacity { pool }) if pool == "work"
@@ -343,15 +350,23 @@ fn bad_configuration_is_refused_at_construction() {
     }
 }
 
+/// The 429 choice lives in the adapters now; the core's part is the answer
+/// it describes: a refusal answered with `TooManyRequests` says 429 in its
+/// status and its body, and keeps `Retry-After`.
 #[tokio::test(flavor = "current_thread")]
-async fn the_429_option_shows_in_refusals() {
-    let requests = RequestPools::builder()
-        .work(1)
-        .refusal_status(429)
-        .build()
-        .unwrap();
+async fn the_429_option_shows_in_the_problem_answer() {
+    let requests = RequestPools::builder().work(1).build().unwrap();
     let _held = requests.try_lease(Class::Work).unwrap();
     let refusal = requests.try_lease(Class::Work).unwrap_err();
-    assert_eq!(refusal.status(), 429);
-    assert!(refusal.problem_json().contains(r#""status":429"#));
+    let problem = Problem::refusal(&refusal, RefusalStatus::TooManyRequests);
+    assert_eq!(problem.status(), 429);
+    assert!(
+        problem.body().contains(r#""status":429"#),
+        "{}",
+        problem.body()
+    );
+    assert!(problem.body().contains(r#""pool":"work""#));
+    assert_eq!(problem.retry_after(), Some(refusal.retry_after_secs()));
+    let default = Problem::refusal(&refusal, RefusalStatus::default());
+    assert_eq!(default.status(), 503, "503 stays the default");
 }

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use admission_core::{Class, Outcome, Pool, RequestPools, Shutdown, WorkError};
-use support::Gate;
+use admission_core::shutdown::Outcome;
+use admission_core::{Class, Pool, RequestPools, Shutdown, WorkError};
+use support::{Gate, poll_once};
 use tokio::time::Instant;
 
 /// A task that ticks every 5 ms and reports the largest gap it saw.
@@ -223,13 +224,24 @@ async fn a_deadline_already_past_is_an_immediate_outcome() {
 async fn queued_work_is_cancelled_and_new_admissions_are_refused() {
     let shutdown = Shutdown::new(Duration::from_millis(300)).unwrap();
     let requests = RequestPools::new(1, 1).unwrap();
-    shutdown.register_requests(&requests);
+    shutdown.register(&requests);
     let gate = Gate::new();
     let lease = requests.try_lease(Class::Work).unwrap();
-    // Two calls under one lease: the second queues behind the first.
-    let first = lease.offload(gate.work());
+    // Two calls under one lease: the second queues behind the first. Each
+    // is submitted to the pool's threads on its first poll.
+    let mut first = Box::pin(
+        lease
+            .clone()
+            .scope(requests.execute_pure(Class::Work, gate.work())),
+    );
+    assert!(poll_once(&mut first).is_pending());
     gate.wait_started(1);
-    let queued = lease.offload(gate.work());
+    let mut queued = Box::pin(
+        lease
+            .clone()
+            .scope(requests.execute_pure(Class::Work, gate.work())),
+    );
+    assert!(poll_once(&mut queued).is_pending());
     drop(lease);
 
     let report = shutdown.shutdown().await;

@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
+use crate::Pool;
 use crate::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::shutdown::Outcome;
 use crate::shutdown::drain;
-use crate::{Outcome, Pool};
 
 #[test]
 fn the_deadline_racing_the_last_work_is_drained_or_abandoned_consistently() {
