@@ -38,8 +38,8 @@ pub enum Code {
     WaitTimedOut,
     /// `ADMISSION_SHUTTING_DOWN`: the pool has been closed by shutdown.
     ShuttingDown,
-    /// `ADMISSION_REENTRANT`: a task asked to wait for a slot of a pool
-    /// whose slot it holds itself, a wait that could never end.
+    /// `ADMISSION_REENTRANT`: a task that holds every slot of a pool asked
+    /// to wait for another, a wait that could never end.
     Reentrant,
 }
 

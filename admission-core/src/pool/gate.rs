@@ -3,7 +3,7 @@
 //! This module owns [`Pool`], its shared state and the admission paths
 //! (fail-fast, waiting, waiting with a bound). It must never block a runtime
 //! thread, never hand out more than N slots, and never let a task wait for a
-//! slot while it holds one of the same pool.
+//! slot that only its own slots could free.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,14 +60,17 @@ pub enum Admission {
 /// never queues behind anyone else's, and at no instant do more than N pieces
 /// of its work run.
 ///
-/// # Waiting while holding a slot
+/// # Waiting while holding the slots
 ///
-/// A task never waits for a slot of a pool while it holds one of that pool
-/// itself: such a wait could only be satisfied by the task's own slot, so
+/// A task that holds every slot of a pool itself and asks to wait for
+/// another would wait forever: only its own slots could free one. So
 /// [`admit`](Self::admit) and the waiting [`Admission`]s refuse it at once
-/// with `ADMISSION_REENTRANT` instead of hanging. (A request that already
-/// holds a lease of a class gets a share of it instead; see
-/// [`RequestPools::try_lease`](crate::RequestPools::try_lease).)
+/// with `ADMISSION_REENTRANT` instead of hanging. A slot counts as held by
+/// the task that took it until it is offloaded or dropped (a slot moved into
+/// another task still counts as the taker's: take slots in the task that
+/// uses them). A request that already holds a lease of a class gets a share
+/// of it instead of waiting; see
+/// [`RequestPools::try_lease`](crate::RequestPools::try_lease).
 ///
 /// # Examples
 ///
@@ -259,9 +262,9 @@ impl Pool {
     /// # Errors
     ///
     /// A [`Refusal`] with `ADMISSION_SHUTTING_DOWN` when the pool is closed
-    /// before or while waiting, and `ADMISSION_REENTRANT`, at once, when no
-    /// slot is free and the calling task holds one of this pool itself (the
-    /// wait could never end).
+    /// before or while waiting, and `ADMISSION_REENTRANT`, at once, when the
+    /// calling task holds every slot of this pool itself (the wait could
+    /// never end).
     ///
     /// # Examples
     ///
@@ -271,12 +274,17 @@ impl Pool {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let pool = Pool::new("registry", 1).unwrap();
-    /// let slot = pool.admit().await.unwrap();
-    /// assert_eq!(pool.stats().in_use, 1);
+    /// // The holder table names tokio tasks: the body of `block_on` (and of
+    /// // `#[tokio::main]`) is not one.
+    /// let task = tokio::spawn(async move {
+    ///     let slot = pool.admit().await.unwrap();
+    ///     assert_eq!(pool.stats().in_use, 1);
     ///
-    /// // Waiting for a second slot while holding the only one would hang.
-    /// assert_eq!(pool.admit().await.unwrap_err().code(), Code::Reentrant);
-    /// drop(slot);
+    ///     // Waiting for a second slot while holding the only one would hang.
+    ///     assert_eq!(pool.admit().await.unwrap_err().code(), Code::Reentrant);
+    ///     drop(slot);
+    /// });
+    /// task.await.unwrap();
     /// # }
     /// ```
     pub async fn admit(&self) -> Result<Slot, Refusal> {
@@ -284,7 +292,8 @@ impl Pool {
         Ok(Slot::new(self.clone(), self.inner.holders.claim()))
     }
 
-    /// Waits for a permit, refusing a task that holds a slot of this pool.
+    /// Waits for a permit, refusing a task that holds every slot of this
+    /// pool.
     async fn wait_for_permit(&self) -> Result<(), Refusal> {
         match self.inner.semaphore.try_acquire() {
             Ok(permit) => {
@@ -292,7 +301,7 @@ impl Pool {
                 return Ok(());
             }
             Err(TryAcquireError::Closed) => return Err(self.refuse(Code::ShuttingDown)),
-            Err(TryAcquireError::NoPermits) if self.inner.holders.current_task_holds() => {
+            Err(TryAcquireError::NoPermits) if self.inner.holders.current_task_holds_all() => {
                 return Err(self.refuse(Code::Reentrant));
             }
             Err(TryAcquireError::NoPermits) => {}
@@ -326,9 +335,19 @@ impl Pool {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let pool = Pool::new("registry", 1).unwrap();
-    /// let _held = pool.try_admit().unwrap();
+    /// // Another caller (here a task) holds the only slot and does not let go.
+    /// let (holder, release) = (pool.clone(), tokio::sync::oneshot::channel::<()>());
+    /// let (taken, held) = tokio::sync::oneshot::channel();
+    /// let walk = tokio::spawn(async move {
+    ///     let _slot = holder.try_admit().unwrap();
+    ///     taken.send(()).unwrap();
+    ///     let _ = release.1.await;
+    /// });
+    /// held.await.unwrap();
     /// let refusal = pool.admit_timeout(Duration::from_millis(1)).await.unwrap_err();
     /// assert_eq!(refusal.code(), Code::WaitTimedOut);
+    /// # drop(release.0);
+    /// # walk.await.unwrap();
     /// # }
     /// ```
     pub async fn admit_timeout(&self, timeout: Duration) -> Result<Slot, Refusal> {

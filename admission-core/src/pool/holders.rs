@@ -1,13 +1,16 @@
 //! Which tasks hold a pool's slots, so that a task never waits for a slot
-//! while it holds one itself.
+//! that only its own slots could free.
 //!
-//! This module owns the holder table: one cell per slot, each naming the
-//! tokio task that holds that slot, or free. It must never decide an
-//! admission: it only answers "does this task hold a slot here?".
+//! This module owns the holder table: one cell per slot, each naming who
+//! took that slot (the tokio task, or the thread when the caller runs
+//! outside any task, as `#[tokio::main]`'s body and `block_on` do), or
+//! free. It must never decide an
+//! admission: it only answers "does this task hold every slot here?".
 //!
-//! A slot is recorded only while a task holds it: a slot taken outside any
-//! task, or moved into work on a worker thread, has no cell, because no task
-//! can be waiting behind it.
+//! A slot is recorded only while the task that took it may still hold it: a
+//! slot taken outside any task, or moved into work on a worker thread, has
+//! no cell, since its work will end and free it. A slot moved into another
+//! task still names the task that took it until it is offloaded or dropped.
 
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -32,12 +35,12 @@ impl Holders {
         }
     }
 
-    /// Records that the current task holds one more slot; `None` outside a
-    /// task. A free cell always exists: the gate hands out at most one slot
-    /// per cell, and a slot frees its cell before its permit goes back.
+    /// Records that the caller holds one more slot. A free cell always
+    /// exists: the gate hands out at most one slot per cell, and a slot
+    /// frees its cell before its permit goes back.
     #[inline]
     pub(crate) fn claim(&self) -> Option<Cell> {
-        let task = current_task()?;
+        let task = current_holder();
         // Cells are only ever set by the task that claims them and cleared
         // by the slot that owns them; a relaxed scan then one CAS suffices,
         // since a task only ever needs to see its own records.
@@ -59,20 +62,53 @@ impl Holders {
         }
     }
 
-    /// Whether the current task holds a slot of this pool.
-    pub(crate) fn current_task_holds(&self) -> bool {
-        current_task().is_some_and(|task| self.cells.iter().any(|c| c.load(Relaxed) == task))
+    /// Whether the current task holds every slot of this pool: a wait for
+    /// another could only be satisfied by a slot the waiter itself holds.
+    pub(crate) fn current_task_holds_all(&self) -> bool {
+        let holder = current_holder();
+        self.cells.iter().all(|c| c.load(Relaxed) == holder)
     }
 }
 
-/// The current tokio task's id as a non-zero number, `None` outside a task.
+/// Who is running: the current tokio task's id, or, outside any task, the
+/// current thread's (with the top bit set, so the two never meet). Never
+/// [`FREE`].
 #[inline]
-fn current_task() -> Option<u64> {
-    let id = tokio::task::try_id()?;
+fn current_holder() -> u64 {
+    match tokio::task::try_id() {
+        Some(id) => id_bits(&id).max(1) & !THREAD_BIT,
+        None => thread_holder(),
+    }
+}
+
+/// Marks a thread's identity in a cell.
+const THREAD_BIT: u64 = 1 << 63;
+
+#[cfg(not(loom))]
+thread_local! {
+    /// This thread's identity, computed once.
+    static THREAD: u64 = id_bits(&std::thread::current().id()) | THREAD_BIT;
+}
+
+#[cfg(not(loom))]
+fn thread_holder() -> u64 {
+    THREAD.with(|thread| *thread)
+}
+
+/// Under loom every modelled thread shares one OS thread: name loom's.
+#[cfg(loom)]
+fn thread_holder() -> u64 {
+    let id = format!("{:?}", crate::loom::thread::current().id());
+    let mut bits = IdBits(FREE);
+    bits.write(id.as_bytes());
+    bits.0 | THREAD_BIT
+}
+
+/// The number an id hashes as.
+fn id_bits(id: &impl Hash) -> u64 {
     let mut bits = IdBits(FREE);
     id.hash(&mut bits);
-    // tokio's ids are non-zero; guard anyway so a task never reads as free.
-    Some(bits.0.max(1))
+    bits.0
 }
 
 /// Captures the number a task id hashes as (its whole value, no mixing).

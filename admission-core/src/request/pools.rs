@@ -184,8 +184,8 @@ impl RequestPools {
     /// # Errors
     ///
     /// A [`Refusal`] with `ADMISSION_SHUTTING_DOWN` when the class is closed,
-    /// or `ADMISSION_REENTRANT` when the task holds a slot of the class
-    /// outside a lease scope and none is free (see [`Pool::admit`]).
+    /// or `ADMISSION_REENTRANT` when the task holds every slot of the class
+    /// outside a lease scope (see [`Pool::admit`]).
     ///
     /// # Examples
     ///
@@ -228,12 +228,22 @@ impl RequestPools {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let requests = RequestPools::new(1, 1).unwrap();
-    /// let _held = requests.try_lease(Class::Work).unwrap();
+    /// // Another request, served on another thread, holds the only slot.
+    /// let other = requests.clone();
+    /// let _held = std::thread::spawn(move || other.try_lease(Class::Work).unwrap())
+    ///     .join()
+    ///     .unwrap();
     /// let refusal = requests
     ///     .lease_timeout(Class::Work, Duration::from_millis(5))
     ///     .await
     ///     .unwrap_err();
     /// assert_eq!(refusal.code(), Code::WaitTimedOut);
+    ///
+    /// // Holding the only slot itself, a caller is refused at once instead.
+    /// drop(_held);
+    /// let _mine = requests.try_lease(Class::Work).unwrap();
+    /// let refusal = requests.pool(Class::Work).admit().await.unwrap_err();
+    /// assert_eq!(refusal.code(), Code::Reentrant);
     /// # }
     /// ```
     pub async fn lease_timeout(&self, class: Class, timeout: Duration) -> Result<Lease, Refusal> {
