@@ -98,11 +98,17 @@ async fn a_waiting_caller_is_admitted_when_a_slot_frees() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_waiter_dropped_before_admission_leaks_nothing() {
     let pool = Pool::new("wait-dropped", 1).unwrap();
-    let held = pool.try_admit().unwrap();
+    // The slot is held by running work, not by this caller: a caller that
+    // held every slot itself would be refused (`ADMISSION_REENTRANT`), not
+    // queued.
+    let gate = Gate::new();
+    let held = pool.try_admit().unwrap().offload(gate.work());
+    gate.wait_started(1);
     let mut waiter = Box::pin(pool.admit());
     assert!(poll_once(&mut waiter).is_pending());
     drop(waiter);
-    drop(held);
+    gate.open(1);
+    assert_eq!(held.await, Ok("walked"));
     let stats = pool.stats();
     assert_eq!(stats.in_use, 0, "the dropped waiter took nothing");
     let a = pool
@@ -115,7 +121,10 @@ async fn a_waiter_dropped_before_admission_leaks_nothing() {
 #[tokio::test(flavor = "current_thread")]
 async fn bounded_wait_refuses_with_its_own_code() {
     let pool = Pool::new("wait-bounded", 1).unwrap();
-    let _held = pool.try_admit().unwrap();
+    // Held by running work, so the wait can only time out.
+    let gate = Gate::new();
+    let held = pool.try_admit().unwrap().offload(gate.work());
+    gate.wait_started(1);
     let refused = pool
         .run(
             || Ok::<_, std::fmt::Error>(()),
@@ -129,6 +138,8 @@ async fn bounded_wait_refuses_with_its_own_code() {
             .map(admission_core::Refusal::code),
         Some(Code::WaitTimedOut)
     );
+    gate.open(1);
+    assert_eq!(held.await, Ok("walked"));
 }
 
 #[tokio::test(flavor = "current_thread")]
