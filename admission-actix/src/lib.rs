@@ -84,6 +84,39 @@
 //! assert_eq!(test::read_body(res).await, expected.body(), "core's problem, byte for byte");
 //! # }
 //! ```
+//!
+//! # One handler: `#[admitted]`
+//!
+//! ```
+//! use std::sync::LazyLock;
+//!
+//! use actix_web::{App, test, web};
+//! use admission_actix::{AdmissionControl, admitted};
+//! use admission_core::{Class, RequestPools};
+//!
+//! // `pools =` takes a static's path: one set of slots for the program.
+//! static POOLS: LazyLock<RequestPools> = LazyLock::new(|| RequestPools::new(1, 1).unwrap());
+//!
+//! #[admitted(class = work, pools = POOLS)]
+//! async fn create() -> &'static str {
+//!     "created"
+//! }
+//!
+//! # #[actix_web::main]
+//! # async fn main() {
+//! // Under a middleware of the same pools the handler shares the request's
+//! // lease: one slot, so an idle server with one *work* slot still answers.
+//! let app = test::init_service(
+//!     App::new()
+//!         .wrap(AdmissionControl::new(POOLS.clone()))
+//!         .route("/items", web::post().to(create)),
+//! )
+//! .await;
+//! let res = test::call_service(&app, test::TestRequest::post().uri("/items").to_request()).await;
+//! assert_eq!(res.status(), 200);
+//! assert_eq!(POOLS.pool(Class::Work).stats().refused, 0);
+//! # }
+//! ```
 #![doc(test(attr(deny(warnings))))]
 
 pub mod body;

@@ -94,6 +94,43 @@
 //! # }
 //! ```
 //!
+//! # One handler: `#[admitted]`
+//!
+//! ```
+//! use std::sync::LazyLock;
+//!
+//! use admission_axum::{AdmissionLayer, admitted};
+//! use admission_core::{Class, RequestPools};
+//! use axum::body::Body;
+//! use axum::http::{Request, StatusCode};
+//! use axum::{Router, routing::post};
+//! use tower::ServiceExt;
+//!
+//! // `pools =` takes a static's path: one set of slots for the program.
+//! static POOLS: LazyLock<RequestPools> = LazyLock::new(|| RequestPools::new(1, 1).unwrap());
+//!
+//! #[admitted(class = work, pools = POOLS)]
+//! async fn create() -> &'static str {
+//!     "created"
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! // Under a layer of the same pools the handler shares the request's lease:
+//! // one slot, so an idle server with one *work* slot still answers.
+//! let app = Router::new()
+//!     .route("/items", post(create))
+//!     .layer(AdmissionLayer::new(POOLS.clone()));
+//! let response = app.oneshot(Request::post("/items").body(Body::empty()).unwrap()).await.unwrap();
+//! assert_eq!(response.status(), StatusCode::OK);
+//! drop(response); // the body held the lease until now
+//!
+//! // Called while the class is full, it answers the refusal.
+//! let _held = std::thread::spawn(|| POOLS.try_lease(Class::Work).unwrap()).join().unwrap();
+//! assert!(create().await.is_err());
+//! # }
+//! ```
+//!
 //! [`RequestPools`]: admission_core::RequestPools
 #![doc(test(attr(deny(warnings))))]
 
