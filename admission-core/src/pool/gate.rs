@@ -274,17 +274,12 @@ impl Pool {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let pool = Pool::new("registry", 1).unwrap();
-    /// // The holder table names tokio tasks: the body of `block_on` (and of
-    /// // `#[tokio::main]`) is not one.
-    /// let task = tokio::spawn(async move {
-    ///     let slot = pool.admit().await.unwrap();
-    ///     assert_eq!(pool.stats().in_use, 1);
+    /// let slot = pool.admit().await.unwrap();
+    /// assert_eq!(pool.stats().in_use, 1);
     ///
-    ///     // Waiting for a second slot while holding the only one would hang.
-    ///     assert_eq!(pool.admit().await.unwrap_err().code(), Code::Reentrant);
-    ///     drop(slot);
-    /// });
-    /// task.await.unwrap();
+    /// // Waiting for a second slot while holding the only one would hang.
+    /// assert_eq!(pool.admit().await.unwrap_err().code(), Code::Reentrant);
+    /// drop(slot);
     /// # }
     /// ```
     pub async fn admit(&self) -> Result<Slot, Refusal> {
