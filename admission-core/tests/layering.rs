@@ -23,7 +23,11 @@ fn dependencies() -> BTreeMap<String, BTreeSet<String>> {
             }
             let relative = path.strip_prefix(&src).expect("under src");
             let first = relative.components().next().expect("a path");
-            let module = first.as_os_str().to_string_lossy().trim_end_matches(".rs").to_owned();
+            let module = first
+                .as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_owned();
             if matches!(module.as_str(), "lib" | "loom_models") {
                 continue;
             }
@@ -52,7 +56,7 @@ fn cycle_from(
     start: &str,
     path: &mut Vec<String>,
 ) -> Option<Vec<String>> {
-    for next in graph.get(path.last()?)?.iter() {
+    for next in graph.get(path.last()?)? {
         if next == start {
             let mut cycle = path.clone();
             cycle.push(next.clone());
@@ -75,7 +79,11 @@ fn top_level_modules_have_no_cycle() {
     assert!(graph.contains_key("pool") && graph.contains_key("request"));
     for module in graph.keys() {
         let cycle = cycle_from(&graph, module, &mut vec![module.clone()]);
-        assert!(cycle.is_none(), "module cycle: {}", cycle.unwrap().join(" -> "));
+        assert!(
+            cycle.is_none(),
+            "module cycle: {}",
+            cycle.unwrap().join(" -> ")
+        );
     }
 }
 
@@ -83,7 +91,9 @@ fn top_level_modules_have_no_cycle() {
 fn the_pool_knows_nothing_above_it() {
     let graph = dependencies();
     let pool = &graph["pool"];
-    for above in ["request", "reserve", "coalesce", "shutdown", "http", "metrics"] {
+    for above in [
+        "request", "reserve", "coalesce", "shutdown", "http", "metrics",
+    ] {
         assert!(
             !pool.contains(above),
             "`pool` must not depend on `{above}` (it depends on {pool:?})"
