@@ -3,6 +3,8 @@
 //!
 //! Groups (ours first, then the baseline):
 //! * `admit_release`: `Pool::try_admit` + drop vs `Arc<Semaphore>::try_acquire_owned` + drop;
+//! * `admit_release_in_task`: the same pair inside a tokio task, where the
+//!   slot's holder is the task (its id) rather than the thread;
 //! * `refusal`: a failed `try_admit` (the typed refusal with its retry hint)
 //!   vs tower's `LoadShed` rejecting over a saturated `ConcurrencyLimit`;
 //! * `offload`: no-op work through the pool's own threads and awaited, vs
@@ -11,6 +13,7 @@
 //!   semaphore under the same contention;
 //! * `refusal_vs_pools`: a refusal with 1, 8 and 64 pools in the process.
 
+use std::future::Future;
 use std::hint::black_box;
 use std::sync::{Arc, Barrier};
 use std::task::{Context, Poll, Waker};
@@ -36,6 +39,67 @@ fn admit_release(c: &mut Criterion) {
         });
     });
     group.finish();
+}
+
+/// `admit_release` inside a tokio task. A slot held by a task is recorded in
+/// the pool's holder table under the task's id (`tokio::task::try_id` and
+/// one CAS on admit, one store on release); outside any task, as in
+/// `admit_release`, the holder is the thread. Each sample spawns one task on
+/// a current-thread runtime that runs all `iters` iterations and times them
+/// from inside, so the spawn and the `block_on` are not measured.
+fn admit_release_in_task(c: &mut Criterion) {
+    let mut group = c.benchmark_group("admit_release_in_task");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let pool = Pool::new("bench", 4).unwrap();
+    group.bench_function("admission", |b| {
+        b.iter_custom(|iters| {
+            let pool = pool.clone();
+            in_task(&runtime, async move {
+                let started = Instant::now();
+                for _ in 0..iters {
+                    drop(black_box(pool.try_admit().unwrap()));
+                }
+                started.elapsed()
+            })
+        });
+    });
+    let semaphore = Arc::new(Semaphore::new(4));
+    group.bench_function("tokio_semaphore_owned", |b| {
+        b.iter_custom(|iters| {
+            let semaphore = Arc::clone(&semaphore);
+            in_task(&runtime, async move {
+                let started = Instant::now();
+                for _ in 0..iters {
+                    drop(black_box(
+                        Arc::clone(&semaphore).try_acquire_owned().unwrap(),
+                    ));
+                }
+                started.elapsed()
+            })
+        });
+    });
+    group.finish();
+}
+
+/// Runs `measure` as a spawned task (not in the body of `block_on`, which is
+/// no task) and returns the time it measured.
+fn in_task(
+    runtime: &tokio::runtime::Runtime,
+    measure: impl Future<Output = Duration> + Send + 'static,
+) -> Duration {
+    runtime.block_on(async {
+        tokio::spawn(async move {
+            assert!(
+                tokio::task::try_id().is_some(),
+                "the loop runs inside a tokio task"
+            );
+            measure.await
+        })
+        .await
+        .unwrap()
+    })
 }
 
 fn refusal(c: &mut Criterion) {
@@ -170,6 +234,7 @@ fn refusal_vs_pools(c: &mut Criterion) {
 criterion_group!(
     benches,
     admit_release,
+    admit_release_in_task,
     refusal,
     offload,
     contended,
