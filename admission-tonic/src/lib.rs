@@ -1,0 +1,1 @@
+//! tonic (gRPC) adapter for `admission`.
