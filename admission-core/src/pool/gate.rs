@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, TryAcquireError};
 
 use super::holders::{Cell, Holders};
+use super::retry::Estimator;
 use super::stats::Counters;
 use super::workers::{Closed, Job as QueuedJob, Workers};
 use super::{PoolBuilder, PoolStats, RegistryWork, RetryHint, Slot, WorkError};
@@ -108,7 +109,8 @@ struct PoolInner {
     semaphore: Semaphore,
     holders: Holders,
     counters: Counters,
-    retry: super::retry::Rule,
+    /// What the pool has seen of its work, and the retry hint from it.
+    retry: Estimator,
     workers: Workers,
 }
 
@@ -181,7 +183,7 @@ impl Pool {
                 semaphore: Semaphore::new(capacity),
                 holders: Holders::new(capacity),
                 counters: Counters::default(),
-                retry: retry.rule(),
+                retry: Estimator::new(retry.rule(), capacity),
                 workers,
             }),
         })
@@ -467,22 +469,49 @@ impl Pool {
     /// assert_eq!(pool.stats().in_use, 1);
     /// ```
     pub fn stats(&self) -> PoolStats {
-        self.inner
-            .counters
-            .snapshot(self.inner.name, self.inner.capacity, self.in_use())
+        self.inner.counters.snapshot(
+            self.inner.name,
+            self.inner.capacity,
+            self.in_use(),
+            self.inner.retry.typical(),
+        )
     }
 
-    /// The retry hint, in whole seconds, a refusal would carry now.
+    /// The retry hint, in whole seconds, a refusal would carry now: the
+    /// expected time until a slot frees, counting the work running now
+    /// (see [`RetryHint::Observed`] for how), at least 1 and at most the
+    /// cap.
+    ///
+    /// It costs one atomic load while no work runs, and a clock read plus
+    /// a few loads while some does: the statistic behind it is computed
+    /// when work finishes, never here.
     ///
     /// # Examples
     ///
     /// ```
-    /// use admission_core::Pool;
+    /// use admission_core::{Admission, Pool};
     ///
-    /// assert_eq!(Pool::new("registry", 1).unwrap().retry_after_secs(), 1);
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pool = Pool::new("registry", 1).unwrap();
+    /// assert_eq!(pool.retry_after_secs(), 1, "nothing seen yet");
+    ///
+    /// let walk = || {
+    ///     std::thread::sleep(std::time::Duration::from_millis(1200));
+    ///     Ok::<_, std::fmt::Error>(())
+    /// };
+    /// pool.run(walk, Admission::FailFast).await.unwrap();
+    /// assert_eq!(pool.retry_after_secs(), 2, "a walk takes 1.2 s: 2 s, rounded up");
+    /// # }
     /// ```
     pub fn retry_after_secs(&self) -> u32 {
-        self.inner.retry.secs(self.inner.counters.recent_micros())
+        self.inner.retry.secs(|| self.in_use())
+    }
+
+    /// What the pool has seen of its work; the job records starts and ends
+    /// here.
+    pub(crate) fn estimator(&self) -> &Estimator {
+        &self.inner.retry
     }
 
     /// Whether shutdown has closed this pool.

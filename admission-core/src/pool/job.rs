@@ -13,7 +13,6 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::time::Instant;
 
 use tokio::sync::oneshot;
 
@@ -94,7 +93,8 @@ impl<W: RegistryWork> Job<W> {
         let Job { pool, hold, work } = self;
         let counters = pool.counters();
         counters.start();
-        let started = Instant::now();
+        // The retry hint counts this work as running until it ends.
+        let started = pool.estimator().started();
         let result = match catch_unwind(AssertUnwindSafe(|| work.run())) {
             Ok(Ok(output)) => Ok(output),
             Ok(Err(err)) => Err(WorkError::Failed(err)),
@@ -105,7 +105,7 @@ impl<W: RegistryWork> Job<W> {
                 Err(WorkError::Panicked)
             }
         };
-        counters.finish(started.elapsed());
+        counters.finish(pool.estimator().finished(started));
         if let Err((result, hold)) = deliver(result, hold) {
             report_orphan(&pool, &result);
             drop(hold);

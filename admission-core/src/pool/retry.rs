@@ -1,10 +1,15 @@
 //! The retry hint a refusal carries.
 //!
-//! This module owns [`RetryHint`] and the arithmetic that turns recent work
-//! durations into whole seconds. It must never return less than 1 s or more
-//! than the configured cap.
+//! This module owns [`RetryHint`] and the [`Estimator`] that turns what a
+//! pool has seen of its work (the durations of the last [`WINDOW`] pieces
+//! that finished, and the start times of the work running now) into whole
+//! seconds. It must never return less than 1 s or more than the configured
+//! cap, and a refusal must never take its lock: the robust statistic is
+//! computed when work finishes, and a refusal reads atomics only.
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 /// How a pool computes the `Retry-After` hint of its refusals.
 ///
@@ -28,8 +33,30 @@ use std::time::Duration;
 pub enum RetryHint {
     /// Always the same hint, rounded up to whole seconds.
     Fixed(Duration),
-    /// The pool's recent work duration, rounded up to whole seconds, at
-    /// least 1 and at most `cap`.
+    /// The expected time until a slot frees, from the work the pool has
+    /// seen, rounded up to whole seconds, at least 1 and at most `cap`.
+    ///
+    /// * **Typical duration**: the median of the last 16 pieces of work
+    ///   that finished. A median, not a mean: one ten-minute outlier moves
+    ///   a mean of 1 s work to about 40 s (and an exponentially weighted
+    ///   mean keeps it there for dozens of completions), so one client's
+    ///   long requests would set the hint for everyone. The median moves
+    ///   only once long work is at least half of the recent work, that is
+    ///   once it is the norm, and a window of 16 follows a real change
+    ///   within 8 completions. It is computed when work finishes; a refusal
+    ///   only reads it.
+    /// * **Running work counts**: a piece of work that has run `age` is
+    ///   expected to end in `typical - age` while younger than the typical
+    ///   duration, and once older, to run at least as long again (`age`):
+    ///   work that outlives what is typical is likely to be long. A pool
+    ///   that has never finished any work has no typical duration, so all
+    ///   its running work counts as older than typical: a client refused
+    ///   while walks have run for 10 s is told 10 s, not 1 s.
+    /// * **The hint** is the soonest expected end over the running work; a
+    ///   slot held by something not running on the pool's threads (a
+    ///   caller holding a [`Slot`](crate::pool::Slot), a request between
+    ///   two pieces of work) is expected to free in the typical duration.
+    ///   With nothing running and no history, the hint is 1 s.
     Observed {
         /// The largest hint ever sent.
         cap: Duration,
@@ -57,9 +84,9 @@ impl RetryHint {
     /// that a refusal does no wide arithmetic.
     pub(crate) fn rule(self) -> Rule {
         match self {
-            RetryHint::Fixed(d) => Rule::Fixed(ceil_secs(d.as_micros())),
+            RetryHint::Fixed(d) => Rule::Fixed(ceil_secs(micros(d))),
             RetryHint::Observed { cap } => Rule::Observed {
-                cap: ceil_secs(cap.as_micros()),
+                cap: ceil_secs(micros(cap)),
             },
         }
     }
@@ -73,57 +100,560 @@ pub(crate) enum Rule {
 }
 
 impl Rule {
-    /// The hint in whole seconds for a pool whose recent work took
-    /// `recent_micros` on average.
+    /// `micros` in whole seconds under this rule: rounded up, at least 1,
+    /// at most the cap (a fixed rule ignores `micros`).
     #[inline]
-    pub(crate) fn secs(self, recent_micros: u64) -> u32 {
+    pub(crate) fn secs(self, micros: u64) -> u32 {
         match self {
             Rule::Fixed(secs) => secs,
-            Rule::Observed { cap } => ceil_secs(u128::from(recent_micros)).min(cap),
+            Rule::Observed { cap } => ceil_secs(micros).min(cap),
         }
     }
 }
 
+/// How many finished pieces of work the typical duration is the median of.
+pub(crate) const WINDOW: usize = 16;
+
+/// What a pool has seen of its work, and the hint computed from it.
+///
+/// Writers are the pool's worker threads, as work starts and finishes:
+/// they take a lock, keep the start times of running work sorted, and
+/// recompute the median of the window. Readers are refusals: they read
+/// atomics only, through a sequence count, so a refusal never waits for a
+/// worker and never sees a half-written set of start times.
+#[derive(Debug)]
+pub(crate) struct Estimator {
+    rule: Rule,
+    /// Time zero of every timestamp below, in microseconds.
+    epoch: Instant,
+    /// Held by a worker while it changes what the estimator has seen.
+    writer: Mutex<Recent>,
+    /// The median of the window in microseconds; 0 until work finished.
+    typical: AtomicU64,
+    /// The hint when no work is running: the typical duration in whole
+    /// seconds under the rule (1 without history). Kept up to date by the
+    /// writers so that the common refusal is one load.
+    idle_secs: AtomicU32,
+    /// Sequence count of `running` and `starts`: odd while a writer
+    /// changes them.
+    seq: AtomicU64,
+    /// How many entries of `starts` are in use.
+    running: AtomicUsize,
+    /// Start times of the work running now, in microseconds since
+    /// `epoch`, ascending. One entry per worker thread: no more work than
+    /// that ever runs at once.
+    starts: Box<[AtomicU64]>,
+}
+
+/// The durations of the last [`WINDOW`] pieces of work, a ring.
+#[derive(Debug, Default)]
+struct Recent {
+    ring: [u64; WINDOW],
+    len: usize,
+    next: usize,
+}
+
+impl Recent {
+    fn push(&mut self, micros: u64) {
+        self.ring[self.next] = micros;
+        self.next = (self.next + 1) % WINDOW;
+        self.len = (self.len + 1).min(WINDOW);
+    }
+
+    /// The lower median (of two middle values the shorter, so an even
+    /// split between short and long work does not say long).
+    fn median(&self) -> u64 {
+        let mut sorted = self.ring;
+        let sorted = &mut sorted[..self.len];
+        sorted.sort_unstable();
+        sorted
+            .get(self.len.saturating_sub(1) / 2)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// When a piece of work started, as [`Estimator::started`] recorded it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "pass it to `finished` when the work ends"]
+pub(crate) struct Started(u64);
+
+impl Estimator {
+    /// An estimator for a pool of `workers` threads under `rule`.
+    pub(crate) fn new(rule: Rule, workers: usize) -> Estimator {
+        Estimator {
+            rule,
+            epoch: Instant::now(),
+            writer: Mutex::new(Recent::default()),
+            typical: AtomicU64::new(0),
+            idle_secs: AtomicU32::new(rule.secs(0)),
+            seq: AtomicU64::new(0),
+            running: AtomicUsize::new(0),
+            starts: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Microseconds since the epoch.
+    #[inline]
+    fn now(&self) -> u64 {
+        micros(self.epoch.elapsed())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Recent> {
+        // Nothing panics under the lock; a poisoned lock still holds whole
+        // data.
+        self.writer.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records that a piece of work starts now, on a worker thread.
+    pub(crate) fn started(&self) -> Started {
+        let recent = self.lock();
+        // Read under the lock, so start times are appended in order.
+        let now = self.now();
+        self.start_at(&recent, now);
+        Started(now)
+    }
+
+    /// Records that the piece of work that `started` has ended, and
+    /// returns how long it ran.
+    pub(crate) fn finished(&self, started: Started) -> Duration {
+        let mut recent = self.lock();
+        let now = self.now();
+        self.finish_at(&mut recent, started, now);
+        Duration::from_micros(now.saturating_sub(started.0))
+    }
+
+    fn start_at(&self, _writer: &Recent, now: u64) {
+        let n = self.running.load(Ordering::Relaxed);
+        if n >= self.starts.len() {
+            // Cannot happen (one entry per worker thread); the hint would
+            // only miss this piece of work.
+            return;
+        }
+        self.write(|| {
+            self.starts[n].store(now, Ordering::Relaxed);
+            self.running.store(n + 1, Ordering::Relaxed);
+        });
+    }
+
+    fn finish_at(&self, recent: &mut Recent, started: Started, now: u64) {
+        let n = self.running.load(Ordering::Relaxed);
+        let found = (0..n).find(|&i| self.starts[i].load(Ordering::Relaxed) == started.0);
+        if let Some(i) = found {
+            self.write(|| {
+                for j in i..n - 1 {
+                    let next = self.starts[j + 1].load(Ordering::Relaxed);
+                    self.starts[j].store(next, Ordering::Relaxed);
+                }
+                self.running.store(n - 1, Ordering::Relaxed);
+            });
+        }
+        recent.push(now.saturating_sub(started.0));
+        let typical = recent.median();
+        self.typical.store(typical, Ordering::Relaxed);
+        self.idle_secs
+            .store(self.rule.secs(typical), Ordering::Relaxed);
+    }
+
+    /// Runs `change` as a writer of the sequence count (the caller holds
+    /// the lock, so there is one writer at a time).
+    fn write(&self, change: impl FnOnce()) {
+        let seq = self.seq.load(Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        change();
+        self.seq.store(seq.wrapping_add(2), Ordering::Release);
+    }
+
+    /// The median duration of the last [`WINDOW`] pieces of work, zero
+    /// before any finished.
+    pub(crate) fn typical(&self) -> Duration {
+        Duration::from_micros(self.typical.load(Ordering::Relaxed))
+    }
+
+    /// The hint in whole seconds now, for a pool with `in_use` slots held
+    /// (read only when work is running).
+    #[inline]
+    pub(crate) fn secs(&self, in_use: impl FnOnce() -> usize) -> u32 {
+        match self.rule {
+            Rule::Fixed(secs) => secs,
+            Rule::Observed { .. } => {
+                if self.running.load(Ordering::Relaxed) == 0 {
+                    self.idle_secs.load(Ordering::Relaxed)
+                } else {
+                    self.secs_at(self.now(), in_use)
+                }
+            }
+        }
+    }
+
+    /// The hint at `now` (microseconds since the epoch) from a consistent
+    /// read of the running work.
+    #[cold]
+    fn secs_at(&self, now: u64, in_use: impl FnOnce() -> usize) -> u32 {
+        let typical = self.typical.load(Ordering::Relaxed);
+        // A writer holds the count odd only for a few stores; a refusal
+        // that keeps meeting one says what it knows without running work.
+        for _ in 0..8 {
+            let before = self.seq.load(Ordering::Acquire);
+            if before & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let n = self.running.load(Ordering::Relaxed).min(self.starts.len());
+            let soonest = self.soonest_end(now, typical, n);
+            fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) != before {
+                continue;
+            }
+            let mut expected = soonest;
+            if typical > 0 && in_use() > n {
+                // A slot held by something not running here.
+                expected = Some(expected.map_or(typical, |e| e.min(typical)));
+            }
+            return expected.map_or(self.idle_secs.load(Ordering::Relaxed), |micros| {
+                self.rule.secs(micros)
+            });
+        }
+        self.idle_secs.load(Ordering::Relaxed)
+    }
+
+    /// The soonest expected end among the first `n` start times, in
+    /// microseconds from `now`. Only two candidates can be the soonest: the
+    /// oldest work still younger than `typical` (it ends in
+    /// `typical - age`), and the youngest work older than that (it ends in
+    /// `age` at the earliest).
+    fn soonest_end(&self, now: u64, typical: u64, n: usize) -> Option<u64> {
+        let threshold = now.saturating_sub(typical);
+        // The first start after `threshold`: the start times ascend.
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.starts[mid].load(Ordering::Relaxed) <= threshold {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let expected = |i: usize| {
+            remaining(
+                now.saturating_sub(self.starts[i].load(Ordering::Relaxed)),
+                typical,
+            )
+        };
+        let younger = (lo < n).then(|| expected(lo));
+        let older = (lo > 0).then(|| expected(lo - 1));
+        match (younger, older) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// How much longer a piece of work that has run `age` is expected to run
+/// when work typically takes `typical`.
+#[inline]
+fn remaining(age: u64, typical: u64) -> u64 {
+    if age < typical { typical - age } else { age }
+}
+
+/// A duration in microseconds, saturating.
+#[inline]
+fn micros(d: Duration) -> u64 {
+    d.as_secs()
+        .saturating_mul(1_000_000)
+        .saturating_add(u64::from(d.subsec_micros()))
+}
+
 /// Microseconds rounded up to whole seconds, at least 1, saturating.
 #[inline]
-fn ceil_secs(micros: u128) -> u32 {
-    // Through u64 when it fits, which is every realistic duration: a u128
-    // division is a library call.
-    let secs = match u64::try_from(micros) {
-        Ok(micros) => u128::from(micros.div_ceil(1_000_000)),
-        Err(_) => micros.div_ceil(1_000_000),
-    };
-    u32::try_from(secs.max(1)).unwrap_or(u32::MAX)
+fn ceil_secs(micros: u64) -> u32 {
+    u32::try_from(micros.div_ceil(1_000_000).max(1)).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn observed_hint_rounds_up_and_stays_within_one_and_cap() {
-        let hint = RetryHint::Observed {
-            cap: Duration::from_secs(10),
+    const SEC: u64 = 1_000_000;
+
+    fn observed(cap_secs: u64, workers: usize) -> Estimator {
+        let rule = RetryHint::Observed {
+            cap: Duration::from_secs(cap_secs),
         }
         .rule();
-        assert_eq!(hint.secs(0), 1, "no history still says 1 s");
-        assert_eq!(hint.secs(1), 1);
-        assert_eq!(hint.secs(1_000_000), 1);
-        assert_eq!(hint.secs(1_000_001), 2, "rounds up");
-        assert_eq!(hint.secs(u64::MAX), 10, "capped");
+        Estimator::new(rule, workers)
+    }
+
+    impl Estimator {
+        /// Work started at `at` (microseconds since the epoch).
+        fn start(&self, at: u64) -> Started {
+            let recent = self.lock();
+            self.start_at(&recent, at);
+            Started(at)
+        }
+
+        /// Work that started at `started` ended at `at`.
+        fn finish(&self, started: Started, at: u64) {
+            let mut recent = self.lock();
+            self.finish_at(&mut recent, started, at);
+        }
+
+        /// Work that took `took` ran and ended before `at`.
+        fn ran(&self, took: u64, at: u64) {
+            let started = self.start(at - took);
+            self.finish(started, at);
+        }
+
+        /// The hint at `at`, every slot held by running work.
+        fn hint_at(&self, at: u64) -> u32 {
+            if self.running.load(Ordering::Relaxed) == 0 {
+                return self.idle_secs.load(Ordering::Relaxed);
+            }
+            self.secs_at(at, || self.running.load(Ordering::Relaxed))
+        }
     }
 
     #[test]
-    fn fixed_hint_rounds_up() {
+    fn nothing_seen_says_one_second() {
+        let estimator = observed(30, 2);
+        assert_eq!(estimator.secs(|| 2), 1, "no history, nothing running");
+        assert_eq!(estimator.typical(), Duration::ZERO);
+    }
+
+    #[test]
+    fn cold_pool_says_how_long_its_work_has_run() {
+        // Two 20 s walks started together; none has ever finished.
+        let estimator = observed(30, 2);
+        let _a = estimator.start(0);
+        let _b = estimator.start(0);
+        assert_eq!(estimator.hint_at(SEC), 1);
         assert_eq!(
-            RetryHint::Fixed(Duration::from_millis(1500)).rule().secs(0),
-            2
+            estimator.hint_at(10 * SEC),
+            10,
+            "running for 10 s: 10 s, not 1"
+        );
+        assert_eq!(estimator.hint_at(19 * SEC), 19);
+        assert_eq!(estimator.hint_at(19 * SEC + 1), 20, "rounded up");
+        assert_eq!(estimator.hint_at(600 * SEC), 30, "capped");
+    }
+
+    #[test]
+    fn cold_pool_counts_its_youngest_work() {
+        let estimator = observed(30, 2);
+        let _old = estimator.start(0);
+        let _young = estimator.start(8 * SEC);
+        assert_eq!(
+            estimator.hint_at(12 * SEC),
+            4,
+            "the younger walk has run 4 s: expected to run 4 s more at the soonest"
+        );
+    }
+
+    #[test]
+    fn work_running_past_typical_is_expected_to_run_as_long_again() {
+        let estimator = observed(30, 2);
+        for i in 1..=16 {
+            estimator.ran(SEC, i * 10 * SEC);
+        }
+        assert_eq!(estimator.typical(), Duration::from_secs(1));
+        // Two orphans of ten minutes' work hold both slots.
+        let _a = estimator.start(200 * SEC);
+        let _b = estimator.start(200 * SEC);
+        assert_eq!(
+            estimator.hint_at(200 * SEC + SEC / 2),
+            1,
+            "younger than typical"
         );
         assert_eq!(
-            RetryHint::Fixed(Duration::from_secs(u64::MAX))
-                .rule()
-                .secs(0),
-            u32::MAX
+            estimator.hint_at(205 * SEC),
+            5,
+            "5 s past a 1 s typical: 5 s more"
+        );
+        assert_eq!(estimator.hint_at(219 * SEC), 19);
+        assert_eq!(estimator.hint_at(800 * SEC), 30, "capped");
+    }
+
+    #[test]
+    fn warm_pool_counts_down_the_typical_duration() {
+        let estimator = observed(30, 1);
+        for i in 1..=4 {
+            estimator.ran(20 * SEC, i * 100 * SEC);
+        }
+        let _walk = estimator.start(1000 * SEC);
+        assert_eq!(estimator.hint_at(1001 * SEC), 19);
+        assert_eq!(estimator.hint_at(1010 * SEC), 10);
+        assert_eq!(estimator.hint_at(1019 * SEC), 1);
+        assert_eq!(estimator.hint_at(1025 * SEC), 25, "overran: as long again");
+    }
+
+    #[test]
+    fn a_few_long_outliers_do_not_steer_the_hint() {
+        let estimator = observed(30, 2);
+        for i in 1..=14 {
+            estimator.ran(SEC, i * 10 * SEC);
+        }
+        // One client's two 25 s operations.
+        estimator.ran(25 * SEC, 200 * SEC);
+        estimator.ran(25 * SEC, 200 * SEC);
+        assert_eq!(
+            estimator.typical(),
+            Duration::from_secs(1),
+            "the median holds"
+        );
+        assert_eq!(estimator.idle_secs.load(Ordering::Relaxed), 1);
+        // Everyone refused while 1 s work runs is told 1 s, not 12 (the
+        // exponentially weighted mean gave 12, then 7, 5, 3).
+        let _a = estimator.start(300 * SEC);
+        let _b = estimator.start(300 * SEC + SEC / 4);
+        assert_eq!(estimator.hint_at(300 * SEC + SEC / 2), 1);
+    }
+
+    #[test]
+    fn two_short_pieces_outvote_two_long_ones() {
+        let estimator = observed(30, 2);
+        estimator.ran(25 * SEC, 100 * SEC);
+        estimator.ran(25 * SEC, 100 * SEC);
+        assert_eq!(
+            estimator.typical(),
+            Duration::from_secs(25),
+            "long work is all it has seen"
+        );
+        estimator.ran(SEC, 102 * SEC);
+        estimator.ran(SEC, 103 * SEC);
+        assert_eq!(
+            estimator.typical(),
+            Duration::from_secs(1),
+            "the lower median"
+        );
+    }
+
+    #[test]
+    fn long_work_becomes_typical_once_it_is_half_the_window() {
+        let estimator = observed(60, 1);
+        for i in 1..=16 {
+            estimator.ran(SEC, i * 10 * SEC);
+        }
+        for i in 1..=8 {
+            estimator.ran(40 * SEC, 200 * SEC + i * 100 * SEC);
+            assert_eq!(
+                estimator.typical().as_secs(),
+                1,
+                "after {i} long pieces of 16"
+            );
+        }
+        estimator.ran(40 * SEC, 2000 * SEC);
+        assert_eq!(estimator.typical().as_secs(), 40, "9 of 16: the norm");
+        let _walk = estimator.start(3000 * SEC);
+        assert_eq!(estimator.hint_at(3010 * SEC), 30);
+    }
+
+    #[test]
+    fn soonest_end_wins_among_running_work() {
+        let estimator = observed(30, 3);
+        for i in 1..=16 {
+            estimator.ran(10 * SEC, i * 100 * SEC);
+        }
+        let hung = estimator.start(2000 * SEC);
+        let _mid = estimator.start(2095 * SEC);
+        let _young = estimator.start(2099 * SEC);
+        // At 2100: hung has run 100 s (100 s more), mid 5 s (5 s more),
+        // young 1 s (9 s more).
+        assert_eq!(estimator.hint_at(2100 * SEC), 5);
+        estimator.finish(hung, 2101 * SEC);
+        assert_eq!(estimator.hint_at(2101 * SEC), 4);
+    }
+
+    #[test]
+    fn a_slot_held_outside_the_workers_frees_in_the_typical_time() {
+        let estimator = observed(30, 2);
+        for i in 1..=16 {
+            estimator.ran(2 * SEC, i * 10 * SEC);
+        }
+        let _hung = estimator.start(200 * SEC);
+        let at = 260 * SEC;
+        assert_eq!(
+            estimator.secs_at(at, || 1),
+            30,
+            "only the hung work holds a slot"
+        );
+        assert_eq!(
+            estimator.secs_at(at, || 2),
+            2,
+            "the other slot is held by a caller: typical"
+        );
+    }
+
+    #[test]
+    fn idle_pool_says_the_typical_duration() {
+        let estimator = observed(30, 1);
+        estimator.ran(2_500_000, 10 * SEC);
+        assert_eq!(estimator.secs(|| 1), 3, "rounded up, nothing running");
+        let capped = observed(2, 1);
+        capped.ran(100 * SEC, 200 * SEC);
+        assert_eq!(capped.secs(|| 1), 2, "capped");
+        let short = observed(30, 1);
+        short.ran(1, 10 * SEC);
+        assert_eq!(short.secs(|| 1), 1, "at least 1 s");
+    }
+
+    #[test]
+    fn fixed_hint_ignores_what_was_seen() {
+        let rule = RetryHint::Fixed(Duration::from_millis(1500)).rule();
+        assert_eq!(rule, Rule::Fixed(2), "rounded up");
+        let estimator = Estimator::new(rule, 2);
+        let _walk = estimator.start(0);
+        estimator.ran(SEC, 5 * SEC);
+        assert_eq!(estimator.secs(|| 1), 2);
+        assert_eq!(
+            RetryHint::Fixed(Duration::from_secs(u64::MAX)).rule(),
+            Rule::Fixed(u32::MAX),
+            "saturates"
+        );
+    }
+
+    #[test]
+    fn rule_rounds_up_and_stays_within_one_and_cap() {
+        let rule = RetryHint::Observed {
+            cap: Duration::from_secs(10),
+        }
+        .rule();
+        assert_eq!(rule.secs(0), 1);
+        assert_eq!(rule.secs(1), 1);
+        assert_eq!(rule.secs(SEC), 1);
+        assert_eq!(rule.secs(SEC + 1), 2, "rounds up");
+        assert_eq!(rule.secs(u64::MAX), 10, "capped");
+    }
+
+    #[test]
+    fn refusals_read_a_whole_hint_while_workers_write() {
+        let estimator = std::sync::Arc::new(observed(30, 4));
+        let writer = {
+            let estimator = std::sync::Arc::clone(&estimator);
+            std::thread::spawn(move || {
+                for _ in 0..20_000 {
+                    let a = estimator.started();
+                    let b = estimator.started();
+                    let _ = estimator.finished(a);
+                    let _ = estimator.finished(b);
+                }
+            })
+        };
+        let mut read = 0u64;
+        while !writer.is_finished() {
+            let secs = estimator.secs(|| 4);
+            assert!(
+                (1..=30).contains(&secs),
+                "a hint within [1, cap], got {secs}"
+            );
+            read += 1;
+        }
+        writer.join().unwrap();
+        assert!(read > 0);
+        assert_eq!(
+            estimator.running.load(Ordering::Relaxed),
+            0,
+            "every start finished"
         );
     }
 }

@@ -59,7 +59,9 @@ pub struct PoolStats {
     pub panicked: u64,
     /// Callers served by joining a coalesced walk instead of starting one.
     pub coalesced: u64,
-    /// Recent work duration (an exponentially weighted mean).
+    /// The typical duration of recent work: the median of the last 16
+    /// pieces that finished (zero before any did). The retry hint starts
+    /// from it; see [`RetryHint::Observed`](crate::pool::RetryHint::Observed).
     pub recent_work: Duration,
     /// Cumulative counts of work durations per [`DURATION_BUCKETS`] bound,
     /// followed by the total count.
@@ -114,18 +116,12 @@ pub(crate) struct Counters {
     orphan_failures: AtomicU64,
     panicked: AtomicU64,
     coalesced: AtomicU64,
-    /// Exponentially weighted mean of work durations, in microseconds.
-    recent_micros: AtomicU64,
     buckets: [AtomicU64; DURATION_BUCKETS.len()],
     count: AtomicU64,
     sum_micros: AtomicU64,
 }
 
 impl Counters {
-    pub(crate) fn recent_micros(&self) -> u64 {
-        self.recent_micros.load(Relaxed)
-    }
-
     /// A slot came back.
     #[inline]
     pub(crate) fn count_release(&self) {
@@ -168,15 +164,6 @@ impl Counters {
         self.running.fetch_sub(1, Relaxed);
         self.finished.fetch_add(1, Relaxed);
         let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-        // EWMA with weight 1/4 on the newest sample; a lost update under a
-        // race only delays the hint, it never breaks a bound.
-        let old = self.recent_micros.load(Relaxed);
-        let new = if old == 0 {
-            micros
-        } else {
-            old - old / 4 + micros / 4
-        };
-        self.recent_micros.store(new, Relaxed);
         let secs = took.as_secs_f64();
         if let Some(i) = DURATION_BUCKETS.iter().position(|&b| secs <= b) {
             self.buckets[i].fetch_add(1, Relaxed);
@@ -185,7 +172,14 @@ impl Counters {
         self.sum_micros.fetch_add(micros, Relaxed);
     }
 
-    pub(crate) fn snapshot(&self, name: &str, capacity: usize, in_use: usize) -> PoolStats {
+    /// The snapshot, with the typical work duration the retry hint keeps.
+    pub(crate) fn snapshot(
+        &self,
+        name: &str,
+        capacity: usize,
+        in_use: usize,
+        recent_work: Duration,
+    ) -> PoolStats {
         let released = self.released.sum();
         let mut cumulative = 0;
         let mut duration_buckets: Vec<u64> = self
@@ -211,7 +205,7 @@ impl Counters {
             orphan_failures: self.orphan_failures.load(Relaxed),
             panicked: self.panicked.load(Relaxed),
             coalesced: self.coalesced.load(Relaxed),
-            recent_work: Duration::from_micros(self.recent_micros.load(Relaxed)),
+            recent_work,
             duration_buckets,
             duration_sum: Duration::from_micros(self.sum_micros.load(Relaxed)),
         }
