@@ -1,1 +1,114 @@
-//! tonic (gRPC) adapter for `admission`.
+//! tonic (gRPC) adapter for `admission`: every call holds a request lease
+//! until its response stream has ended or been dropped, a refused call gets
+//! the answer gRPC clients understand (a trailers-only `UNAVAILABLE`, or
+//! `RESOURCE_EXHAUSTED`, naming the stable code and the pool, with
+//! `grpc-retry-pushback-ms` from the pool's retry hint), and a handler runs
+//! registry work in one line and returns its refusal as a `Status` with `?`.
+//!
+//! * [`AdmissionLayer`]: the tower layer for
+//!   `Server::builder().layer(...)` (or around one service).
+//!   [`AdmissionLayer::new`] leases health checks and server reflection
+//!   from *control* and every other call from *work*;
+//!   [`AdmissionLayer::class`] one class for a service; and
+//!   [`AdmissionLayer::classify`] by your closure over the [`Call`] (its
+//!   method path, metadata and deadline). It makes an [`AdmissionService`],
+//!   whose [`future::ResponseFuture`] answers with a [`body::LeasedBody`].
+//! * [`Rejection`]: a core [`Refusal`](admission_core::Refusal) or
+//!   [`WorkError`](admission_core::WorkError) on its way to a
+//!   [`tonic::Status`]: `pool.run(work, Admission::FailFast).await.map_err(Rejection::from)?`.
+//!   A panic is `INTERNAL` with a code and no message.
+//! * [`deadline`]: the caller's `grpc-timeout`, parsed strictly (every unit
+//!   of the specification; a malformed value is ignored and counted, see
+//!   [`AdmissionLayer::malformed_timeouts`]) into a [`Deadline`](deadline::Deadline)
+//!   the handler finds in its request's extensions and the classifier in
+//!   [`Call::deadline`].
+//! * [`status`]: the refusal's status code option
+//!   ([`RefusalStatus`](status::RefusalStatus)) and, for clients,
+//!   [`Pushback`](status::Pushback), the `grpc-retry-pushback-ms` trailer
+//!   read as gRPC's retry design (gRFC A6) says.
+//!
+//! The refusal carries the facts of core's
+//! [`http::Problem`](admission_core::http::Problem) (code, pool, retry hint)
+//! in gRPC's form: the status code for the HTTP status, the message for the
+//! problem's code and detail, and the pushback, in milliseconds, for
+//! `Retry-After`.
+//!
+//! # Deadlines
+//!
+//! The layer parses the caller's deadline and exposes it, but does not yet
+//! act on it: deadline-aware admission, which refuses at once a call whose
+//! remaining budget is shorter than the expected wait plus work, lands with
+//! the overload issue, and will take its deadline from here. tonic itself
+//! still ends a call whose `grpc-timeout` has passed (its lease goes with
+//! it).
+//!
+//! # One set of pools per server
+//!
+//! Build [`RequestPools`] once at startup and give the layer a clone:
+//! clones share their slots. tonic clones the layered service for every
+//! connection; every clone draws on the same slots. A layer around the
+//! whole server and another around one service, of the same pools, take
+//! one slot per call and class: the inner admission shares the outer lease.
+//!
+//! # Examples
+//!
+//! A complete server over loopback: the layer around tonic-health's
+//! service, and a real tonic client that is refused while every *control*
+//! slot is held.
+//!
+//! ```
+//! use admission_core::{Class, RequestPools};
+//! use admission_tonic::AdmissionLayer;
+//! use admission_tonic::status::Pushback;
+//! use std::time::Duration;
+//! use tonic::transport::{Endpoint, Server, server::TcpIncoming};
+//! use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // Built once at startup: a configuration error surfaces here, not per call.
+//! let requests = RequestPools::new(2, 1)?;
+//! let (_reporter, health) = tonic_health::server::health_reporter();
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! let addr = listener.local_addr()?;
+//! tokio::spawn(
+//!     Server::builder()
+//!         .layer(AdmissionLayer::new(requests.clone())) // health → control
+//!         .add_service(health)
+//!         .serve_with_incoming(TcpIncoming::from(listener)),
+//! );
+//!
+//! let channel = Endpoint::from_shared(format!("http://{addr}"))?.connect().await?;
+//! let mut client = HealthClient::new(channel);
+//! let check = || HealthCheckRequest { service: String::new() };
+//! assert!(client.check(check()).await.is_ok());
+//!
+//! // The only *control* slot is taken: the next check is refused at once.
+//! let held = requests.try_lease(Class::Control)?;
+//! let refused = client.check(check()).await.unwrap_err();
+//! assert_eq!(refused.code(), tonic::Code::Unavailable);
+//! assert!(refused.message().starts_with("ADMISSION_SATURATED: pool `control`"));
+//! assert_eq!(Pushback::from_status(&refused), Some(Pushback::RetryAfter(Duration::from_secs(1))));
+//!
+//! drop(held);
+//! assert!(client.check(check()).await.is_ok());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`RequestPools`]: admission_core::RequestPools
+#![doc(test(attr(deny(warnings))))]
+
+pub mod body;
+mod classify;
+pub mod deadline;
+pub mod future;
+mod layer;
+mod rejection;
+mod service;
+pub mod status;
+
+pub use crate::classify::Call;
+pub use crate::layer::AdmissionLayer;
+pub use crate::rejection::Rejection;
+pub use crate::service::AdmissionService;

@@ -1,0 +1,271 @@
+//! The answer a handler gives when admission or its work did not produce a
+//! response, as a gRPC status.
+//!
+//! This module owns [`Rejection`] and the one place a refusal or a failed
+//! piece of work becomes a [`tonic::Status`] in this adapter: the status
+//! code, the message (the stable code, the pool and the retry hint, never a
+//! user value, an error message or a panic message) and the
+//! `grpc-retry-pushback-ms` trailer. These are the facts of core's
+//! [`Problem`](admission_core::http::Problem), in gRPC's form.
+
+use std::fmt;
+
+use admission_core::http::{WORK_FAILED, WORK_PANICKED};
+use admission_core::{Code, Refusal, WorkError};
+use tonic::Status;
+use tonic::metadata::{MetadataMap, MetadataValue};
+
+use crate::status::{RETRY_PUSHBACK_MS, RefusalStatus};
+
+/// A refusal or a failed piece of work, as a tonic handler returns it:
+/// `UNAVAILABLE` (or `RESOURCE_EXHAUSTED`, see
+/// [`with_status`](Self::with_status)) with the stable code and the pool in
+/// the message and `grpc-retry-pushback-ms` for a refusal; `INTERNAL` with
+/// a code (`ADMISSION_WORK_PANICKED`, `ADMISSION_WORK_FAILED`) and no
+/// message of the work's own for work that panicked or failed.
+///
+/// `From<Refusal>` and `From<WorkError<E>>` build one, and
+/// `From<Rejection> for Status` lets `?` finish the job, so registry work
+/// in a handler is one line:
+/// `pool.run(work, Admission::FailFast).await.map_err(Rejection::from)?`.
+///
+/// # Examples
+///
+/// ```
+/// use admission_core::{Admission, Pool};
+/// use admission_tonic::Rejection;
+/// use tonic::{Code, Request, Response, Status};
+///
+/// // The body of a method of a generated service trait.
+/// async fn walk(registry: &Pool, _request: Request<()>) -> Result<Response<String>, Status> {
+///     let walk = || Ok::<_, std::fmt::Error>("# EOF\n".to_owned());
+///     let text = registry.run(walk, Admission::FailFast).await.map_err(Rejection::from)?;
+///     Ok(Response::new(text))
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let registry = Pool::new("registry", 1).unwrap();
+/// assert_eq!(walk(&registry, Request::new(())).await.unwrap().into_inner(), "# EOF\n");
+///
+/// let _walking = registry.try_admit().unwrap();
+/// let refused = walk(&registry, Request::new(())).await.unwrap_err();
+/// assert_eq!(refused.code(), Code::Unavailable);
+/// assert!(refused.message().starts_with("ADMISSION_SATURATED: pool `registry`"));
+/// assert_eq!(refused.metadata().get("grpc-retry-pushback-ms").unwrap(), "1000");
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    cause: Cause,
+    status: RefusalStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Cause {
+    Refused(Refusal),
+    Work(WorkError<()>),
+}
+
+impl Rejection {
+    /// The same rejection, answered with `status` if it is a refusal (work
+    /// that failed stays `INTERNAL`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Pool;
+    /// use admission_tonic::Rejection;
+    /// use admission_tonic::status::RefusalStatus;
+    ///
+    /// let pool = Pool::new("registry", 1).unwrap();
+    /// let _held = pool.try_admit().unwrap();
+    /// let rejection = Rejection::from(pool.try_admit().unwrap_err());
+    /// let status = rejection.with_status(RefusalStatus::ResourceExhausted).to_status();
+    /// assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+    /// ```
+    #[must_use]
+    pub fn with_status(self, status: RefusalStatus) -> Rejection {
+        Rejection { status, ..self }
+    }
+
+    /// The refusal, if admission refused.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match &self.cause {
+            Cause::Refused(refusal) => Some(refusal),
+            Cause::Work(err) => err.refusal(),
+        }
+    }
+
+    /// The gRPC status this rejection is answered with.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::WorkError;
+    /// use admission_tonic::Rejection;
+    ///
+    /// let status = Rejection::from(WorkError::<()>::Panicked).to_status();
+    /// assert_eq!(status.code(), tonic::Code::Internal);
+    /// assert_eq!(status.message(), "ADMISSION_WORK_PANICKED");
+    /// assert!(status.metadata().get("grpc-retry-pushback-ms").is_none(), "a panic is no refusal");
+    /// ```
+    pub fn to_status(&self) -> Status {
+        match &self.cause {
+            Cause::Refused(refusal) => refusal_status(refusal, self.status),
+            Cause::Work(err) => work_status(err, self.status),
+        }
+    }
+}
+
+impl From<Refusal> for Rejection {
+    fn from(refusal: Refusal) -> Self {
+        Rejection {
+            cause: Cause::Refused(refusal),
+            status: RefusalStatus::default(),
+        }
+    }
+}
+
+impl<E> From<WorkError<E>> for Rejection {
+    /// Keeps what kind of end it was; the work's own error value is dropped
+    /// here, since it never reaches the client.
+    fn from(err: WorkError<E>) -> Self {
+        Rejection {
+            cause: Cause::Work(err.map_err(|_| ())),
+            status: RefusalStatus::default(),
+        }
+    }
+}
+
+impl From<Rejection> for Status {
+    fn from(rejection: Rejection) -> Status {
+        rejection.to_status()
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.cause {
+            Cause::Refused(refusal) => fmt::Display::fmt(refusal, f),
+            Cause::Work(err) => fmt::Display::fmt(err, f),
+        }
+    }
+}
+
+impl std::error::Error for Rejection {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.refusal().map(|r| r as _)
+    }
+}
+
+/// The status of a refusal: `status`, the code and the pool in the message,
+/// the retry hint as `grpc-retry-pushback-ms`.
+pub(crate) fn refusal_status(refusal: &Refusal, status: RefusalStatus) -> Status {
+    refused(
+        refusal.code(),
+        Some(refusal.pool()),
+        refusal.retry_after_secs(),
+        status,
+    )
+}
+
+/// The status of offloaded work that did not produce its output: a refusal
+/// as above; a failure or a panic `INTERNAL` with its code as the whole
+/// message; work cancelled by shutdown a refusal with
+/// `ADMISSION_SHUTTING_DOWN` and a one-second pushback (core's problem for
+/// the same end says `Retry-After: 1`).
+pub(crate) fn work_status(err: &WorkError<()>, status: RefusalStatus) -> Status {
+    match err {
+        WorkError::Refused(refusal) => refusal_status(refusal, status),
+        WorkError::Failed(()) => Status::internal(WORK_FAILED),
+        WorkError::Panicked => Status::internal(WORK_PANICKED),
+        WorkError::Cancelled => refused(Code::ShuttingDown, None, 1, status),
+        // A kind of end this adapter does not know yet: a failure, never
+        // its message.
+        _ => Status::internal(WORK_FAILED),
+    }
+}
+
+fn refused(code: Code, pool: Option<&str>, retry_after_secs: u32, status: RefusalStatus) -> Status {
+    let message = match pool {
+        Some(pool) => {
+            format!("{code}: pool `{pool}` refused the call; retry in {retry_after_secs} s")
+        }
+        None => format!("{code}: {}; retry in {retry_after_secs} s", code.title()),
+    };
+    let mut metadata = MetadataMap::new();
+    let pushback_ms = u64::from(retry_after_secs) * 1000;
+    metadata.insert(RETRY_PUSHBACK_MS, MetadataValue::from(pushback_ms));
+    Status::with_metadata(status.code(), message, metadata)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use admission_core::Pool;
+
+    fn saturated(pool: &Pool) -> Refusal {
+        let _held = pool.try_admit().unwrap();
+        pool.try_admit().unwrap_err()
+    }
+
+    #[test]
+    fn a_refusal_names_code_pool_and_retry_and_nothing_else() {
+        let pool = Pool::new("registry", 1).unwrap();
+        let refusal = saturated(&pool);
+        let status = Rejection::from(refusal.clone()).to_status();
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert_eq!(
+            status.message(),
+            format!(
+                "ADMISSION_SATURATED: pool `registry` refused the call; retry in {} s",
+                refusal.retry_after_secs()
+            )
+        );
+        let pushback = status.metadata().get(RETRY_PUSHBACK_MS).unwrap();
+        assert_eq!(
+            pushback.to_str().unwrap(),
+            (u64::from(refusal.retry_after_secs()) * 1000).to_string()
+        );
+        assert_eq!(status.metadata().len(), 1, "only the pushback");
+        assert!(status.details().is_empty());
+    }
+
+    #[test]
+    fn failures_carry_a_code_and_no_message_of_their_own() {
+        let failed = Rejection::from(WorkError::Failed("secret value 42")).to_status();
+        assert_eq!(failed.code(), tonic::Code::Internal);
+        assert_eq!(failed.message(), WORK_FAILED);
+        assert!(failed.metadata().is_empty(), "no pushback for a failure");
+
+        let panicked = Rejection::from(WorkError::<()>::Panicked).to_status();
+        assert_eq!(panicked.code(), tonic::Code::Internal);
+        assert_eq!(panicked.message(), WORK_PANICKED);
+    }
+
+    #[test]
+    fn shutdown_is_a_refusal_with_a_one_second_pushback() {
+        for status in [RefusalStatus::Unavailable, RefusalStatus::ResourceExhausted] {
+            let answer = Rejection::from(WorkError::<()>::Cancelled)
+                .with_status(status)
+                .to_status();
+            assert_eq!(answer.code(), status.code());
+            assert!(answer.message().starts_with("ADMISSION_SHUTTING_DOWN: "));
+            assert_eq!(answer.metadata().get(RETRY_PUSHBACK_MS).unwrap(), "1000");
+        }
+    }
+
+    #[test]
+    fn the_status_option_changes_refusals_only() {
+        let pool = Pool::new("registry", 1).unwrap();
+        let exhausted = Rejection::from(saturated(&pool))
+            .with_status(RefusalStatus::ResourceExhausted)
+            .to_status();
+        assert_eq!(exhausted.code(), tonic::Code::ResourceExhausted);
+        let panicked = Rejection::from(WorkError::<()>::Panicked)
+            .with_status(RefusalStatus::ResourceExhausted)
+            .to_status();
+        assert_eq!(panicked.code(), tonic::Code::Internal);
+    }
+}

@@ -1,0 +1,161 @@
+//! The gRPC words for a refusal: which status code, and when to come back.
+//!
+//! This module owns [`RefusalStatus`] (the status code a refusal is
+//! answered with), the name of the `grpc-retry-pushback-ms` trailer and
+//! [`Pushback`], its client side: how a caller reads the trailer the way
+//! gRPC's retry design (gRFC A6) says a retry policy must. It must never
+//! build an answer itself: that is [`Rejection`](crate::Rejection)'s.
+
+use std::time::Duration;
+
+use tonic::Status;
+use tonic::metadata::MetadataMap;
+
+/// The trailer that tells a client's retry policy how long to wait before
+/// trying again, in milliseconds (gRFC A6, "pushback").
+pub const RETRY_PUSHBACK_MS: &str = "grpc-retry-pushback-ms";
+
+/// The gRPC status code a refusal is answered with.
+///
+/// `UNAVAILABLE` (the default) is the code gRPC clients retry: a retry
+/// policy with `retryableStatusCodes: ["UNAVAILABLE"]` tries again after
+/// the pushback, on this replica or another. `RESOURCE_EXHAUSTED` is for
+/// services whose clients treat overload as a quota (gRPC retries it only
+/// when the policy lists it).
+///
+/// # Examples
+///
+/// ```
+/// use admission_tonic::status::RefusalStatus;
+///
+/// assert_eq!(RefusalStatus::default().code(), tonic::Code::Unavailable);
+/// assert_eq!(RefusalStatus::ResourceExhausted.code(), tonic::Code::ResourceExhausted);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum RefusalStatus {
+    /// `UNAVAILABLE` (14): retryable; the default.
+    #[default]
+    Unavailable,
+    /// `RESOURCE_EXHAUSTED` (8).
+    ResourceExhausted,
+}
+
+impl RefusalStatus {
+    /// The status code.
+    pub const fn code(self) -> tonic::Code {
+        match self {
+            RefusalStatus::Unavailable => tonic::Code::Unavailable,
+            RefusalStatus::ResourceExhausted => tonic::Code::ResourceExhausted,
+        }
+    }
+}
+
+/// What a server's `grpc-retry-pushback-ms` asks of a client, read as
+/// gRFC A6 says: a non-negative 32-bit integer with no unnecessary leading
+/// zeros is a delay before the next attempt; a negative or unparseable
+/// value asks the client not to retry at all; no value leaves the delay to
+/// the client's own back-off.
+///
+/// tonic's client has no retry policy of its own (grpc/grpc-rust#1463), so
+/// a caller that retries does it around the call and reads the pushback
+/// here.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admission_tonic::status::{Pushback, RETRY_PUSHBACK_MS};
+///
+/// let mut refused = tonic::Status::unavailable("ADMISSION_SATURATED");
+/// refused.metadata_mut().insert(RETRY_PUSHBACK_MS, 2000.into());
+/// assert_eq!(Pushback::from_status(&refused), Some(Pushback::RetryAfter(Duration::from_secs(2))));
+///
+/// refused.metadata_mut().insert(RETRY_PUSHBACK_MS, "-1".parse().unwrap());
+/// assert_eq!(Pushback::from_status(&refused), Some(Pushback::DoNotRetry));
+///
+/// assert_eq!(Pushback::from_status(&tonic::Status::unavailable("")), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pushback {
+    /// Retry, but not before this long.
+    RetryAfter(Duration),
+    /// Do not retry.
+    DoNotRetry,
+}
+
+impl Pushback {
+    /// The pushback a failed call's status carries, if any.
+    pub fn from_status(status: &Status) -> Option<Pushback> {
+        Pushback::from_metadata(status.metadata())
+    }
+
+    /// The pushback in a call's trailing metadata, if any. A repeated
+    /// trailer is unparseable, hence [`DoNotRetry`](Pushback::DoNotRetry).
+    pub fn from_metadata(metadata: &MetadataMap) -> Option<Pushback> {
+        let mut values = metadata.get_all(RETRY_PUSHBACK_MS).iter();
+        let value = values.next()?;
+        if values.next().is_some() {
+            return Some(Pushback::DoNotRetry);
+        }
+        Some(parse_pushback(value.as_encoded_bytes()))
+    }
+}
+
+/// A6's grammar: a signed 32-bit integer, no unnecessary leading zeros.
+fn parse_pushback(value: &[u8]) -> Pushback {
+    let canonical = match value {
+        [b'0'] => true,
+        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    let millis = std::str::from_utf8(value)
+        .ok()
+        .filter(|_| canonical)
+        .and_then(|text| text.parse::<i32>().ok());
+    match millis.and_then(|ms| u64::try_from(ms).ok()) {
+        Some(ms) => Pushback::RetryAfter(Duration::from_millis(ms)),
+        None => Pushback::DoNotRetry,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pushback_follows_a6() {
+        let after = |ms| Pushback::RetryAfter(Duration::from_millis(ms));
+        assert_eq!(parse_pushback(b"0"), after(0));
+        assert_eq!(parse_pushback(b"1000"), after(1000));
+        assert_eq!(parse_pushback(b"2147483647"), after(2_147_483_647));
+        for bad in [
+            &b"-1"[..],
+            b"-5",
+            b"",
+            b"007",
+            b"+5",
+            b"1.5",
+            b"2147483648",
+            b"1 ",
+            b"ms",
+        ] {
+            assert_eq!(parse_pushback(bad), Pushback::DoNotRetry, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_repeated_trailer_asks_not_to_retry() {
+        let mut metadata = MetadataMap::new();
+        assert_eq!(Pushback::from_metadata(&metadata), None);
+        metadata.insert(RETRY_PUSHBACK_MS, 10.into());
+        assert_eq!(
+            Pushback::from_metadata(&metadata),
+            Some(Pushback::RetryAfter(Duration::from_millis(10)))
+        );
+        metadata.append(RETRY_PUSHBACK_MS, 20.into());
+        assert_eq!(
+            Pushback::from_metadata(&metadata),
+            Some(Pushback::DoNotRetry)
+        );
+    }
+}
