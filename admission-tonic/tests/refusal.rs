@@ -1,0 +1,189 @@
+//! The refusal on the wire, over real HTTP/2 on 127.0.0.1: a trailers-only
+//! response (one HEADERS frame that ends the stream) with `UNAVAILABLE` or
+//! `RESOURCE_EXHAUSTED`, the stable code and the pool in `grpc-message`,
+//! and `grpc-retry-pushback-ms`; registry work refused, failed and
+//! panicked through `Rejection`.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use admission_core::{Class, RequestPools};
+use admission_tonic::AdmissionLayer;
+use admission_tonic::status::{Pushback, RefusalStatus};
+use bytes::Bytes;
+use http_body::Body as _;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tonic::Code;
+
+use common::{check, client, eventually, probe, serve, within};
+
+/// A `Check` of service `""` as raw HTTP/2: the gRPC message framing of an
+/// empty `HealthCheckRequest` (flag 0, length 0).
+fn raw_check() -> http::Request<Full<Bytes>> {
+    http::Request::post("http://127.0.0.1/grpc.health.v1.Health/Check")
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(Full::new(Bytes::from_static(&[0, 0, 0, 0, 0])))
+        .expect("a valid request")
+}
+
+/// Sends `raw_check` with hyper's own HTTP/2 client, so that the test sees
+/// the frames tonic's client would hide: the head, and whether the stream
+/// ended with it.
+async fn raw_call(addr: std::net::SocketAddr) -> http::Response<hyper::body::Incoming> {
+    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let (mut sender, connection) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+        .await
+        .expect("an HTTP/2 handshake");
+    tokio::spawn(connection);
+    within("an answer", sender.send_request(raw_check()))
+        .await
+        .expect("the server answers")
+}
+
+#[tokio::test]
+async fn a_refusal_is_trailers_only_unavailable_naming_code_and_pool_with_pushback() {
+    let requests = RequestPools::new(1, 1).unwrap();
+    let (probe, mut control) = probe(&requests);
+    let addr = serve(AdmissionLayer::new(requests.clone()), probe).await;
+
+    // Admitted first: a head, then messages and trailers.
+    let admitted = raw_call(addr).await;
+    assert_eq!(admitted.status(), 200);
+    assert!(
+        admitted.headers().get("grpc-status").is_none(),
+        "an admitted call's status comes in its trailers"
+    );
+    assert!(
+        !admitted.body().is_end_stream(),
+        "an admitted call's stream goes on after its head"
+    );
+    let trailers = within("the admitted call's end", admitted.into_body().collect())
+        .await
+        .expect("a whole body")
+        .trailers()
+        .cloned()
+        .expect("trailers");
+    assert_eq!(trailers["grpc-status"], "0");
+    control.seen().await;
+
+    let held = requests.try_lease(Class::Control).unwrap();
+    let asked = Instant::now();
+    let refused = raw_call(addr).await;
+    let took = asked.elapsed();
+    assert_eq!(refused.status(), 200, "gRPC answers travel in a 200");
+    assert!(
+        refused.body().is_end_stream(),
+        "trailers-only: the HEADERS frame ended the stream"
+    );
+    let headers = refused.headers();
+    assert_eq!(headers["content-type"], "application/grpc");
+    assert_eq!(headers["grpc-status"], "14", "UNAVAILABLE");
+    assert_eq!(headers["grpc-retry-pushback-ms"], "1000");
+    let message = percent_decode(headers["grpc-message"].as_bytes());
+    assert_eq!(
+        message, "ADMISSION_SATURATED: pool `control` refused the call; retry in 1 s",
+        "the message names the code, the pool and the retry hint"
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "a refusal never waits ({took:?})"
+    );
+    assert!(
+        !control.more_seen(),
+        "the refused call never reached the handler"
+    );
+    assert_eq!(requests.pool(Class::Control).stats().refused, 1);
+    drop(held);
+}
+
+/// `grpc-message` is percent-encoded (gRPC over HTTP/2); the refusal's
+/// message only needs spaces and backticks decoded.
+fn percent_decode(value: &[u8]) -> String {
+    let text = std::str::from_utf8(value).expect("ASCII");
+    text.replace("%20", " ").replace("%60", "`")
+}
+
+#[tokio::test]
+async fn resource_exhausted_when_the_layer_says_so() {
+    let requests = RequestPools::new(1, 1).unwrap();
+    let (probe, _control) = probe(&requests);
+    let layer =
+        AdmissionLayer::new(requests.clone()).refusal_status(RefusalStatus::ResourceExhausted);
+    let addr = serve(layer, probe).await;
+    let mut client = client(addr).await;
+
+    let _held = requests.try_lease(Class::Control).unwrap();
+    let refused = client.check(check("")).await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted);
+    assert!(
+        refused
+            .message()
+            .starts_with("ADMISSION_SATURATED: pool `control`")
+    );
+    assert_eq!(
+        Pushback::from_status(&refused),
+        Some(Pushback::RetryAfter(Duration::from_secs(1))),
+        "the pushback is the same"
+    );
+}
+
+#[tokio::test]
+async fn registry_work_is_refused_fails_and_panics_as_rejections() {
+    let requests = RequestPools::new(2, 2).unwrap();
+    let (probe, mut control) = probe(&requests);
+    let addr = serve(AdmissionLayer::new(requests.clone()), probe).await;
+    let mut client = client(addr).await;
+    let registry = control.registry.clone();
+
+    assert!(client.check(check("walk")).await.is_ok());
+
+    let walking = registry.try_admit().unwrap();
+    let refused = client.check(check("walk")).await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unavailable);
+    assert!(
+        refused
+            .message()
+            .starts_with("ADMISSION_SATURATED: pool `registry`"),
+        "the registry pool refused: {}",
+        refused.message()
+    );
+    assert_eq!(
+        refused.metadata().get("grpc-retry-pushback-ms").unwrap(),
+        "1000"
+    );
+    drop(walking);
+
+    let panicked = client.check(check("panic")).await.unwrap_err();
+    assert_eq!(panicked.code(), Code::Internal);
+    assert_eq!(
+        panicked.message(),
+        "ADMISSION_WORK_PANICKED",
+        "a code, no panic message"
+    );
+    assert_eq!(
+        Pushback::from_status(&panicked),
+        None,
+        "a panic is no refusal"
+    );
+    let stats = registry.stats();
+    assert_eq!(
+        (stats.panicked, stats.in_use, stats.released),
+        (1, 0, 3),
+        "the panic released its slot (after the walk's and the test's own)"
+    );
+    assert!(
+        client.check(check("walk")).await.is_ok(),
+        "the slot serves the next call"
+    );
+    for _ in 0..4 {
+        control.seen().await;
+    }
+    eventually("every call's lease is back", || {
+        requests.stats().iter().all(|stats| stats.in_use == 0)
+    })
+    .await;
+}

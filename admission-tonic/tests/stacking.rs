@@ -1,0 +1,74 @@
+//! Layers stacked the ways tonic servers stack them, over real HTTP/2: one
+//! around the whole server and one around a service (a `NamedService`), of
+//! the same pools, hold one slot per call; pure work in a handler runs
+//! under the call's lease.
+
+mod common;
+
+use admission_core::{Class, RequestPools};
+use admission_tonic::AdmissionLayer;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+use tonic_health::pb::health_server::HealthServer;
+use tower::Layer;
+
+use common::{bind, check, client, eventually, probe, within};
+
+#[tokio::test]
+async fn a_server_layer_and_a_service_layer_of_the_same_pools_hold_one_slot() {
+    let requests = RequestPools::new(1, 1).unwrap();
+    let (probe, mut control) = probe(&requests);
+    let (listener, addr) = bind().await;
+    let service =
+        AdmissionLayer::class(requests.clone(), Class::Control).layer(HealthServer::new(probe));
+    let server = Server::builder()
+        .layer(AdmissionLayer::new(requests.clone()))
+        .add_service(service)
+        .serve_with_incoming(TcpIncoming::from(listener));
+    tokio::spawn(server);
+
+    let mut client = client(addr).await;
+    let call = tokio::spawn(async move { client.check(check("held")).await });
+    let seen = control.seen().await;
+    assert_eq!(
+        seen.lease,
+        Some(Class::Control),
+        "the handler runs under the lease"
+    );
+    let stats = requests.pool(Class::Control).stats();
+    assert_eq!(
+        (stats.in_use, stats.refused),
+        (1, 0),
+        "one call, one slot, however many layers"
+    );
+    control.open(1);
+    within("the held call", call)
+        .await
+        .expect("the call task")
+        .expect("an idle server must not refuse itself");
+    eventually("the lease is back", || {
+        requests.pool(Class::Control).stats().in_use == 0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn pure_work_in_a_handler_runs_under_the_calls_lease() {
+    let requests = RequestPools::new(1, 1).unwrap();
+    let (probe, mut control) = probe(&requests);
+    let addr = common::serve(AdmissionLayer::new(requests.clone()), probe).await;
+    let mut client = client(addr).await;
+
+    // The call holds the only *control* slot; its pure work takes no other.
+    client
+        .check(check("pure"))
+        .await
+        .expect("pure work runs under the inherited lease");
+    assert_eq!(control.seen().await.lease, Some(Class::Control));
+    let stats = requests.pool(Class::Control).stats();
+    assert_eq!(
+        (stats.admitted, stats.refused),
+        (1, 0),
+        "one slot for the call and its work"
+    );
+}
