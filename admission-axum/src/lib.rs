@@ -18,6 +18,11 @@
 //!   `pool.run(work, Admission::FailFast).await?`.
 //! * [`macro@admitted`] (feature `macros`, on by default): a lease for one
 //!   handler.
+//! * [`serve()`]: `axum::serve` with connection admission, for what
+//!   request admission cannot see: a bound on open connections, a
+//!   header-read timeout and an idle timeout, so a client holding
+//!   connections with unfinished requests (slowloris) cannot take the
+//!   process off the air. See the [`serve`](mod@serve) module.
 //!
 //! The answers themselves (status, headers, body) are core's
 //! [`http::Problem`](admission_core::http::Problem), so every adapter sends
@@ -37,7 +42,7 @@
 //! A complete app: the layer over every route and a `/metrics` handler
 //! whose registry walk runs on a bounded pool. It is served here with
 //! [`tower::ServiceExt::oneshot`](https://docs.rs/tower/0.5/tower/trait.ServiceExt.html#method.oneshot);
-//! in production, `axum::serve(listener, router).await`.
+//! in production, [`admission_axum::serve`](serve())`(listener, router).await`.
 //!
 //! ```
 //! use admission_axum::{AdmissionLayer, Rejection};
@@ -139,10 +144,12 @@ mod classify;
 pub mod future;
 mod layer;
 mod rejection;
+pub mod serve;
 mod service;
 
 pub use crate::layer::AdmissionLayer;
 pub use crate::rejection::Rejection;
+pub use crate::serve::serve;
 pub use crate::service::AdmissionService;
 
 #[cfg(feature = "macros")]
