@@ -1,26 +1,33 @@
 //! The adapter conformance suite: every case is written once
 //! ([`cases`]) and run over real HTTP against the axum adapter and the
-//! actix-web adapter ([`harness`]), so both keep the same promises:
+//! actix-web adapter, and over real HTTP/2 with tonic's own client against
+//! the tonic adapter ([`harness`]), so all three keep the same promises:
 //!
-//! 1. a scrape is refused at once (`503` + `Retry-After`) while every
-//!    registry worker is held;
+//! 1. a scrape is refused at once (`503` + `Retry-After`; over gRPC
+//!    `UNAVAILABLE` + `grpc-retry-pushback-ms`) while every registry worker
+//!    is held;
 //! 2. the status page is refused the same way;
 //! 3. a client that hangs up mid-walk leaves the walk's slot held until the
 //!    walk ends;
 //! 4. a waiting background walker gets the next free slot while HTTP
 //!    callers are refused;
-//! 5. a streamed body holds its request lease to its last chunk, and a
-//!    client dropping it early releases the lease;
-//! 6. both adapters send the same refusal, byte for byte;
-//! 7. a panicking walk answers `500` and frees its slot;
+//! 5. a streamed body (a server-streaming call) holds its request lease to
+//!    its last chunk (message), and a client dropping it early (cancelling
+//!    the call) releases the lease;
+//! 6. both HTTP adapters send the same refusal, byte for byte; tonic's
+//!    refusal states the same facts (code, pool, retry hint) in gRPC's form;
+//! 7. a panicking walk answers `500` (`INTERNAL`) and frees its slot;
 //! 8. clients on separate connections share one pool, whichever way the
 //!    middleware is mounted;
 //! 9. scrapes that arrive while a walk runs share it (`registry_coalesced`);
 //! 10. a panicking shared walk answers every caller `500` and the next
 //!     caller walks afresh.
 //!
-//! Tests are `axum::<case>` and `actix::<case>`, plus the mount variants of
-//! case 8 and the cross-adapter case 6 at the top level.
+//! Tests are `axum::<case>`, `actix::<case>` and `tonic::<case>` (every
+//! case but 6, which compares adapters), plus the mount variants of case 8
+//! and the cross-adapter cases 6 at the top level. A route is a `GET` over
+//! HTTP, leasing *control*; over gRPC it is a method of one service
+//! (`harness::grpc`), leasing *work* by the layer's default classification.
 
 // A test crate's root resolves modules beside it, not in a folder named
 // after it: the paths say where the suite's modules live.
@@ -33,7 +40,7 @@ mod endpoints;
 #[path = "conformance/harness.rs"]
 mod harness;
 
-use harness::{ActixMount, Adapter, AxumMount};
+use harness::{ActixMount, Adapter, AxumMount, TonicMount};
 
 /// One `#[tokio::test]` per case for `$adapter`.
 macro_rules! every_case {
@@ -102,7 +109,26 @@ mod actix {
     }
 }
 
+mod tonic {
+    //! The cases against `admission-tonic`, layer on the server
+    //! (`Server::builder().layer(..)`) unless the name says otherwise.
+
+    use super::{Adapter, TonicMount};
+
+    every_case!(Adapter::TONIC);
+
+    shares_one_pool! {
+        separate_connections_share_one_pool_with_a_server_layer => Adapter::Tonic(TonicMount::Server),
+        separate_connections_share_one_pool_with_a_service_layer => Adapter::Tonic(TonicMount::Service),
+    }
+}
+
 #[tokio::test]
 async fn both_adapters_answer_byte_for_byte_alike() {
     cases::both_adapters_answer_byte_for_byte_alike().await;
+}
+
+#[tokio::test]
+async fn grpc_and_http_refusals_state_the_same_facts() {
+    cases::grpc_and_http_refusals_state_the_same_facts().await;
 }

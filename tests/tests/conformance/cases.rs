@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 
 use admission_core::http::{PROBLEM_JSON, Problem, RefusalStatus, WORK_PANICKED};
 use admission_core::{Admission, Class, Lease, Pool, RequestPools};
+use admission_tonic::status::Pushback;
 use bytes::Bytes;
 use reqwest::StatusCode;
 use tokio::sync::{mpsc, oneshot};
 
-use super::client::{Answer, answer, client, eventually, get, hang_up_later, spawn_get, within};
+use super::client::{Answer, Reply, eventually, reply, within};
 use super::endpoints::{
     Endpoint, Feeds, Gate, HTML, HandlerEnd, METRICS, Release, Scrapes, Walk, Walks,
 };
@@ -35,9 +36,38 @@ fn roomy_requests() -> RequestPools {
     RequestPools::new(8, 8).expect("valid request pools")
 }
 
-/// A refusal: `503`, `Retry-After` of at least 1 s, a problem document that
-/// must not be cached, naming the code and `pool`.
-fn assert_refused(answer: &Answer, pool: &str) {
+/// A refusal naming the code `ADMISSION_SATURATED` and `pool`, with a
+/// retry hint of at least 1 s. Over HTTP: `503`, `Retry-After`, a problem
+/// document that must not be cached. Over gRPC: `UNAVAILABLE`, the code and
+/// the pool in the message, `grpc-retry-pushback-ms` in whole seconds.
+fn assert_refused(answer: &Reply, pool: &str) {
+    match answer {
+        Reply::Http(answer) => assert_http_refused(answer, pool),
+        Reply::Grpc(answer) => {
+            let status = answer.as_ref().expect_err("a refusal is an error status");
+            assert_eq!(
+                status.code(),
+                tonic::Code::Unavailable,
+                "a refusal is UNAVAILABLE: {status:?}"
+            );
+            let named = format!("ADMISSION_SATURATED: pool `{pool}` refused the call");
+            assert!(
+                status.message().starts_with(&named),
+                "the code and the refusing pool are named: {:?}",
+                status.message()
+            );
+            match Pushback::from_status(status) {
+                Some(Pushback::RetryAfter(wait)) => assert!(
+                    wait.as_millis() >= 1000 && wait.as_millis() % 1000 == 0,
+                    "the pushback is the retry hint, whole seconds of at least 1: {wait:?}"
+                ),
+                other => panic!("a refusal sends `grpc-retry-pushback-ms`, got {other:?}"),
+            }
+        }
+    }
+}
+
+fn assert_http_refused(answer: &Answer, pool: &str) {
     assert_eq!(
         answer.status,
         StatusCode::SERVICE_UNAVAILABLE,
@@ -64,11 +94,57 @@ fn assert_refused(answer: &Answer, pool: &str) {
     assert_eq!(problem["status"], 503, "the body repeats the status");
 }
 
-/// A `200` with `body` served as `content_type`.
-fn assert_ok(answer: &Answer, content_type: &str, body: &str) {
-    assert_eq!(answer.status, StatusCode::OK, "admitted and answered");
-    assert_eq!(answer.header("content-type"), content_type);
-    assert_eq!(answer.text(), body);
+/// Served with `body` (over HTTP a `200` served as `content_type`).
+fn assert_ok(answer: &Reply, content_type: &str, body: &str) {
+    if let Reply::Http(answer) = answer {
+        assert_eq!(answer.header("content-type"), content_type);
+    }
+    assert_served(answer, body);
+}
+
+/// Served with `body`, whatever its content type: a `200`, or an OK call.
+fn assert_served(answer: &Reply, body: &str) {
+    match answer {
+        Reply::Http(answer) => {
+            assert_eq!(answer.status, StatusCode::OK, "admitted and answered");
+            assert_eq!(answer.text(), body);
+        }
+        Reply::Grpc(answer) => {
+            let bytes = answer.as_ref().expect("admitted and answered");
+            assert_eq!(std::str::from_utf8(bytes).expect("UTF-8"), body);
+        }
+    }
+}
+
+/// Work that panicked: over HTTP a `500` problem naming
+/// `ADMISSION_WORK_PANICKED`, over gRPC `INTERNAL` with that code as its
+/// message; no retry hint, never the panic's message.
+fn assert_panicked(answer: &Reply) {
+    match answer {
+        Reply::Http(answer) => {
+            assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
+            assert_eq!(answer.header("content-type"), PROBLEM_JSON);
+            assert!(
+                !answer.headers.contains_key("retry-after"),
+                "a panic is no refusal"
+            );
+            assert_eq!(answer.problem()["code"], WORK_PANICKED);
+            assert!(
+                !answer.text().contains("exploded"),
+                "the panic message is never sent"
+            );
+        }
+        Reply::Grpc(answer) => {
+            let status = answer.as_ref().expect_err("a panic is an error status");
+            assert_eq!(status.code(), tonic::Code::Internal, "a panic is INTERNAL");
+            assert_eq!(
+                status.message(),
+                WORK_PANICKED,
+                "a code, never the panic message"
+            );
+            assert_eq!(Pushback::from_status(status), None, "a panic is no refusal");
+        }
+    }
 }
 
 /// Waits until every request lease of `pools` is back.
@@ -88,12 +164,12 @@ pub(crate) async fn third_scrape_is_refused_at_once_while_both_workers_are_held(
     let routes = Routes::new().route("/metrics", Endpoint::registry(&registry, walk, METRICS));
     let server = adapter.serve(&requests, routes).await;
 
-    let first = spawn_get(server.url("/metrics"));
-    let second = spawn_get(server.url("/metrics"));
+    let first = server.spawn_get("/metrics");
+    let second = server.spawn_get("/metrics");
     let held = [walks.started().await, walks.started().await];
 
     let asked = Instant::now();
-    let refused = get(&server.url("/metrics")).await;
+    let refused = server.get("/metrics").await;
     let took = asked.elapsed();
     let stats = registry.stats();
     assert_eq!(
@@ -114,7 +190,7 @@ pub(crate) async fn third_scrape_is_refused_at_once_while_both_workers_are_held(
 
     held.into_iter().for_each(Release::release);
     for scrape in [first, second] {
-        assert_ok(&answer(scrape).await, METRICS, "requests_total 1\n# EOF\n");
+        assert_ok(&reply(scrape).await, METRICS, "requests_total 1\n# EOF\n");
     }
     assert_eq!(registry.stats().in_use, 0, "both slots are back");
     leases_back(&requests).await;
@@ -136,12 +212,12 @@ pub(crate) async fn status_page_is_refused_the_same_way(adapter: Adapter) {
         .route("/", Endpoint::registry(&registry, page_walk, HTML));
     let server = adapter.serve(&requests, routes).await;
 
-    let scrape = spawn_get(server.url("/metrics"));
-    let page = spawn_get(server.url("/"));
+    let scrape = server.spawn_get("/metrics");
+    let page = server.spawn_get("/");
     let held = [scrapes.started().await, pages.started().await];
 
     let asked = Instant::now();
-    let refused = get(&server.url("/")).await;
+    let refused = server.get("/").await;
     let took = asked.elapsed();
     assert_eq!(
         registry.stats().running,
@@ -153,8 +229,8 @@ pub(crate) async fn status_page_is_refused_the_same_way(adapter: Adapter) {
     assert!(!pages.more_started(), "the refused page never walked");
 
     held.into_iter().for_each(Release::release);
-    assert_ok(&answer(page).await, HTML, "<h1>ok</h1>");
-    assert_ok(&answer(scrape).await, METRICS, "# EOF\n");
+    assert_ok(&reply(page).await, HTML, "<h1>ok</h1>");
+    assert_ok(&reply(scrape).await, METRICS, "# EOF\n");
     server.stop().await;
 }
 
@@ -176,7 +252,7 @@ pub(crate) async fn disconnected_client_keeps_its_slot_until_the_walk_ends(adapt
         .serve(&requests, Routes::new().route("/metrics", metrics))
         .await;
 
-    let hung_up = hang_up_later(server.addr(), &server.path("/metrics")).await;
+    let hung_up = server.hang_up_later("/metrics").await;
     let walking = walks.started().await;
     drop(hung_up);
     let end = within("the server to drop the handler", ends.recv()).await;
@@ -192,7 +268,7 @@ pub(crate) async fn disconnected_client_keeps_its_slot_until_the_walk_ends(adapt
         (1, 1),
         "the orphaned walk keeps its slot"
     );
-    assert_refused(&get(&server.url("/metrics")).await, REGISTRY);
+    assert_refused(&server.get("/metrics").await, REGISTRY);
     assert_eq!(
         within("the refused scrape's handler to end", ends.recv()).await,
         Some(HandlerEnd::Completed),
@@ -213,9 +289,9 @@ pub(crate) async fn disconnected_client_keeps_its_slot_until_the_walk_ends(adapt
         "the orphan released its slot exactly once"
     );
 
-    let scrape = spawn_get(server.url("/metrics"));
+    let scrape = server.spawn_get("/metrics");
     walks.started().await.release();
-    assert_ok(&answer(scrape).await, METRICS, "# EOF\n");
+    assert_ok(&reply(scrape).await, METRICS, "# EOF\n");
     server.stop().await;
 }
 
@@ -230,8 +306,8 @@ pub(crate) async fn waiting_background_walker_is_admitted_when_a_slot_frees(adap
     let routes = Routes::new().route("/metrics", Endpoint::registry(&registry, walk, METRICS));
     let server = adapter.serve(&requests, routes).await;
 
-    let first = spawn_get(server.url("/metrics"));
-    let second = spawn_get(server.url("/metrics"));
+    let first = server.spawn_get("/metrics");
+    let second = server.spawn_get("/metrics");
     let (a, b) = (walks.started().await, walks.started().await);
 
     let (walker_walk, mut walker_walks) = Walk::held("walked");
@@ -261,12 +337,12 @@ pub(crate) async fn waiting_background_walker_is_admitted_when_a_slot_frees(adap
         "with both slots held the walker waits"
     );
 
-    assert_refused(&get(&server.url("/metrics")).await, REGISTRY);
+    assert_refused(&server.get("/metrics").await, REGISTRY);
     assert!(!walker.is_finished(), "the walker is still waiting");
 
     a.release();
     let walker_walking = walker_walks.started().await;
-    assert_refused(&get(&server.url("/metrics")).await, REGISTRY);
+    assert_refused(&server.get("/metrics").await, REGISTRY);
     assert_eq!(
         registry.stats().in_use,
         2,
@@ -281,7 +357,7 @@ pub(crate) async fn waiting_background_walker_is_admitted_when_a_slot_frees(adap
     assert_eq!(walked, Ok("walked".to_owned()), "the walker was admitted");
     b.release();
     for scrape in [first, second] {
-        assert_ok(&answer(scrape).await, METRICS, "# EOF\n");
+        assert_ok(&reply(scrape).await, METRICS, "# EOF\n");
     }
     let stats = registry.stats();
     assert_eq!(
@@ -292,74 +368,64 @@ pub(crate) async fn waiting_background_walker_is_admitted_when_a_slot_frees(adap
     server.stop().await;
 }
 
-/// Case 5a: a streamed body holds its request lease until its last chunk.
+/// Case 5a: a streamed body (a server-streaming call) holds its request
+/// lease until its last chunk (message).
 pub(crate) async fn streamed_body_holds_its_lease_until_the_last_chunk(adapter: Adapter) {
-    // One control slot: the open stream holds all of it.
+    // One slot per class: the open stream holds all of its class.
     let requests = RequestPools::new(1, 1).expect("valid request pools");
-    let control = || requests.pool(Class::Control).stats();
+    let class = adapter.class();
+    let leases = || requests.pool(class).stats();
     let (events, mut feeds) = Feeds::endpoint();
     let server = adapter
         .serve(&requests, Routes::new().route("/events", events))
         .await;
 
-    let mut response = within(
-        "the stream's head",
-        client().get(server.url("/events")).send(),
-    )
-    .await
-    .expect("the server answers");
-    assert_eq!(response.status(), StatusCode::OK);
+    let mut response = server.open_stream("/events").await;
     let feed = feeds.next().await;
     feed.chunks.send(Bytes::from_static(b"first\n")).unwrap();
-    let chunk = within("the first chunk", response.chunk()).await.unwrap();
+    let chunk = response.next("the first chunk").await;
     assert_eq!(chunk.as_deref(), Some(&b"first\n"[..]));
     assert_eq!(
-        control().in_use,
+        leases().in_use,
         1,
         "the open body holds the request's lease"
     );
-    assert_refused(&get(&server.url("/events")).await, "control");
+    assert_refused(&server.get("/events").await, class.as_str());
 
     feed.chunks.send(Bytes::from_static(b"last\n")).unwrap();
-    let chunk = within("the last chunk", response.chunk()).await.unwrap();
+    let chunk = response.next("the last chunk").await;
     assert_eq!(chunk.as_deref(), Some(&b"last\n"[..]));
-    assert_eq!(control().in_use, 1, "the stream has not ended yet");
+    assert_eq!(leases().in_use, 1, "the stream has not ended yet");
 
     drop(feed.chunks); // the stream ends
-    let end = within("the end of the body", response.chunk())
-        .await
-        .unwrap();
+    let end = response.next("the end of the body").await;
     assert_eq!(end, None, "the client saw the end");
-    // The lease goes when the body reports its end, before the server
-    // writes the end of the chunked body the client just read.
-    let stats = control();
+    // The lease goes when the body reports its end (over gRPC, when it
+    // yields its trailers), before the server writes the end the client
+    // just read.
+    let stats = leases();
     assert_eq!(stats.in_use, 0, "the lease is back once the body ended");
     assert_eq!(stats.admitted, stats.released, "released exactly once");
     server.stop().await;
 }
 
-/// Case 5b: a client that drops a streamed body early releases its lease,
-/// with no further chunk written.
+/// Case 5b: a client that drops a streamed body early (cancels its call)
+/// releases its lease, with no further chunk written.
 pub(crate) async fn client_dropping_the_body_early_releases_the_lease(adapter: Adapter) {
     let requests = RequestPools::new(1, 1).expect("valid request pools");
-    let control = || requests.pool(Class::Control).stats();
+    let leases = || requests.pool(adapter.class()).stats();
     let (events, mut feeds) = Feeds::endpoint();
     let server = adapter
         .serve(&requests, Routes::new().route("/events", events))
         .await;
 
-    let mut response = within(
-        "the stream's head",
-        client().get(server.url("/events")).send(),
-    )
-    .await
-    .expect("the server answers");
+    let mut response = server.open_stream("/events").await;
     let feed = feeds.next().await;
     feed.chunks.send(Bytes::from_static(b"first\n")).unwrap();
-    let chunk = within("the first chunk", response.chunk()).await.unwrap();
+    let chunk = response.next("the first chunk").await;
     assert_eq!(chunk.as_deref(), Some(&b"first\n"[..]));
     assert_eq!(
-        control().in_use,
+        leases().in_use,
         1,
         "the open body holds the request's lease"
     );
@@ -368,31 +434,26 @@ pub(crate) async fn client_dropping_the_body_early_releases_the_lease(adapter: A
     within("the server to drop the abandoned body", feed.dropped)
         .await
         .expect("the body says when it is dropped");
-    // axum's body drops its lease before its stream, actix-web's after it,
-    // on the server's thread: poll for it.
+    // axum's and tonic's bodies drop their lease before their stream,
+    // actix-web's after it, on the server's thread: poll for it.
     eventually("the dropped body's lease to come back", || {
-        control().in_use == 0
+        leases().in_use == 0
     })
     .await;
-    let stats = control();
+    let stats = leases();
     assert_eq!(stats.admitted, stats.released, "released exactly once");
 
-    let again = spawn_get(server.url("/events"));
+    let again = server.spawn_get("/events");
     drop(feeds.next().await); // an empty stream
-    let again = answer(again).await;
-    assert_eq!(
-        again.status,
-        StatusCode::OK,
-        "the slot serves the next client"
-    );
-    assert_eq!(again.text(), "");
+    assert_served(&reply(again).await, "");
     drop(feed.chunks);
     server.stop().await;
 }
 
 /// Case 7: a panicking walk answers `500` with a problem naming
-/// `ADMISSION_WORK_PANICKED` (never the panic message), its slot is back,
-/// and the next scrape on the same one-slot pool succeeds.
+/// `ADMISSION_WORK_PANICKED` (over gRPC `INTERNAL` with that code), never
+/// the panic message; its slot is back, and the next scrape on the same
+/// one-slot pool succeeds.
 pub(crate) async fn panicking_walk_answers_500_and_frees_its_slot(adapter: Adapter) {
     let requests = roomy_requests();
     let registry = registry_pool(1);
@@ -407,18 +468,7 @@ pub(crate) async fn panicking_walk_answers_500_and_frees_its_slot(adapter: Adapt
         );
     let server = adapter.serve(&requests, routes).await;
 
-    let boom = get(&server.url("/boom")).await;
-    assert_eq!(boom.status, StatusCode::INTERNAL_SERVER_ERROR);
-    assert_eq!(boom.header("content-type"), PROBLEM_JSON);
-    assert!(
-        !boom.headers.contains_key("retry-after"),
-        "a panic is no refusal"
-    );
-    assert_eq!(boom.problem()["code"], WORK_PANICKED);
-    assert!(
-        !boom.text().contains("exploded"),
-        "the panic message is never sent"
-    );
+    assert_panicked(&server.get("/boom").await);
     let stats = registry.stats();
     assert_eq!(
         (stats.panicked, stats.in_use, stats.released),
@@ -426,7 +476,7 @@ pub(crate) async fn panicking_walk_answers_500_and_frees_its_slot(adapter: Adapt
         "the panic released its slot"
     );
 
-    assert_ok(&get(&server.url("/metrics")).await, METRICS, "# EOF\n");
+    assert_ok(&server.get("/metrics").await, METRICS, "# EOF\n");
     leases_back(&requests).await;
     server.stop().await;
 }
@@ -441,11 +491,11 @@ async fn coalesced_storm(
     registry: &Pool,
     walks: &mut Walks,
     path: &str,
-) -> Vec<Answer> {
+) -> Vec<Reply> {
     let coalesced = registry.stats().coalesced;
-    let mut scrapes = vec![spawn_get(server.url(path))];
+    let mut scrapes = vec![server.spawn_get(path)];
     let walk = walks.started().await;
-    scrapes.extend((1..SCRAPES).map(|_| spawn_get(server.url(path))));
+    scrapes.extend((1..SCRAPES).map(|_| server.spawn_get(path)));
     eventually("every other scrape joined the held walk", || {
         registry.stats().coalesced == coalesced + (SCRAPES as u64 - 1)
     })
@@ -454,7 +504,7 @@ async fn coalesced_storm(
     walk.release();
     let mut answers = Vec::new();
     for scrape in scrapes {
-        answers.push(answer(scrape).await);
+        answers.push(reply(scrape).await);
     }
     answers
 }
@@ -515,21 +565,9 @@ pub(crate) async fn a_panicking_shared_walk_fails_every_caller_and_the_next_walk
         );
     let server = adapter.serve(&requests, routes).await;
 
+    // Every caller of the panicked walk gets its own 500 (INTERNAL).
     for answer in coalesced_storm(&server, &registry, &mut exploding, "/explode").await {
-        assert_eq!(
-            answer.status,
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "every caller of the panicked walk gets its 500"
-        );
-        assert!(
-            !answer.headers.contains_key("retry-after"),
-            "a panic is not a refusal"
-        );
-        assert_eq!(answer.problem()["code"], WORK_PANICKED);
-        assert!(
-            !answer.text().contains("exploded"),
-            "the panic message never reaches a client"
-        );
+        assert_panicked(&answer);
     }
     let stats = registry.stats();
     assert_eq!(
@@ -538,9 +576,9 @@ pub(crate) async fn a_panicking_shared_walk_fails_every_caller_and_the_next_walk
         "one panic, counted once, shared by the joined callers"
     );
 
-    let next = spawn_get(server.url("/metrics"));
+    let next = server.spawn_get("/metrics");
     fresh_walks.started().await.release();
-    assert_ok(&answer(next).await, METRICS, "walk 2\n");
+    assert_ok(&reply(next).await, METRICS, "walk 2\n");
     assert_eq!(
         registry.stats().coalesced,
         SCRAPES as u64 - 1,
@@ -562,21 +600,23 @@ pub(crate) async fn separate_connections_share_one_pool(adapter: Adapter) {
         .serve(&requests, Routes::new().route("/held", held))
         .await;
 
+    let class = adapter.class();
     let (answers_tx, mut answers) = mpsc::unbounded_channel();
     for _ in 0..CLIENTS {
-        let (url, answers_tx) = (server.url("/held"), answers_tx.clone());
-        // `get` builds a client of its own: a fresh connection each.
-        tokio::spawn(async move { answers_tx.send(get(&url).await) });
+        // `spawn_get` opens a connection of its own for each client.
+        let call = server.spawn_get("/held");
+        let answers_tx = answers_tx.clone();
+        tokio::spawn(async move { answers_tx.send(reply(call).await) });
     }
     gate.arrivals(SLOTS).await;
     for _ in SLOTS..CLIENTS {
         let refused = within("a refusal", answers.recv())
             .await
             .expect("an answer");
-        assert_refused(&refused, "control");
+        assert_refused(&refused, class.as_str());
     }
     assert_eq!(gate.more_arrived(), 0, "exactly two reached the handler");
-    let stats = requests.pool(Class::Control).stats();
+    let stats = requests.pool(class).stats();
     assert_eq!(stats.in_use, SLOTS, "the two admitted hold both slots");
     assert_eq!(
         stats.refused,
@@ -589,7 +629,7 @@ pub(crate) async fn separate_connections_share_one_pool(adapter: Adapter) {
         let done = within("an admitted answer", answers.recv())
             .await
             .expect("an answer");
-        assert_eq!((done.status, done.text()), (StatusCode::OK, "done"));
+        assert_served(&done, "done");
     }
     leases_back(&requests).await;
     server.stop().await;
@@ -616,7 +656,7 @@ fn assert_same(what: &str, axum: &Answer, actix: &Answer) {
     assert_eq!(axum.body, actix.body, "{what}: the same body bytes");
 }
 
-/// Case 6: the same refusal (and the same failure) run against both
+/// Case 6: the same refusal (and the same failure) run against both HTTP
 /// adapters gives the same status, headers and body bytes, which are
 /// core's [`Problem`].
 pub(crate) async fn both_adapters_answer_byte_for_byte_alike() {
@@ -633,21 +673,21 @@ pub(crate) async fn both_adapters_answer_byte_for_byte_alike() {
         );
     let axum = Adapter::AXUM.serve(&requests, routes.clone()).await;
     let actix = Adapter::ACTIX.serve(&requests, routes).await;
-    let both = |path: &str| {
-        let (axum, actix) = (axum.url(path), actix.url(path));
-        async move { (get(&axum).await, get(&actix).await) }
+    let both = |path: &'static str| {
+        let (axum, actix) = (&axum, &actix);
+        async move { (axum.get(path).await, actix.get(path).await) }
     };
 
     // The registry refuses: its one slot is taken.
     let walking = registry.try_admit().expect("the slot is free");
     let (a, b) = both("/metrics").await;
     assert_refused(&a, REGISTRY);
-    assert_same("a registry refusal", &a, &b);
+    assert_same("a registry refusal", a.http(), b.http());
     let core = Problem::refusal(
         &registry.try_admit().expect_err("the slot is taken"),
         RefusalStatus::default(),
     );
-    assert_eq!(a.text(), core.body(), "the body is core's problem");
+    assert_eq!(a.http().text(), core.body(), "the body is core's problem");
     drop(walking);
 
     // The middleware refuses: every control lease is taken.
@@ -656,20 +696,111 @@ pub(crate) async fn both_adapters_answer_byte_for_byte_alike() {
         .collect();
     let (a, b) = both("/metrics").await;
     assert_refused(&a, "control");
-    assert_same("a request-class refusal", &a, &b);
+    assert_same("a request-class refusal", a.http(), b.http());
     let core = Problem::refusal(
         &requests.try_lease(Class::Control).expect_err("all taken"),
         RefusalStatus::default(),
     );
-    assert_eq!(a.text(), core.body(), "the body is core's problem");
+    assert_eq!(a.http().text(), core.body(), "the body is core's problem");
     drop(held);
 
     // A panicking walk.
     let (a, b) = both("/boom").await;
-    assert_eq!(a.status, StatusCode::INTERNAL_SERVER_ERROR);
-    assert_same("a panicked walk", &a, &b);
+    assert_eq!(a.http().status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_same("a panicked walk", a.http(), b.http());
 
     leases_back(&requests).await;
     axum.stop().await;
     actix.stop().await;
+}
+
+/// The facts a problem document states: its code, its pool and its retry
+/// hint in whole seconds.
+fn problem_facts(answer: &Answer) -> (String, Option<String>, Option<u64>) {
+    let problem = answer.problem();
+    let text = |key: &str| problem[key].as_str().map(str::to_owned);
+    (
+        text("code").expect("a code"),
+        text("pool"),
+        problem["retry_after"].as_u64(),
+    )
+}
+
+/// The same facts, read from a gRPC status: the code and the pool from the
+/// message, the retry hint from `grpc-retry-pushback-ms`.
+fn status_facts(answer: &Reply) -> (String, Option<String>, Option<u64>) {
+    let Reply::Grpc(answer) = answer else {
+        panic!("a gRPC answer was expected")
+    };
+    let status = answer.as_ref().expect_err("an error status");
+    let message = status.message();
+    let code = message.split(':').next().expect("a code first").to_owned();
+    let pool = message
+        .split_once("pool `")
+        .and_then(|(_, rest)| rest.split_once('`'))
+        .map(|(pool, _)| pool.to_owned());
+    let retry = match Pushback::from_status(status) {
+        Some(Pushback::RetryAfter(wait)) => Some(wait.as_secs()),
+        _ => None,
+    };
+    (code, pool, retry)
+}
+
+/// Case 6 for gRPC: the same refusal (and the same failure) against axum
+/// and tonic state the same facts, core's [`Problem`]'s, in each
+/// protocol's form: the code and the pool (the problem body, the status
+/// message) and the retry hint (`Retry-After`, `grpc-retry-pushback-ms`).
+pub(crate) async fn grpc_and_http_refusals_state_the_same_facts() {
+    let requests = RequestPools::new(2, 2).expect("valid request pools");
+    let registry = registry_pool(1);
+    let routes = Routes::new()
+        .route(
+            "/metrics",
+            Endpoint::registry(&registry, Walk::Instant("# EOF\n"), METRICS),
+        )
+        .route(
+            "/boom",
+            Endpoint::registry(&registry, Walk::Panics, METRICS),
+        );
+    let axum = Adapter::AXUM.serve(&requests, routes.clone()).await;
+    let tonic = Adapter::TONIC.serve(&requests, routes).await;
+
+    // The registry refuses: its one slot is taken.
+    let walking = registry.try_admit().expect("the slot is free");
+    let (http, grpc) = (axum.get("/metrics").await, tonic.get("/metrics").await);
+    assert_refused(&grpc, REGISTRY);
+    assert_eq!(
+        status_facts(&grpc),
+        problem_facts(http.http()),
+        "a registry refusal"
+    );
+    drop(walking);
+
+    // The layer refuses: every lease of the class each protocol uses.
+    let held: Vec<Lease> = [Class::Control, Class::Control, Class::Work, Class::Work]
+        .into_iter()
+        .map(|class| requests.try_lease(class).expect("a free lease"))
+        .collect();
+    let (http, grpc) = (axum.get("/metrics").await, tonic.get("/metrics").await);
+    assert_refused(&grpc, Adapter::TONIC.class().as_str());
+    let (code, pool, retry) = problem_facts(http.http());
+    assert_eq!(
+        status_facts(&grpc),
+        (code, pool.map(|_| "work".to_owned()), retry),
+        "a request-class refusal: the same code and hint, the class gRPC calls lease from"
+    );
+    drop(held);
+
+    // A panicking walk: no pool, no hint, the same code.
+    let (http, grpc) = (axum.get("/boom").await, tonic.get("/boom").await);
+    assert_panicked(&grpc);
+    assert_eq!(
+        status_facts(&grpc),
+        problem_facts(http.http()),
+        "a panicked walk"
+    );
+
+    leases_back(&requests).await;
+    axum.stop().await;
+    tonic.stop().await;
 }

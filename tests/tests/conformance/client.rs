@@ -1,5 +1,6 @@
-//! The client side: reqwest over real sockets, one connection per client,
-//! a raw socket for a client that hangs up, and bounded waits.
+//! The HTTP client side: reqwest over real sockets, one connection per
+//! client, a raw socket for a client that hangs up, and bounded waits. The
+//! gRPC client is in `grpc`.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -43,7 +44,26 @@ pub(crate) fn client() -> reqwest::Client {
         .expect("reqwest client")
 }
 
-/// A whole answer: status, headers and body.
+/// A whole answer, as the adapter's protocol gives it.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    /// An HTTP answer (axum, actix-web).
+    Http(Answer),
+    /// A gRPC answer (tonic): every message's bytes, or the call's status.
+    Grpc(Result<Bytes, tonic::Status>),
+}
+
+impl Reply {
+    /// The HTTP answer; the case runs over HTTP only.
+    pub(crate) fn http(&self) -> &Answer {
+        match self {
+            Reply::Http(answer) => answer,
+            Reply::Grpc(_) => panic!("an HTTP answer was expected"),
+        }
+    }
+}
+
+/// A whole HTTP answer: status, headers and body.
 #[derive(Debug)]
 pub(crate) struct Answer {
     pub(crate) status: StatusCode,
@@ -98,6 +118,13 @@ pub(crate) fn spawn_get(url: String) -> JoinHandle<Answer> {
 
 /// The answer of a request spawned with [`spawn_get`].
 pub(crate) async fn answer(request: JoinHandle<Answer>) -> Answer {
+    within("a held request to be answered", request)
+        .await
+        .expect("the request task did not panic")
+}
+
+/// The reply of a request spawned with `Server::spawn_get`.
+pub(crate) async fn reply(request: JoinHandle<Reply>) -> Reply {
     within("a held request to be answered", request)
         .await
         .expect("the request task did not panic")

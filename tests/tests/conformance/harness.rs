@@ -1,9 +1,12 @@
-//! Serving one set of [`Endpoint`]s through either adapter, over real HTTP
-//! on 127.0.0.1:0.
+//! Serving one set of [`Endpoint`]s through any adapter, over real HTTP on
+//! 127.0.0.1:0 (HTTP/1.1 for axum and actix-web, HTTP/2 for tonic), and
+//! calling them with the adapter's own kind of client.
 //!
 //! axum runs under `axum::serve` on the test's own runtime and stops
 //! gracefully; actix-web runs 2 workers in its own thread and
-//! `actix_rt::System`, and stops with `ServerHandle::stop`.
+//! `actix_rt::System`, and stops with `ServerHandle::stop`; tonic runs
+//! `Server::serve_with_incoming_shutdown` on the test's runtime, its routes
+//! one gRPC service (`grpc`), called with tonic's client.
 //!
 //! # A client that goes away
 //!
@@ -16,22 +19,33 @@
 //! body that keeps writing chunks, or a handler that eventually answers).
 //! The actix-web servers here set `h1_allow_half_closed(false)`, so the
 //! same cases hold for both adapters without the test writing into a dead
-//! connection.
+//! connection. A gRPC client that goes away cancels its call
+//! (`RST_STREAM`) or closes its connection; tonic (hyper) drops the
+//! handler's future or the response stream at once either way.
 
 use std::net::SocketAddr;
 
 use actix_web::dev::ServerHandle;
-use admission_core::RequestPools;
+use admission_core::{Class, RequestPools};
+use bytes::Bytes;
+use tokio::net::TcpStream;
 use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
-use super::client::within;
+use super::client::{Reply, answer, client, get, hang_up_later, spawn_get, within};
 use super::endpoints::{Endpoint, Fed, METRICS, WALK, Watch};
+
+// A child of the harness, so that every suite that shares the harness
+// (`conformance`, `hostile`) has it.
+#[path = "grpc.rs"]
+mod grpc;
 
 /// An adapter, and how its admission middleware is mounted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Adapter {
     Axum(AxumMount),
     Actix(ActixMount),
+    Tonic(TonicMount),
 }
 
 /// Where the axum layer goes.
@@ -54,6 +68,15 @@ pub(crate) enum ActixMount {
     Scope,
 }
 
+/// Where the tonic layer goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TonicMount {
+    /// `Server::builder().layer(AdmissionLayer::new(pools))`.
+    Server,
+    /// `add_service(AdmissionLayer::new(pools).layer(routes))`.
+    Service,
+}
+
 /// The prefix of the routes under [`ActixMount::Scope`].
 const SCOPE: &str = "/scoped";
 
@@ -62,12 +85,26 @@ impl Adapter {
     pub(crate) const AXUM: Adapter = Adapter::Axum(AxumMount::Router);
     /// actix-web with `App::wrap`.
     pub(crate) const ACTIX: Adapter = Adapter::Actix(ActixMount::App);
+    /// tonic with `Server::builder().layer(..)`.
+    pub(crate) const TONIC: Adapter = Adapter::Tonic(TonicMount::Server);
 
-    /// Serves `routes` (all `GET`) behind admission over `pools`.
+    /// Serves `routes` (all `GET`, or gRPC methods) behind admission over
+    /// `pools`.
     pub(crate) async fn serve(self, pools: &RequestPools, routes: Routes) -> Server {
         match self {
             Adapter::Axum(mount) => axum_app::serve(mount, pools, routes).await,
             Adapter::Actix(mount) => actix_app::serve(mount, pools, routes),
+            Adapter::Tonic(mount) => tonic_app::serve(mount, pools, routes).await,
+        }
+    }
+
+    /// The request class the routes lease from with the middleware's
+    /// default classification: a `GET` is *control*; a gRPC call to a
+    /// service other than health or reflection is *work*.
+    pub(crate) fn class(self) -> Class {
+        match self {
+            Adapter::Axum(_) | Adapter::Actix(_) => Class::Control,
+            Adapter::Tonic(_) => Class::Work,
         }
     }
 }
@@ -92,7 +129,15 @@ impl Routes {
 pub(crate) struct Server {
     addr: SocketAddr,
     prefix: &'static str,
+    protocol: Protocol,
     stop: Option<Stop>,
+}
+
+/// How a server's routes are called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    Http,
+    Grpc,
 }
 
 enum Stop {
@@ -104,6 +149,48 @@ enum Stop {
         handle: ServerHandle,
         thread: std::thread::JoinHandle<std::io::Result<()>>,
     },
+    Tonic {
+        shutdown: oneshot::Sender<()>,
+        task: JoinHandle<Result<(), tonic::transport::Error>>,
+    },
+}
+
+/// A request whose client goes away when this is dropped: a raw socket
+/// closed (HTTP), or a call cancelled with its connection (gRPC).
+pub(crate) enum HangUp {
+    // Held, never read: dropping it closes the socket.
+    #[allow(dead_code)]
+    Socket(TcpStream),
+    Call(JoinHandle<()>),
+}
+
+impl Drop for HangUp {
+    fn drop(&mut self) {
+        if let HangUp::Call(call) = self {
+            call.abort();
+        }
+    }
+}
+
+/// An answer read chunk by chunk (HTTP) or message by message (gRPC).
+pub(crate) enum Streamed {
+    Http(reqwest::Response),
+    Grpc(tonic::codec::Streaming<grpc::Text>),
+}
+
+impl Streamed {
+    /// The next chunk or message; `None` at the end.
+    pub(crate) async fn next(&mut self, what: &str) -> Option<Bytes> {
+        match self {
+            Streamed::Http(response) => within(what, response.chunk())
+                .await
+                .expect("the body streams"),
+            Streamed::Grpc(messages) => within(what, messages.message())
+                .await
+                .expect("the stream ends with status OK")
+                .map(|text| text.data),
+        }
+    }
 }
 
 impl Server {
@@ -117,9 +204,74 @@ impl Server {
         format!("{}{path}", self.prefix)
     }
 
-    /// The URL of route `path`.
+    /// The URL of route `path`, for an HTTP server.
     pub(crate) fn url(&self, path: &str) -> String {
+        assert_eq!(self.protocol, Protocol::Http, "an HTTP server");
         format!("http://{}{}", self.addr, self.path(path))
+    }
+
+    /// Calls route `path` on a fresh connection and reads the whole answer.
+    pub(crate) async fn get(&self, path: &str) -> Reply {
+        match self.protocol {
+            Protocol::Http => Reply::Http(get(&self.url(path)).await),
+            Protocol::Grpc => Reply::Grpc(
+                within(
+                    &format!("an answer from {path}"),
+                    grpc::call(self.addr, path),
+                )
+                .await,
+            ),
+        }
+    }
+
+    /// [`get`](Self::get) in a task of its own, for a request the test holds.
+    pub(crate) fn spawn_get(&self, path: &str) -> JoinHandle<Reply> {
+        match self.protocol {
+            Protocol::Http => {
+                let request = spawn_get(self.url(path));
+                tokio::spawn(async move { Reply::Http(answer(request).await) })
+            }
+            Protocol::Grpc => {
+                let (addr, path) = (self.addr, path.to_owned());
+                tokio::spawn(async move {
+                    let what = format!("an answer from {path}");
+                    Reply::Grpc(within(&what, grpc::call(addr, &path)).await)
+                })
+            }
+        }
+    }
+
+    /// Sends a request for route `path` and leaves it open: dropping the
+    /// returned [`HangUp`] is the client going away mid-request.
+    pub(crate) async fn hang_up_later(&self, path: &str) -> HangUp {
+        match self.protocol {
+            Protocol::Http => HangUp::Socket(hang_up_later(self.addr(), &self.path(path)).await),
+            Protocol::Grpc => {
+                let (addr, path) = (self.addr(), path.to_owned());
+                HangUp::Call(tokio::spawn(async move {
+                    let _ = grpc::call(addr, &path).await;
+                }))
+            }
+        }
+    }
+
+    /// Calls route `path` and returns the answer's head, `200 OK` or a
+    /// gRPC stream, to be read chunk by chunk.
+    pub(crate) async fn open_stream(&self, path: &str) -> Streamed {
+        match self.protocol {
+            Protocol::Http => {
+                let send = client().get(self.url(path)).send();
+                let response = within("the stream's head", send)
+                    .await
+                    .expect("the server answers");
+                assert_eq!(response.status(), reqwest::StatusCode::OK);
+                Streamed::Http(response)
+            }
+            Protocol::Grpc => {
+                let head = within("the stream's head", grpc::open(self.addr, path)).await;
+                Streamed::Grpc(head.expect("the call is admitted"))
+            }
+        }
     }
 
     /// Stops the server and waits until it has stopped.
@@ -131,6 +283,13 @@ impl Server {
                     .await
                     .expect("the server task did not panic")
                     .expect("the server ran without an I/O error");
+            }
+            Stop::Tonic { shutdown, task } => {
+                let _ = shutdown.send(());
+                within("tonic to shut down gracefully", task)
+                    .await
+                    .expect("the server task did not panic")
+                    .expect("the server ran without a transport error");
             }
             Stop::Actix { handle, thread } => {
                 within("actix-web to stop", handle.stop(false)).await;
@@ -152,6 +311,7 @@ impl Drop for Server {
     fn drop(&mut self) {
         match self.stop.take() {
             Some(Stop::Axum { task, .. }) => task.abort(),
+            Some(Stop::Tonic { task, .. }) => task.abort(),
             // `stop` sends its command at once; nobody waits for it here.
             Some(Stop::Actix { handle, .. }) => drop(handle.stop(false)),
             None => {}
@@ -245,6 +405,7 @@ mod axum_app {
         Server {
             addr,
             prefix: "",
+            protocol: super::Protocol::Http,
             stop: Some(Stop::Axum { shutdown, task }),
         }
     }
@@ -348,7 +509,56 @@ mod actix_app {
         Server {
             addr,
             prefix,
+            protocol: super::Protocol::Http,
             stop: Some(Stop::Actix { handle, thread }),
+        }
+    }
+}
+
+mod tonic_app {
+    //! The tonic side: the routes as one gRPC service, the two mounts, a
+    //! server on the test's runtime.
+
+    use admission_core::RequestPools;
+    use admission_tonic::AdmissionLayer;
+    use tokio::net::TcpListener;
+    use tonic::transport::Server as TonicServer;
+    use tonic::transport::server::TcpIncoming;
+    use tower_layer::Layer;
+
+    use super::grpc;
+    use super::{Protocol, Routes, Server, Stop, TonicMount};
+
+    pub(super) async fn serve(mount: TonicMount, pools: &RequestPools, routes: Routes) -> Server {
+        let service = grpc::Routes::new(routes.0);
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("local address");
+        let incoming = TcpIncoming::from(listener);
+        let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
+        let stopped = async move {
+            let _ = stopped.await;
+        };
+        let layer = AdmissionLayer::new(pools.clone());
+        let task = match mount {
+            TonicMount::Server => tokio::spawn(
+                TonicServer::builder()
+                    .layer(layer)
+                    .add_service(service)
+                    .serve_with_incoming_shutdown(incoming, stopped),
+            ),
+            TonicMount::Service => tokio::spawn(
+                TonicServer::builder()
+                    .add_service(layer.layer(service))
+                    .serve_with_incoming_shutdown(incoming, stopped),
+            ),
+        };
+        Server {
+            addr,
+            prefix: "",
+            protocol: Protocol::Grpc,
+            stop: Some(Stop::Tonic { shutdown, task }),
         }
     }
 }

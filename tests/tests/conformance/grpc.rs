@@ -1,0 +1,175 @@
+//! The suite's routes as a gRPC service, and a real tonic client for them.
+//!
+//! `admission.conformance.Routes` has one method per route (`/metrics` is
+//! `Metrics`, `/` is `Index`), written by hand as tonic's generated code
+//! would be (messages with prost's derive, `tonic::server::Grpc` and
+//! `tonic::client::Grpc`), so nothing is generated at build time. Every
+//! method takes an empty `Ask` and answers a stream of `Text` messages: one
+//! for a walk, one per fed chunk for a streamed route. A unary answer and a
+//! one-message stream are the same bytes on the wire, so the client reads
+//! every method as a server-streaming call and concatenates the messages.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use admission_core::Admission;
+use admission_tonic::Rejection;
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use http::uri::PathAndQuery;
+use tonic::body::Body;
+use tonic::codec::Streaming;
+use tonic::server::NamedService;
+use tonic::transport::{Channel, Endpoint as Connect};
+use tonic::{Request, Response, Status};
+use tonic_prost::ProstCodec;
+use tower::service_fn;
+
+use crate::client::within;
+use crate::endpoints::{Endpoint, Fed, WALK, Watch};
+
+/// The service's fully qualified name.
+const SERVICE: &str = "admission.conformance.Routes";
+
+/// The (empty) request of every method.
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+pub(crate) struct Ask {}
+
+/// One message of an answer: a walk's text, or one fed chunk.
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+pub(crate) struct Text {
+    #[prost(bytes = "bytes", tag = "1")]
+    pub(crate) data: Bytes,
+}
+
+/// The method a route is served as: `/metrics` → `Metrics`, `/` → `Index`.
+pub(crate) fn method(route: &str) -> String {
+    let name = route.trim_start_matches('/');
+    let name = if name.is_empty() { "index" } else { name };
+    let mut chars = name.chars();
+    chars
+        .next()
+        .map(|first| first.to_ascii_uppercase().to_string() + chars.as_str())
+        .unwrap_or_default()
+}
+
+/// The request path of route `route`.
+pub(crate) fn path(route: &str) -> String {
+    format!("/{SERVICE}/{}", method(route))
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = Result<T, Infallible>> + Send>>;
+type Messages = Pin<Box<dyn futures_util::Stream<Item = Result<Text, Status>> + Send>>;
+
+/// The routes as one gRPC service.
+#[derive(Clone)]
+pub(crate) struct Routes(Arc<HashMap<String, Endpoint>>);
+
+impl Routes {
+    pub(crate) fn new(routes: impl IntoIterator<Item = (&'static str, Endpoint)>) -> Routes {
+        let methods = routes
+            .into_iter()
+            .map(|(route, endpoint)| (method(route), endpoint))
+            .collect();
+        Routes(Arc::new(methods))
+    }
+}
+
+impl NamedService for Routes {
+    const NAME: &'static str = SERVICE;
+}
+
+impl<B> tower::Service<http::Request<B>> for Routes
+where
+    B: http_body::Body + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+{
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Self::Response>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let method = request.uri().path().rsplit('/').next().unwrap_or_default();
+        let Some(endpoint) = self.0.get(method).cloned() else {
+            return Box::pin(async { Ok(Status::unimplemented("").into_http()) });
+        };
+        Box::pin(async move {
+            let answer = service_fn(move |_ask: Request<Ask>| answer(endpoint.clone()));
+            let mut grpc = tonic::server::Grpc::new(ProstCodec::<Text, Ask>::default());
+            Ok(grpc.server_streaming(answer, request).await)
+        })
+    }
+}
+
+/// One endpoint's answer, as a tonic handler gives it: registry errors go
+/// out through `Rejection` and `?`.
+async fn answer(endpoint: Endpoint) -> Result<Response<Messages>, Status> {
+    let one =
+        |data: Bytes| -> Messages { Box::pin(futures_util::stream::iter([Ok(Text { data })])) };
+    match endpoint {
+        Endpoint::Registry {
+            pool, walk, watch, ..
+        } => {
+            let mut watch = Watch::new(watch);
+            let text = pool.run(walk, Admission::FailFast).await;
+            watch.complete();
+            let text = text.map_err(Rejection::from)?;
+            Ok(Response::new(one(Bytes::from(text))))
+        }
+        Endpoint::Coalesced { scrapes, walk } => {
+            let text = scrapes.run(WALK, walk, Admission::FailFast).await;
+            let text = text.map_err(Rejection::from)?;
+            Ok(Response::new(one(Bytes::from(text))))
+        }
+        Endpoint::Stream(feeds) => {
+            let chunks = Fed::new(&feeds).map(|data| Ok(Text { data }));
+            Ok(Response::new(Box::pin(chunks)))
+        }
+        Endpoint::Gated(gate) => {
+            gate.pass().await;
+            Ok(Response::new(one(Bytes::from_static(b"done"))))
+        }
+    }
+}
+
+/// A client on a connection of its own to `addr`.
+async fn connect(addr: SocketAddr) -> tonic::client::Grpc<Channel> {
+    let endpoint = Connect::from_shared(format!("http://{addr}")).expect("a valid URI");
+    let channel = within("a connection", endpoint.connect())
+        .await
+        .expect("the server accepts");
+    tonic::client::Grpc::new(channel)
+}
+
+/// Calls `route` on a fresh connection and returns its head: the stream of
+/// messages, or the status a trailers-only answer carried.
+pub(crate) async fn open(addr: SocketAddr, route: &str) -> Result<Streaming<Text>, Status> {
+    let mut client = connect(addr).await;
+    client.ready().await.expect("the connection is ready");
+    let path = PathAndQuery::try_from(path(route)).expect("a valid path");
+    let codec = ProstCodec::<Ask, Text>::default();
+    client
+        .server_streaming(Request::new(Ask {}), path, codec)
+        .await
+        .map(Response::into_inner)
+}
+
+/// Calls `route` on a fresh connection and reads the answer to its end:
+/// every message's bytes, or the call's status.
+pub(crate) async fn call(addr: SocketAddr, route: &str) -> Result<Bytes, Status> {
+    let mut messages = open(addr, route).await?;
+    let mut body = BytesMut::new();
+    while let Some(text) = messages.message().await? {
+        body.extend_from_slice(&text.data);
+    }
+    Ok(body.freeze())
+}
