@@ -9,7 +9,7 @@ use std::fmt;
 
 use actix_web::body::BoxBody;
 use actix_web::http::StatusCode;
-use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 use actix_web::{HttpResponse, ResponseError};
 use admission_core::http::{HeaderText, Problem, RefusalStatus};
 use admission_core::{Refusal, WorkError};
@@ -159,7 +159,18 @@ pub(crate) fn problem_response<B>(
             HeaderText::Static(text) => HeaderValue::from_static(text),
             HeaderText::Seconds(secs) => HeaderValue::from(secs),
         };
-        headers.insert(HeaderName::from_static(name), value);
+        headers.insert(header_name(name), value);
     }
     response
+}
+
+/// Core's header names as actix-web's constants (no parsing on the refusal
+/// path); any other name is parsed.
+fn header_name(name: &'static str) -> HeaderName {
+    match name {
+        "content-type" => CONTENT_TYPE,
+        "cache-control" => CACHE_CONTROL,
+        "retry-after" => RETRY_AFTER,
+        other => HeaderName::from_static(other),
+    }
 }

@@ -12,6 +12,7 @@ use admission_core::{Refusal, WorkError};
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderName, RETRY_AFTER};
 use http::{HeaderValue, StatusCode};
 
 /// A refusal or a failed piece of work, as a handler returns it: `503` (or
@@ -155,7 +156,18 @@ pub(crate) fn problem_response<B>(
             HeaderText::Static(text) => HeaderValue::from_static(text),
             HeaderText::Seconds(secs) => HeaderValue::from(secs),
         };
-        headers.insert(name, value);
+        headers.insert(header_name(name), value);
     }
     response
+}
+
+/// Core's header names as `http`'s constants (no parsing on the refusal
+/// path); any other name is parsed.
+fn header_name(name: &'static str) -> HeaderName {
+    match name {
+        "content-type" => CONTENT_TYPE,
+        "cache-control" => CACHE_CONTROL,
+        "retry-after" => RETRY_AFTER,
+        other => HeaderName::from_static(other),
+    }
 }

@@ -205,7 +205,8 @@ impl Problem {
 
 /// The one problem-body writer. Keys come in sorted order; every value but
 /// the pool's name is a static, JSON-safe string or a number, so the body is
-/// written directly (this runs for every refused request).
+/// written directly, with no intermediate string (this runs for every
+/// refused request).
 fn write_body(
     code: &str,
     title: &str,
@@ -217,14 +218,15 @@ fn write_body(
     // Writing to a `String` cannot fail.
     let _ = write!(body, "{{\"code\":\"{code}\"");
     if let Some(pool) = pool {
-        body.push_str(",\"detail\":");
-        let detail = match retry_after {
-            Some(secs) => format!("pool `{pool}` refused the request; retry in {secs} s"),
-            None => format!("pool `{pool}` refused the request"),
-        };
-        push_json_string(&mut body, &detail);
-        body.push_str(",\"pool\":");
-        push_json_string(&mut body, pool);
+        body.push_str(",\"detail\":\"pool `");
+        push_json_escaped(&mut body, pool);
+        body.push_str("` refused the request");
+        if let Some(secs) = retry_after {
+            let _ = write!(body, "; retry in {secs} s");
+        }
+        body.push_str("\",\"pool\":\"");
+        push_json_escaped(&mut body, pool);
+        body.push('"');
     }
     if let Some(secs) = retry_after {
         let _ = write!(body, ",\"retry_after\":{secs}");
@@ -236,9 +238,13 @@ fn write_body(
     body
 }
 
-/// Appends `value` as a JSON string, escaping what JSON requires.
-fn push_json_string(out: &mut String, value: &str) {
-    out.push('"');
+/// Appends `value` escaped for the inside of a JSON string: as is when
+/// nothing needs escaping (the usual pool name).
+fn push_json_escaped(out: &mut String, value: &str) {
+    if value.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push_str(value);
+        return;
+    }
     for c in value.chars() {
         match c {
             '"' => out.push_str("\\\""),
@@ -249,7 +255,6 @@ fn push_json_string(out: &mut String, value: &str) {
             c => out.push(c),
         }
     }
-    out.push('"');
 }
 
 #[cfg(test)]

@@ -65,9 +65,14 @@ async fn a_caller_after_the_staleness_bound_does_not_join() {
     gate.wait_started(1);
     tokio::time::sleep(Duration::from_millis(60)).await; // the walk ages past the bound
 
-    let late = scrapes
-        .run("/metrics", walk(&gate, &walks), Admission::FailFast)
-        .await;
+    // Bounded: a late caller that wrongly joined the blocked walk would
+    // otherwise wait for it forever.
+    let late = tokio::time::timeout(
+        Duration::from_secs(10),
+        scrapes.run("/metrics", walk(&gate, &walks), Admission::FailFast),
+    )
+    .await
+    .expect("a caller after the bound does not join the blocked walk");
     assert_eq!(
         late.unwrap_err()
             .refusal()
@@ -190,4 +195,89 @@ fn a_zero_staleness_bound_is_a_configuration_error() {
         Scrapes::new(&pool, Duration::ZERO),
         Err(ConfigError::ZeroStaleness { .. })
     ));
+}
+
+/// Staleness counts from the walk's start: callers that keep joining within
+/// the bound do not keep a walk fresh for ever.
+#[tokio::test(flavor = "current_thread")]
+async fn joiners_within_the_bound_do_not_extend_a_walks_freshness() {
+    let pool = Pool::new("coalesce-stale-joiners", 1).unwrap();
+    let bound = Duration::from_millis(200);
+    let scrapes: Scrapes = Coalescing::new(&pool, bound).unwrap();
+    let (gate, walks) = (Gate::new(), Arc::new(AtomicUsize::new(0)));
+    let started = tokio::time::Instant::now();
+    let mut first = Box::pin(scrapes.run("/metrics", walk(&gate, &walks), Admission::FailFast));
+    assert!(poll_once(&mut first).is_pending());
+    gate.wait_started(1);
+
+    // A joiner late inside the bound.
+    tokio::time::sleep_until(started + bound * 3 / 4).await;
+    let mut joiner = Box::pin(scrapes.run("/metrics", || unreachable!(), Admission::FailFast));
+    assert!(poll_once(&mut joiner).is_pending());
+    assert_eq!(pool.stats().coalesced, 1, "joined inside the bound");
+
+    // Past the bound since the start, though not since the last join.
+    tokio::time::sleep_until(started + bound * 5 / 4).await;
+    let late = tokio::time::timeout(
+        Duration::from_secs(10),
+        scrapes.run("/metrics", walk(&gate, &walks), Admission::FailFast),
+    )
+    .await
+    .expect("a caller past the bound does not join");
+    assert_eq!(
+        late.unwrap_err()
+            .refusal()
+            .map(admission_core::Refusal::code),
+        Some(Code::Saturated)
+    );
+    assert_eq!(pool.stats().coalesced, 1);
+    gate.open(1);
+    assert_eq!(&*first.await.unwrap(), "walk 1");
+    assert_eq!(&*joiner.await.unwrap(), "walk 1");
+}
+
+/// A waiting caller that is granted a slot and then finds a fresh walk for
+/// its key (started meanwhile by an earlier waiter) joins it and gives the
+/// slot straight back.
+#[tokio::test(flavor = "current_thread")]
+async fn a_waiter_that_joins_after_admission_returns_its_slot() {
+    let pool = Pool::new("coalesce-wait-join", 2).unwrap();
+    let scrapes: Scrapes = Coalescing::new(&pool, Duration::from_secs(60)).unwrap();
+    // Two other callers hold both slots, in work of their own.
+    let holders = Gate::new();
+    let held: Vec<_> = (0..2)
+        .map(|_| pool.try_admit().unwrap().offload(holders.work()))
+        .collect();
+    holders.wait_started(2);
+
+    let (gate, walks) = (Gate::new(), Arc::new(AtomicUsize::new(0)));
+    let mut w0 = Box::pin(scrapes.run("/metrics", walk(&gate, &walks), Admission::Wait));
+    assert!(poll_once(&mut w0).is_pending(), "queued first");
+    let mut w1 = Box::pin(scrapes.run("/metrics", walk(&gate, &walks), Admission::Wait));
+    assert!(poll_once(&mut w1).is_pending(), "queued second");
+
+    holders.open(2);
+    for work in held {
+        assert_eq!(work.await, Ok("walked"));
+    }
+    // Both waiters are admitted in turn; the first starts the walk, the
+    // second finds it and joins.
+    let open = async {
+        // By now the first waiter started the walk and the second joined.
+        gate.wait_started(1);
+        gate.open(1);
+    };
+    let (a, b, ()) = tokio::time::timeout(Duration::from_secs(10), async {
+        tokio::join!(w0, w1, open)
+    })
+    .await
+    .expect("both callers end");
+    assert_eq!((&*a.unwrap(), &*b.unwrap()), ("walk 1", "walk 1"));
+    assert_eq!(walks.load(Ordering::SeqCst), 1, "one walk");
+    assert_eq!(pool.stats().coalesced, 1);
+    assert_eq!(
+        pool.stats().in_use,
+        0,
+        "the joiner's unused slot went back, not only the walk's"
+    );
 }

@@ -9,9 +9,13 @@
 //! itself), or if they shared a lease of another class or of other pools
 //! (`in_use` and `admitted` of the other pool would stay 0).
 
+mod support;
+
 use std::time::Duration;
 
+use admission_core::pool::RetryHint;
 use admission_core::{Class, Code, Lease, RequestPools};
+use support::{Gate, poll_once};
 
 /// Long enough to call a wait a hang.
 const BOUND: Duration = Duration::from_secs(10);
@@ -160,4 +164,59 @@ async fn nested_scopes_of_one_class_share_one_slot() {
         1,
         "nested scopes took one slot"
     );
+}
+
+/// Pure work that inherited a request's lease keeps the lease's slot until
+/// the work ends, even when the request (and with it the scope and the
+/// lease) is dropped while the work runs.
+#[tokio::test(flavor = "current_thread")]
+async fn pure_work_keeps_an_inherited_lease_after_its_request_is_dropped() {
+    let requests = RequestPools::new(1, 1).unwrap();
+    let gate = Gate::new();
+    let lease = requests.try_lease(Class::Work).unwrap();
+    let mut request = Box::pin(lease.scope(requests.execute_pure(Class::Work, gate.work())));
+    assert!(poll_once(&mut request).is_pending());
+    gate.wait_started(1);
+    drop(request); // the client went away mid-work
+
+    let work = requests.pool(Class::Work);
+    assert_eq!(
+        work.stats().in_use,
+        1,
+        "the running work still holds the slot"
+    );
+    assert_eq!(
+        requests.try_lease(Class::Work).unwrap_err().code(),
+        Code::Saturated,
+        "no new request may take it while the work runs"
+    );
+    gate.open(1);
+    let slot = tokio::time::timeout(BOUND, work.admit())
+        .await
+        .expect("the slot comes back when the work ends")
+        .unwrap();
+    drop(slot);
+    assert_eq!(work.stats().orphaned, 1);
+}
+
+/// The retry hint configured on the request pools reaches both classes'
+/// refusals.
+#[test]
+fn the_request_pools_retry_hint_reaches_both_classes() {
+    let requests = RequestPools::builder()
+        .work(1)
+        .control(1)
+        .retry_hint(RetryHint::Fixed(Duration::from_secs(7)))
+        .build()
+        .unwrap();
+    for class in Class::ALL {
+        let _held = requests.try_lease(class).unwrap();
+        let refusal = requests.try_lease(class).unwrap_err();
+        assert_eq!(
+            refusal.retry_after_secs(),
+            7,
+            "{class} refusals carry the configured hint"
+        );
+        assert_eq!(requests.pool(class).retry_after_secs(), 7);
+    }
 }

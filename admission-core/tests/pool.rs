@@ -138,6 +138,17 @@ async fn bounded_wait_refuses_with_its_own_code() {
             .map(admission_core::Refusal::code),
         Some(Code::WaitTimedOut)
     );
+    assert_eq!(
+        pool.stats().refused,
+        1,
+        "a timed-out wait is a counted refusal"
+    );
+    let refused = pool
+        .admit_timeout(Duration::from_millis(5))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::WaitTimedOut);
+    assert_eq!(pool.stats().refused, 2, "on `admit_timeout` too");
     gate.open(1);
     assert_eq!(held.await, Ok("walked"));
 }
@@ -214,6 +225,13 @@ async fn a_panicking_orphan_is_reported_once_and_the_pool_keeps_its_workers() {
     let events = events_for(name);
     assert_eq!(events.len(), 2, "one event per failing orphan: {events:?}");
     assert!(events.iter().all(|e| e.field("class") == Some("panic")));
+    for event in &events {
+        assert!(
+            !event.message.contains("42")
+                && event.fields.iter().all(|(_, value)| !value.contains("42")),
+            "the panic's message is a user value and is never logged: {event:?}"
+        );
+    }
     assert_eq!(pool.stats().panicked, 2);
 
     // Both threads survived: two blocking pieces of work run at once.

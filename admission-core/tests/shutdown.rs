@@ -262,3 +262,28 @@ async fn lifespan_loops_are_told_to_stop_and_stragglers_are_aborted() {
     let report = shutdown.shutdown().await;
     assert_eq!((report.loops_stopped, report.loops_aborted), (1, 1));
 }
+
+/// A straggling lifespan loop and a blocked pool share the one deadline:
+/// the loops are waited for and the pools drained against the same absolute
+/// time, never one deadline after the other.
+#[tokio::test(flavor = "current_thread")]
+async fn a_straggling_loop_and_a_blocked_pool_cost_one_deadline_not_two() {
+    let deadline = Duration::from_millis(400);
+    let shutdown = Shutdown::new(deadline).unwrap();
+    let pool = Pool::new("straggler-and-blocked", 1).unwrap();
+    shutdown.register(&pool);
+    let gate = Gate::new();
+    block_all(&pool, &gate);
+    shutdown.spawn_lifespan(|_stop| std::future::pending());
+
+    let started = Instant::now();
+    let report = shutdown.shutdown().await;
+    let took = started.elapsed();
+    assert_eq!(report.loops_aborted, 1);
+    assert_eq!(report.pools[0].outcome, Outcome::Abandoned { running: 1 });
+    assert!(
+        took < deadline + deadline / 2,
+        "one deadline for loops and pools together, took {took:?}"
+    );
+    drop(gate);
+}

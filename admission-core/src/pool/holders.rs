@@ -13,25 +13,63 @@
 //! task still names the task that took it until it is offloaded or dropped.
 
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 /// A free cell.
 const FREE: u64 = 0;
 
-/// One cell per slot of the pool.
+/// One cell per slot of the pool, each on a cache line of its own, so that
+/// threads admitting at once do not bounce one line between them.
 #[derive(Debug)]
 pub(crate) struct Holders {
-    cells: Box<[AtomicU64]>,
+    cells: Box<[Padded]>,
 }
+
+#[derive(Debug)]
+#[repr(align(64))]
+struct Padded(AtomicU64);
 
 /// The cell a slot occupies, if a task holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Cell(u32);
 
+/// A slot's cell, if it has one: given up at most once, either when the
+/// slot goes (`&mut`) or when its last task-side holder lets go while work
+/// still holds the slot (`&`).
+#[derive(Debug)]
+pub(crate) struct Entry(AtomicU32);
+
+const NO_CELL: u32 = u32::MAX;
+
+impl Entry {
+    pub(crate) fn new(cell: Option<Cell>) -> Entry {
+        Entry(AtomicU32::new(cell.map_or(NO_CELL, |c| c.0)))
+    }
+
+    /// Takes the cell through a shared reference.
+    pub(crate) fn take_shared(&self) -> Option<Cell> {
+        match self.0.swap(NO_CELL, Relaxed) {
+            NO_CELL => None,
+            i => Some(Cell(i)),
+        }
+    }
+
+    /// Takes the cell, no atomic operation needed.
+    #[inline]
+    pub(crate) fn take(&mut self) -> Option<Cell> {
+        match std::mem::replace(self.0.get_mut(), NO_CELL) {
+            NO_CELL => None,
+            i => Some(Cell(i)),
+        }
+    }
+}
+
 impl Holders {
     pub(crate) fn new(capacity: usize) -> Holders {
         Holders {
-            cells: (0..capacity).map(|_| AtomicU64::new(FREE)).collect(),
+            cells: (0..capacity)
+                .map(|_| Padded(AtomicU64::new(FREE)))
+                .collect(),
         }
     }
 
@@ -40,13 +78,20 @@ impl Holders {
     /// frees its cell before its permit goes back.
     #[inline]
     pub(crate) fn claim(&self) -> Option<Cell> {
-        let task = current_holder();
-        // Cells are only ever set by the task that claims them and cleared
+        let holder = current_holder();
+        // Cells are only ever set by the holder that claims them and cleared
         // by the slot that owns them; a relaxed scan then one CAS suffices,
-        // since a task only ever needs to see its own records.
-        for (i, cell) in self.cells.iter().enumerate() {
+        // since a holder only ever needs to see its own records. The scan
+        // starts where this holder's id points, so that concurrent holders
+        // start on different cells.
+        let n = self.cells.len();
+        let start = (holder as usize) % n;
+        for i in (start..n).chain(0..start) {
+            let cell = &self.cells[i].0;
             if cell.load(Relaxed) == FREE
-                && cell.compare_exchange(FREE, task, Relaxed, Relaxed).is_ok()
+                && cell
+                    .compare_exchange(FREE, holder, Relaxed, Relaxed)
+                    .is_ok()
             {
                 return u32::try_from(i).ok().map(Cell);
             }
@@ -58,7 +103,7 @@ impl Holders {
     #[inline]
     pub(crate) fn clear(&self, cell: Cell) {
         if let Some(slot) = self.cells.get(cell.0 as usize) {
-            slot.store(FREE, Relaxed);
+            slot.0.store(FREE, Relaxed);
         }
     }
 
@@ -66,7 +111,7 @@ impl Holders {
     /// another could only be satisfied by a slot the waiter itself holds.
     pub(crate) fn current_task_holds_all(&self) -> bool {
         let holder = current_holder();
-        self.cells.iter().all(|c| c.load(Relaxed) == holder)
+        self.cells.iter().all(|c| c.0.load(Relaxed) == holder)
     }
 }
 
@@ -76,7 +121,7 @@ impl Holders {
 #[inline]
 fn current_holder() -> u64 {
     match tokio::task::try_id() {
-        Some(id) => id_bits(&id).max(1) & !THREAD_BIT,
+        Some(id) => (id_bits(&id) & !THREAD_BIT).max(1),
         None => thread_holder(),
     }
 }
@@ -86,13 +131,21 @@ const THREAD_BIT: u64 = 1 << 63;
 
 #[cfg(not(loom))]
 thread_local! {
-    /// This thread's identity, computed once.
-    static THREAD: u64 = id_bits(&std::thread::current().id()) | THREAD_BIT;
+    /// This thread's identity once computed, `FREE` before.
+    static THREAD: std::cell::Cell<u64> = const { std::cell::Cell::new(FREE) };
 }
 
 #[cfg(not(loom))]
+#[inline]
 fn thread_holder() -> u64 {
-    THREAD.with(|thread| *thread)
+    THREAD.with(|thread| match thread.get() {
+        FREE => {
+            let id = id_bits(&std::thread::current().id()) | THREAD_BIT;
+            thread.set(id);
+            id
+        }
+        id => id,
+    })
 }
 
 /// Under loom every modelled thread shares one OS thread: name loom's.

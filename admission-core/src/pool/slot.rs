@@ -3,7 +3,7 @@
 //! This module owns [`Slot`]. A slot returns to its pool exactly once, when
 //! the guard is dropped; it must never be released by anything else.
 
-use super::holders::Cell;
+use super::holders::{Cell, Entry};
 use super::job::{Hold, Job};
 use super::{Pool, RegistryWork, WorkFuture};
 
@@ -35,15 +35,18 @@ use super::{Pool, RegistryWork, WorkFuture};
 #[derive(Debug)]
 pub struct Slot {
     pool: Pool,
-    /// The holder-table cell naming the task that holds this slot; `None`
+    /// The holder-table cell naming the task that holds this slot; none
     /// once the slot moved into work, or when no task took it.
-    cell: Option<Cell>,
+    cell: Entry,
 }
 
 impl Slot {
     #[inline]
     pub(crate) fn new(pool: Pool, cell: Option<Cell>) -> Self {
-        Slot { pool, cell }
+        Slot {
+            pool,
+            cell: Entry::new(cell),
+        }
     }
 
     /// The name of the pool this slot belongs to.
@@ -68,6 +71,14 @@ impl Slot {
     /// No task holds this slot any more: it moved into work.
     pub(crate) fn detach(&mut self) {
         if let Some(cell) = self.cell.take() {
+            self.pool.forget_holder(cell);
+        }
+    }
+
+    /// As [`detach`](Self::detach), for a slot shared with running work
+    /// whose last task-side holder let go.
+    pub(crate) fn detach_shared(&self) {
+        if let Some(cell) = self.cell.take_shared() {
             self.pool.forget_holder(cell);
         }
     }
@@ -110,6 +121,7 @@ impl Slot {
 impl Drop for Slot {
     #[inline]
     fn drop(&mut self) {
-        self.pool.release(self.cell);
+        let cell = self.cell.take();
+        self.pool.release(cell);
     }
 }

@@ -32,14 +32,32 @@ use crate::pool::{Pool, Slot};
 #[clippy::has_significant_drop]
 #[derive(Debug, Clone)]
 pub struct Lease {
-    slot: Arc<Slot>,
+    share: Arc<Share>,
     class: Class,
+}
+
+/// The request's side of the lease: every `Lease` clone. Work that inherits
+/// the lease holds the slot itself, not a `Share`, so that when the request
+/// lets go while its work runs, the slot no longer counts as the request
+/// task's (a wait of that task is not refused as reentrant: the work will
+/// end).
+#[derive(Debug)]
+struct Share {
+    slot: Arc<Slot>,
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        self.slot.detach_shared();
+    }
 }
 
 impl Lease {
     pub(crate) fn new(slot: Slot, class: Class) -> Self {
         Lease {
-            slot: Arc::new(slot),
+            share: Arc::new(Share {
+                slot: Arc::new(slot),
+            }),
             class,
         }
     }
@@ -60,11 +78,11 @@ impl Lease {
 
     /// The pool the lease's slot belongs to.
     pub(crate) fn pool(&self) -> &Pool {
-        self.slot.pool()
+        self.share.slot.pool()
     }
 
     /// A share of the lease's slot, for work that must hold it until it ends.
     pub(crate) fn share(&self) -> Arc<Slot> {
-        Arc::clone(&self.slot)
+        Arc::clone(&self.share.slot)
     }
 }
