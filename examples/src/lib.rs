@@ -2,6 +2,8 @@
 //!
 //! * [`exporter`]: the incident-1 and incident-2 metrics exporter (axum),
 //!   run by the `exporter` binary and, in-process, by `storm`.
+//! * [`grpc`]: the same registry behind a gRPC service (tonic), run by the
+//!   `grpc-exporter` binary and, in-process, by `storm --grpc`.
 //! * [`storm`]: the scrape-storm demo that puts numbers on the difference
 //!   between admission, an unbounded queue and tower's limit plus shed.
 //! * [`args`]: the small flag parser the binaries share, and [`cli`] their
@@ -11,6 +13,7 @@
 pub mod args;
 pub mod cli;
 pub mod exporter;
+pub mod grpc;
 pub mod metrics_reference;
 pub mod signal;
 pub mod storm;

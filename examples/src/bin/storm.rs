@@ -16,6 +16,13 @@
 //! per scraper per phase (10000), `--coalesce-ms MS` the staleness bound of
 //! the coalescing mode (1000; 0 leaves that mode out), and `--url URL` to
 //! storm any `http://` server instead (the patient phase only).
+//!
+//! `--grpc` storms the gRPC exporter instead (`grpc-exporter`, in-process):
+//! tonic clients calling `Registry/Walk`, one HTTP/2 connection each,
+//! behind `admission-tonic` (`grpc-admission`) and behind tonic's own
+//! `concurrency_limit_per_connection` + `load_shed` (`grpc-tonic-limit+shed`),
+//! both phases; a caller that gives up cancels its call. The other flags
+//! apply as above, but for `--coalesce-ms` and `--url`.
 
 use std::time::Duration;
 
@@ -25,7 +32,7 @@ use admission_examples::storm::{self, StormConfig, Target};
 
 const USAGE: &str = "usage: storm [--clients N] [--duration-ms MS] [--walk-delay-ms MS] \
 [--series N] [--workers N] [--give-up-ms MS] [--refused-pause-ms MS] [--max-requests N] \
-[--coalesce-ms MS] [--url http://HOST:PORT/PATH]";
+[--coalesce-ms MS] [--url http://HOST:PORT/PATH] [--grpc]";
 
 const CLI: Cli = Cli {
     name: "storm",
@@ -50,8 +57,14 @@ fn config(mut args: Args) -> Result<StormConfig, ArgError> {
             Some(ms) => Some(Duration::from_millis(ms)),
         },
         url: args.value::<Target>("url")?,
+        grpc: args.flag("grpc"),
     };
     args.finish()?;
+    if config.grpc && config.url.is_some() {
+        return Err(ArgError::new(
+            "`--grpc` storms the gRPC exporter; it takes no `--url`",
+        ));
+    }
     Ok(config)
 }
 
@@ -71,8 +84,13 @@ async fn main() {
         }
     };
     print!("{}", storm::render(&mut rows));
+    let answers = if config.grpc {
+        "OK and of refused (UNAVAILABLE, RESOURCE_EXHAUSTED) calls"
+    } else {
+        "200 and of 503 answers"
+    };
     println!(
-        "\nok p50/p99 and refused p99: latency of 200 and of 503 answers, timed apart.\n\
+        "\nok p50/p99 and refused p99: latency of {answers}, timed apart.\n\
          gave up: requests the scraper stopped waiting for (its give-up time, or the phase's end).\n\
          walks run: registry walks that actually ran; under +coalesce, scrapes that arrive during a walk share it.\n\
          max walks at once: the gauge inside the walk. walks left: running or queued at the phase's end.\n\

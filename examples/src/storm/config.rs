@@ -72,6 +72,10 @@ pub struct StormConfig {
     pub coalesce: Option<Duration>,
     /// Storm this server instead (`--url`): the patient phase only.
     pub url: Option<Target>,
+    /// Storm the gRPC exporter instead (`--grpc`): admission against
+    /// tonic's own limit and load shedding, both phases, with tonic
+    /// clients calling `Walk`. Coalescing and `--url` do not apply.
+    pub grpc: bool,
 }
 
 impl Default for StormConfig {
@@ -87,6 +91,7 @@ impl Default for StormConfig {
             max_requests: 10_000,
             coalesce: Some(Duration::from_secs(1)),
             url: None,
+            grpc: false,
         }
     }
 }

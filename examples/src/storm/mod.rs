@@ -1,17 +1,21 @@
 //! The scrape-storm demo: the exporter run in-process behind three gates
 //! (admission also with coalescing), one after another, under the same storm
-//! of concurrent scrapers, and one table of what each mode did.
+//! of concurrent scrapers, and one table of what each mode did; with
+//! `--grpc`, the gRPC exporter behind admission and behind tonic's own
+//! limit and load shedding, under a storm of tonic clients.
 //!
 //! This module declares and re-exports; each file owns one piece.
 
 mod client;
 mod config;
+mod grpc;
 mod run;
 mod table;
 mod tally;
 
 pub use self::client::{BadUrl, Target};
 pub use self::config::{Phase, StormConfig};
+use self::run::progress;
 pub use self::run::{rss_kib, run};
 pub use self::table::{Row, render};
 pub use self::tally::{Tally, percentile};

@@ -68,7 +68,8 @@ pub fn rss_kib() -> Option<i64> {
 }
 
 /// Runs the storm and returns one row per mode and phase (or one row for
-/// `--url`). Progress goes to stderr, a line per phase.
+/// `--url`; with `--grpc`, one per gRPC gate and phase). Progress goes to
+/// stderr, a line per phase.
 ///
 /// # Cancel safety
 ///
@@ -79,6 +80,9 @@ pub fn rss_kib() -> Option<i64> {
 ///
 /// An [`io::Error`] when an exporter cannot be built, bound or stopped.
 pub async fn run(config: &StormConfig) -> io::Result<Vec<Row>> {
+    if config.grpc {
+        return super::grpc::run(config).await;
+    }
     if let Some(target) = &config.url {
         eprintln!("storm: {} scrapers against {target}", config.clients);
         let tally = storm(config, target.clone(), Phase::Patient).await;
@@ -203,7 +207,7 @@ async fn storm(config: &StormConfig, target: Target, phase: Phase) -> Tally {
     tally
 }
 
-fn progress(row: &Row) {
+pub(super) fn progress(row: &Row) {
     let t = &row.tally;
     eprintln!(
         "storm: {} / {} done: {} requests, {} ok, {} refused, {} gave up, {} errors, \

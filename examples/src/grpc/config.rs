@@ -1,0 +1,134 @@
+//! The gRPC exporter's settings and the gate in front of its walks.
+//!
+//! This module owns [`Config`] and [`Gate`]; the defaults here are the
+//! binary's documented defaults.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// What stands in front of the registry walks.
+///
+/// Only [`Gate::Admission`] is this project's answer; the other is the
+/// failure mode `storm --grpc` compares it with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Gate {
+    /// `admission-tonic`'s layer (a request lease per call) and an
+    /// admission [`Pool`](admission_core::Pool) of N slots and N worker
+    /// threads: a walk fails fast with `UNAVAILABLE` and
+    /// `grpc-retry-pushback-ms`, and a walk whose caller cancelled keeps
+    /// its slot until it ends.
+    #[default]
+    Admission,
+    /// tonic's own limits: `concurrency_limit_per_connection(N)` and
+    /// `load_shed(true)`, around a handler that walks on tokio's blocking
+    /// pool. The limit is per connection, and its permit goes with the
+    /// cancelled call, not with the walk.
+    TonicLimit,
+}
+
+impl Gate {
+    /// Every gate, in the order `storm --grpc` runs them.
+    pub const ALL: [Gate; 2] = [Gate::Admission, Gate::TonicLimit];
+
+    /// The name used by `--gate` and, prefixed with `grpc-`, in the storm
+    /// table.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Gate::Admission => "admission",
+            Gate::TonicLimit => "tonic-limit+shed",
+        }
+    }
+}
+
+impl fmt::Display for Gate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A `--gate` value that names no gate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownGate(String);
+
+impl fmt::Display for UnknownGate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown gate `{}`; expected `admission` or `tonic`",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownGate {}
+
+impl FromStr for Gate {
+    type Err = UnknownGate;
+
+    fn from_str(s: &str) -> Result<Gate, UnknownGate> {
+        match s {
+            "admission" => Ok(Gate::Admission),
+            "tonic" | "tonic-limit+shed" => Ok(Gate::TonicLimit),
+            other => Err(UnknownGate(other.to_owned())),
+        }
+    }
+}
+
+/// The gRPC exporter's settings; [`Config::default`] gives the binary's
+/// defaults.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admission_examples::grpc::{Config, Gate};
+///
+/// let config = Config::default();
+/// assert_eq!(config.listen.to_string(), "127.0.0.1:50051");
+/// assert_eq!((config.workers, config.series), (2, 10_000));
+/// assert_eq!((config.work_slots, config.control_slots), (16, 4));
+/// assert_eq!(config.shutdown_deadline, Duration::from_secs(5));
+/// assert_eq!(config.gate, Gate::Admission);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Where the binary listens (`--listen`, default `127.0.0.1:50051`).
+    pub listen: SocketAddr,
+    /// Worker threads, and so slots, for registry walks (`--workers`,
+    /// default 2).
+    pub workers: usize,
+    /// Series in the demo registry (`--series`, default 10000).
+    pub series: usize,
+    /// Extra time slept inside every walk, on the worker thread, standing
+    /// in for a larger registry (`--walk-delay-ms`, default 0).
+    pub walk_delay: Duration,
+    /// Request leases of class *work*, which `Walk` and `Stream` calls take
+    /// (`--work-slots`, default 16): calls in flight, streams included. The
+    /// registry pool, not this, bounds the walks.
+    pub work_slots: usize,
+    /// Request leases of class *control*, which health checks take
+    /// (`--control-slots`, default 4).
+    pub control_slots: usize,
+    /// How long shutdown may take, counted from the signal
+    /// (`--shutdown-deadline-ms`, default 5000).
+    pub shutdown_deadline: Duration,
+    /// What stands in front of the walks (`--gate`, default `admission`).
+    pub gate: Gate,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 50051)),
+            workers: 2,
+            series: 10_000,
+            walk_delay: Duration::ZERO,
+            work_slots: 16,
+            control_slots: 4,
+            shutdown_deadline: admission_core::shutdown::DEFAULT_DEADLINE,
+            gate: Gate::Admission,
+        }
+    }
+}

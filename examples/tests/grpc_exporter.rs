@@ -1,0 +1,420 @@
+//! The gRPC exporter over real HTTP/2 with tonic's client: walks, refusals
+//! with their pushback, a retrying client that honours it, a stream that
+//! holds its lease to its last part, health that turns at the signal; the
+//! `grpc-exporter` binary; and `storm --grpc`.
+
+mod support;
+
+use std::time::Duration;
+
+use admission_core::{Class, Pool};
+use admission_examples::grpc::{Config, GrpcExporter, RegistryClient, RetryPolicy, WalkRequest};
+use admission_tonic::status::Pushback;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tonic::Code;
+use tonic::transport::Endpoint;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
+
+use support::Service;
+
+/// The bound on every wait here: generous, it only matters when a test is
+/// about to fail.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+async fn within<F: Future>(what: &str, future: F) -> F::Output {
+    tokio::time::timeout(PATIENCE, future)
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+/// Polls `condition` until it holds: only for a pool's counters, which
+/// nothing signals.
+async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    within(what, async {
+        while !condition() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+}
+
+/// A served exporter and how to stop it.
+struct Running {
+    uri: String,
+    stop: oneshot::Sender<()>,
+    server: JoinHandle<std::io::Result<admission_examples::grpc::Stopped>>,
+}
+
+async fn serve(exporter: GrpcExporter) -> Running {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let uri = format!("http://{}", listener.local_addr().expect("an address"));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(exporter.serve(listener, async {
+        let _ = stopped.await;
+    }));
+    Running { uri, stop, server }
+}
+
+impl Running {
+    async fn client(&self) -> RegistryClient {
+        within("a connection", RegistryClient::connect(self.uri.clone()))
+            .await
+            .expect("the server accepts")
+    }
+
+    async fn health(&self) -> HealthClient<tonic::transport::Channel> {
+        let endpoint = Endpoint::from_shared(self.uri.clone()).expect("a URI");
+        HealthClient::new(
+            within("a connection", endpoint.connect())
+                .await
+                .expect("connect"),
+        )
+    }
+
+    async fn stop(self) -> admission_examples::grpc::Stopped {
+        let _ = self.stop.send(());
+        within("the exporter to stop", self.server)
+            .await
+            .expect("the server task")
+            .expect("the exporter stopped cleanly")
+    }
+}
+
+/// The binary's defaults, with a small registry.
+fn small() -> Config {
+    Config {
+        series: 100,
+        ..Config::default()
+    }
+}
+
+fn exporter(config: Config) -> GrpcExporter {
+    GrpcExporter::new(config).expect("a valid configuration")
+}
+
+/// Takes every slot of `pool`, as running walks would.
+fn hold_all(pool: &Pool) -> Vec<admission_core::pool::Slot> {
+    (0..pool.capacity())
+        .map(|_| pool.try_admit().expect("a free slot"))
+        .collect()
+}
+
+fn overall() -> HealthCheckRequest {
+    HealthCheckRequest {
+        service: String::new(),
+    }
+}
+
+fn serving() -> i32 {
+    ServingStatus::Serving as i32
+}
+
+#[tokio::test]
+async fn walks_are_served_and_refused_with_the_pools_name_and_a_pushback() {
+    let exporter = exporter(small());
+    let registry = exporter.registry().expect("the admission gate").clone();
+    let requests = exporter.requests().clone();
+    let running = serve(exporter).await;
+    let mut client = running.client().await;
+    let mut health = running.health().await;
+
+    let walked = client.walk(WalkRequest::default()).await.expect("a walk");
+    assert!(
+        walked
+            .get_ref()
+            .text
+            .contains("grpc_exporter_demo_events_total")
+    );
+    assert!(walked.get_ref().text.ends_with("# EOF\n"));
+
+    // Both registry workers busy: a walk is refused at once, by the pool.
+    let walking = hold_all(&registry);
+    let refused = client.walk(WalkRequest::default()).await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unavailable);
+    assert!(
+        refused
+            .message()
+            .starts_with("ADMISSION_SATURATED: pool `registry`"),
+        "{}",
+        refused.message()
+    );
+    assert!(matches!(
+        Pushback::from_status(&refused),
+        Some(Pushback::RetryAfter(wait)) if wait >= Duration::from_secs(1)
+    ));
+    drop(walking);
+
+    // Every *work* lease taken: the layer refuses before any walk, and the
+    // health service, on *control*, still answers.
+    let leases: Vec<_> = (0..requests.pool(Class::Work).capacity())
+        .map(|_| requests.try_lease(Class::Work).expect("a free lease"))
+        .collect();
+    let refused = client.walk(WalkRequest::default()).await.unwrap_err();
+    assert!(
+        refused
+            .message()
+            .starts_with("ADMISSION_SATURATED: pool `work`")
+    );
+    let checked = health
+        .check(overall())
+        .await
+        .expect("health is never a walk");
+    assert_eq!(checked.get_ref().status, serving());
+    drop(leases);
+
+    assert!(client.walk(WalkRequest::default()).await.is_ok());
+    assert!(running.stop().await.report.drained());
+}
+
+/// tonic's client has no retry policy (grpc/grpc-rust#1463); the example's
+/// `RetryPolicy` is the gRPC one (gRFC A6) around a real tonic call. Its own
+/// back-off here is 10 ms: a client that ignored the server's 1 s pushback
+/// would try again within 10 ms; this one waits the pushback, exactly.
+#[tokio::test]
+async fn a_retrying_client_honours_the_servers_pushback() {
+    let exporter = exporter(small());
+    let registry = exporter.registry().expect("the admission gate").clone();
+    let running = serve(exporter).await;
+    let client = running.client().await;
+
+    let walking = hold_all(&registry);
+    let policy = RetryPolicy {
+        initial_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(10),
+        ..RetryPolicy::default()
+    };
+    let call = tokio::spawn(async move {
+        policy
+            .call(|| {
+                let mut client = client.clone();
+                async move { client.walk(WalkRequest::default()).await }
+            })
+            .await
+    });
+    eventually("the first attempt to be refused", || {
+        registry.stats().refused == 1
+    })
+    .await;
+    // The slots are free again at once: only the pushback holds the retry.
+    drop(walking);
+
+    let retried = within("the retried call", call)
+        .await
+        .expect("the call task");
+    let walked = retried.result.expect("the retry was admitted");
+    assert!(walked.get_ref().text.ends_with("# EOF\n"));
+    let attempts = &retried.attempts;
+    assert_eq!(
+        attempts.len(),
+        2,
+        "one refusal, one admitted retry: {attempts:?}"
+    );
+    assert_eq!(attempts[0].code, Code::Unavailable);
+    assert_eq!(
+        attempts[0].waited,
+        Some(Duration::from_secs(1)),
+        "the wait is the server's pushback, not the client's 10 ms back-off"
+    );
+    let gap = attempts[1].sent - attempts[0].ended;
+    assert!(
+        gap >= Duration::from_secs(1),
+        "the retry went out no sooner than the pushback allowed ({gap:?})"
+    );
+    assert_eq!(attempts[1].code, Code::Ok);
+    assert_eq!(
+        registry.stats().refused,
+        1,
+        "the server saw one refusal, no early retry"
+    );
+    assert!(running.stop().await.report.drained());
+}
+
+#[tokio::test]
+async fn a_stream_holds_its_lease_until_its_last_part() {
+    let exporter = exporter(Config {
+        series: 5_000,
+        work_slots: 1,
+        ..Config::default()
+    });
+    let requests = exporter.requests().clone();
+    let running = serve(exporter).await;
+    // Small flow-control windows: the server can send no further ahead of
+    // the client's reading than 64 KiB.
+    let channel = Endpoint::from_shared(running.uri.clone())
+        .expect("a URI")
+        .initial_stream_window_size(65_535)
+        .initial_connection_window_size(65_535)
+        .connect()
+        .await
+        .expect("connect");
+    let mut streaming = RegistryClient::new(channel);
+    let mut other = running.client().await;
+
+    let request = WalkRequest {
+        lines_per_message: 10,
+    };
+    let mut parts = streaming
+        .stream(request)
+        .await
+        .expect("admitted")
+        .into_inner();
+    let first = parts
+        .message()
+        .await
+        .expect("a part")
+        .expect("a first part");
+    assert_eq!(first.text.lines().count(), 10);
+    assert_eq!(
+        requests.pool(Class::Work).stats().in_use,
+        1,
+        "the open stream holds the only *work* lease"
+    );
+    let refused = other.walk(WalkRequest::default()).await.unwrap_err();
+    assert!(
+        refused
+            .message()
+            .starts_with("ADMISSION_SATURATED: pool `work`")
+    );
+
+    let mut text = first.text;
+    while let Some(part) = within("the next part", parts.message())
+        .await
+        .expect("a part")
+    {
+        text.push_str(&part.text);
+    }
+    assert!(text.ends_with("# EOF\n"), "every part arrived, in order");
+    assert_eq!(
+        requests.pool(Class::Work).stats().in_use,
+        0,
+        "the lease is back at the end"
+    );
+    assert!(other.walk(WalkRequest::default()).await.is_ok());
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn health_turns_not_serving_at_the_signal() {
+    let exporter = exporter(Config {
+        shutdown_deadline: Duration::from_millis(500),
+        ..small()
+    });
+    let running = serve(exporter).await;
+    let mut health = running.health().await;
+    let mut watch = health.watch(overall()).await.expect("a watch").into_inner();
+    let first: HealthCheckResponse = watch.message().await.expect("a status").expect("one");
+    assert_eq!(first.status, serving());
+
+    let _ = running.stop.send(());
+    let turned = within("health to turn", watch.message())
+        .await
+        .expect("a status")
+        .expect("one");
+    assert_eq!(turned.status, ServingStatus::NotServing as i32);
+    // The open watch keeps its connection busy: the server stops by its
+    // deadline and says so.
+    let stopped = within("the exporter to stop", running.server)
+        .await
+        .expect("the server task")
+        .expect("stopped");
+    assert!(stopped.took <= Duration::from_millis(500) + Duration::from_secs(1));
+}
+
+#[tokio::test]
+async fn the_binary_serves_walks_and_health_and_drains_on_sigterm() {
+    let mut service =
+        Service::start(env!("CARGO_BIN_EXE_grpc-exporter"), &["--series", "50"]).await;
+    let uri = format!("http://{}", service.addr);
+    let mut client = within("a connection", RegistryClient::connect(uri.clone()))
+        .await
+        .expect("connect");
+    let walked = client.walk(WalkRequest::default()).await.expect("a walk");
+    assert!(walked.get_ref().text.contains(r#"series="series-49""#));
+    let channel = Endpoint::from_shared(uri)
+        .expect("a URI")
+        .connect()
+        .await
+        .expect("connect");
+    let checked = HealthClient::new(channel)
+        .check(overall())
+        .await
+        .expect("a check");
+    assert_eq!(checked.get_ref().status, serving());
+    drop(client);
+
+    service.assert_alive("a walk and a health check");
+    service.terminate();
+    let (status, logs) = service.exit_within(Duration::from_secs(15)).await;
+    assert!(status.success(), "exits 0 after SIGTERM:\n{logs}");
+    assert!(
+        logs.contains("shutdown drained"),
+        "the drain is logged:\n{logs}"
+    );
+}
+
+/// The cell of right-aligned column `name` in `row`, found by where the
+/// column ends in `header`.
+fn cell<'a>(header: &str, row: &'a str, name: &str) -> &'a str {
+    let end = header.find(name).expect("the column exists") + name.len();
+    row[..end]
+        .split("  ")
+        .last()
+        .expect("a cell before the column end")
+        .trim()
+}
+
+#[tokio::test]
+async fn storm_grpc_prints_a_row_per_grpc_gate_and_phase() {
+    let output = within(
+        "the storm to end by itself",
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_storm"))
+            .args([
+                "--grpc",
+                "--duration-ms",
+                "300",
+                "--clients",
+                "8",
+                "--series",
+                "500",
+            ])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the storm binary runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(output.status.success(), "storm --grpc exits 0:\n{stderr}");
+    let mode_of = |line: &str| line.split_whitespace().next().unwrap_or("").to_owned();
+    for mode in ["grpc-admission", "grpc-tonic-limit+shed"] {
+        assert_eq!(
+            stdout.lines().filter(|l| mode_of(l) == mode).count(),
+            2,
+            "two phases of `{mode}`:\n{stdout}"
+        );
+    }
+    let header = stdout.lines().next().expect("a header");
+    for row in stdout.lines().filter(|l| mode_of(l) == "grpc-admission") {
+        let peak: u64 = cell(header, row, "max walks at once")
+            .parse()
+            .expect("a number");
+        assert!(
+            peak <= 2,
+            "admission never runs more walks than its 2 workers: {row}"
+        );
+        let ok: u64 = cell(header, row, "ok").parse().expect("a number");
+        if row.contains(" patient ") {
+            assert!(ok > 0, "admission serves patient callers: {row}");
+        }
+    }
+    assert!(
+        stdout.contains("UNAVAILABLE"),
+        "the footer speaks gRPC:\n{stdout}"
+    );
+}
