@@ -230,7 +230,14 @@ impl<S, F> Serve<S, F> {
                 accepted = listener.accept() => accepted,
             };
             match accepted {
-                Ok((stream, remote)) => shared.admit(stream, remote, &service, &stop),
+                Ok((stream, remote)) => {
+                    if shared.admit(stream, remote, &service, &stop) == Admitted::Evicting {
+                        // Let the evicted connection close before the next
+                        // accept, so the bound is overshot by as little as
+                        // the runtime allows.
+                        tokio::task::yield_now().await;
+                    }
+                }
                 // The client gave up before the accept: nothing to do.
                 Err(err) if is_connection_error(&err) => {}
                 Err(err) => {
@@ -280,13 +287,15 @@ impl Shared {
     }
 
     /// Serves `stream` on a task of its own, or closes it at once.
+    #[must_use]
     fn admit<S, B>(
         self: &Arc<Self>,
         stream: TcpStream,
         remote: SocketAddr,
         service: &S,
         stop: &watch::Sender<bool>,
-    ) where
+    ) -> Admitted
+    where
         S: Service<Request<Body>, Response = Response<B>, Error = Infallible>
             + Clone
             + Send
@@ -296,14 +305,16 @@ impl Shared {
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         self.counters.count_accept();
-        if self.counters.open() >= self.counters.max()
-            && !self.evict_longest_waiting(EVICTABLE_AFTER)
-        {
-            // Every open connection has a request in flight (or has only
-            // just arrived): close this one before reading a byte.
-            drop(stream);
-            self.counters.count_refusal();
-            return;
+        let mut admitted = Admitted::Open;
+        if self.counters.open() >= self.counters.max() {
+            if !self.evict_longest_waiting(EVICTABLE_AFTER) {
+                // Every open connection has a request in flight (or has
+                // only just arrived): close this one before reading a byte.
+                drop(stream);
+                self.counters.count_refusal();
+                return Admitted::Refused;
+            }
+            admitted = Admitted::Evicting;
         }
         // Small responses go out at once.
         drop(stream.set_nodelay(true));
@@ -326,6 +337,7 @@ impl Shared {
             connection::run(stream, remote, service, state, limits, &counters, stop).await;
             drop(registered);
         });
+        admitted
     }
 
     /// Evicts the connection that has waited longest for a request head,
@@ -361,6 +373,17 @@ impl Shared {
             notified.await;
         }
     }
+}
+
+/// What became of an accepted connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admitted {
+    /// Served; there was room.
+    Open,
+    /// Served in the place of an evicted connection, still closing.
+    Evicting,
+    /// Closed at once.
+    Refused,
 }
 
 /// Keeps a connection in the table until its task ends.
