@@ -8,11 +8,18 @@
 //!
 //! Every case runs at once, each on its own connection, and each waits at
 //! most [`ANSWER`] for an answer, so a binary's whole run is bounded.
+//!
+//! Then the attacks that once took a binary off the air or flooded its
+//! logs: slowloris at the descriptor limit (the exporter under `ulimit -n
+//! 1024` with 1100 unfinished requests: `/healthz` must keep answering and
+//! memory must stay flat), half-sent requests past the header-read timeout,
+//! error answers that must not echo the request, and thousands of
+//! malformed requests that must not write thousands of log lines.
 
 mod support;
 
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -378,4 +385,664 @@ async fn workflow_survives_malformed_requests() {
             );
         }
     }
+}
+
+/// Asserts that `raw` (a whole answer) repeats none of `sent`.
+fn assert_no_echo(raw: &str, sent: &[&str], case: &str) {
+    let lower = raw.to_lowercase();
+    for fragment in sent {
+        assert!(
+            !lower.contains(&fragment.to_lowercase()),
+            "{case}: the answer repeats {fragment:?}:\n{raw}"
+        );
+    }
+}
+
+/// Sends `request` on a fresh connection and reads the whole answer (the
+/// request asks for `Connection: close`), at most [`ANSWER`].
+async fn whole_answer(addr: SocketAddr, request: &str) -> String {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut answer = Vec::new();
+    tokio::time::timeout(ANSWER, stream.read_to_end(&mut answer))
+        .await
+        .expect("an answer in time")
+        .expect("readable");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// The body of a raw answer.
+fn body_of(raw: &str) -> &str {
+    raw.split_once("\r\n\r\n").map_or("", |(_, body)| body)
+}
+
+#[tokio::test]
+async fn workflow_error_answers_are_problem_documents_that_echo_nothing() {
+    let mut workflow = Service::workflow(&[]).await;
+    let long_id = "7".repeat(10_000);
+    let cases = [
+        (
+            "markup in the id",
+            "/operations/%3Cscript%3Ealert(1)%3C%2Fscript%3E".to_owned(),
+            400,
+            "WORKFLOW_BAD_OPERATION_ID",
+            vec!["<script", "alert(1)", "%3Cscript"],
+        ),
+        (
+            "a 10 000-digit id",
+            format!("/operations/{long_id}"),
+            400,
+            "WORKFLOW_BAD_OPERATION_ID",
+            vec!["7777777777"],
+        ),
+        (
+            "CRLF in the id",
+            "/operations/1%0d%0aX-Evil:%20yes".to_owned(),
+            400,
+            "WORKFLOW_BAD_OPERATION_ID",
+            vec!["x-evil", "yes"],
+        ),
+        (
+            "an id nobody created",
+            "/operations/987654321".to_owned(),
+            404,
+            "WORKFLOW_NO_SUCH_OPERATION",
+            vec!["987654321"],
+        ),
+        (
+            "an unknown route",
+            "/nope/%3Cscript%3E".to_owned(),
+            404,
+            "NOT_FOUND",
+            vec!["nope", "<script"],
+        ),
+    ];
+    for (case, target, status, code, never) in cases {
+        let raw = whole_answer(
+            workflow.addr,
+            &format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        let head = raw.lines().next().unwrap_or_default();
+        assert!(
+            head.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{case}: {status}, got {head:?}"
+        );
+        assert!(
+            raw.to_lowercase()
+                .contains("content-type: application/problem+json"),
+            "{case}: a problem document:\n{raw}"
+        );
+        let body: serde_json::Value = serde_json::from_str(body_of(&raw))
+            .unwrap_or_else(|err| panic!("{case}: a JSON body ({err}):\n{raw}"));
+        assert_eq!(body["code"], code, "{case}");
+        assert!(
+            raw.len() < 600,
+            "{case}: a small answer, got {} bytes",
+            raw.len()
+        );
+        assert_no_echo(&raw, &never, case);
+    }
+    let raw = whole_answer(
+        workflow.addr,
+        "DELETE /operations/1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(raw.starts_with("HTTP/1.1 405 "), "DELETE: 405, got {raw}");
+    assert!(body_of(&raw).contains("METHOD_NOT_ALLOWED"), "{raw}");
+    workflow.assert_alive("the echo cases");
+}
+
+#[tokio::test]
+async fn exporter_error_answers_are_problem_documents_that_echo_nothing() {
+    let mut exporter = Service::exporter(&["--series", "100"]).await;
+    for (case, request, status, code) in [
+        (
+            "an unknown route",
+            "GET /nope/%3Cscript%3Esecret-42 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            404,
+            "NOT_FOUND",
+        ),
+        (
+            "a method the route does not serve",
+            "DELETE /metrics?secret-42 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            405,
+            "METHOD_NOT_ALLOWED",
+        ),
+    ] {
+        let raw = whole_answer(exporter.addr, request).await;
+        assert!(
+            raw.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{case}: {status}, got {raw}"
+        );
+        let body: serde_json::Value = serde_json::from_str(body_of(&raw))
+            .unwrap_or_else(|err| panic!("{case}: a JSON body ({err}):\n{raw}"));
+        assert_eq!(body["code"], code, "{case}");
+        assert_no_echo(&raw, &["secret-42", "<script", "nope"], case);
+    }
+    exporter.assert_alive("the echo cases");
+}
+
+#[tokio::test]
+async fn exporter_answers_head_metrics_without_a_walk() {
+    let exporter = Service::exporter(&["--series", "100"]).await;
+    let started = || async {
+        let text = whole_answer(
+            exporter.addr,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        text.lines()
+            .find_map(|line| line.strip_prefix("exporter_walks_started_total "))
+            .and_then(|value| value.trim().parse::<u64>().ok())
+            .expect("the walk counter is exported")
+    };
+    let before = started().await;
+    for _ in 0..5 {
+        let raw = whole_answer(
+            exporter.addr,
+            "HEAD /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(raw.starts_with("HTTP/1.1 200 "), "HEAD answers 200: {raw}");
+        assert!(
+            raw.contains("openmetrics-text"),
+            "with the scrape's type: {raw}"
+        );
+    }
+    assert_eq!(
+        started().await,
+        before + 1,
+        "five HEADs walked nothing (the one walk is the GET that counts)"
+    );
+}
+
+/// 5000 malformed request lines write at most two log lines (one at once,
+/// then one per 10 s), both at `WARN`, none at `ERROR`.
+#[tokio::test]
+async fn workflow_logs_malformed_requests_as_one_rate_limited_line() {
+    const MALFORMED: usize = 5000;
+    let mut workflow = Service::workflow(&[]).await;
+    let started = Instant::now();
+    let mut sent = 0;
+    for _ in 0..MALFORMED {
+        let mut stream = TcpStream::connect(workflow.addr).await.expect("connect");
+        let _ = stream.write_all(b"GARBAGE\r\n\r\n").await;
+        // Read the `400` (or the close) so the connection is done.
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(ANSWER, stream.read_to_end(&mut answer)).await;
+        sent += 1;
+    }
+    let took = started.elapsed();
+    workflow.assert_alive("5000 malformed requests");
+    assert_healthy(workflow.addr, "5000 malformed requests").await;
+    let status = whole_answer(
+        workflow.addr,
+        "GET /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    let status: serde_json::Value = serde_json::from_str(body_of(&status)).expect("JSON status");
+    let counted = status["client_errors"].as_u64().expect("client_errors");
+    assert!(
+        counted >= u64::try_from(MALFORMED).unwrap(),
+        "every malformed request is counted though not logged: {counted}"
+    );
+    workflow.terminate();
+    let (status, logs) = workflow.exit_within(EXIT).await;
+    assert!(status.success(), "a clean exit, got {status}");
+    let noisy: Vec<&str> = logs
+        .lines()
+        .filter(|line| line.contains("actix_http") || line.contains("actix_server::accept"))
+        .collect();
+    println!(
+        "{sent} malformed requests in {took:?}: {} framework lines, {} bytes of logs",
+        noisy.len(),
+        logs.len()
+    );
+    assert!(
+        !logs.contains("ERROR"),
+        "client errors are never logged at ERROR:\n{}",
+        noisy.join("\n")
+    );
+    let allowed = 1 + usize::try_from(took.as_secs() / 10).unwrap_or(usize::MAX);
+    assert!(
+        (1..=allowed).contains(&noisy.len()),
+        "one WARN line per 10 s at most ({allowed} in {took:?}), got:\n{}",
+        noisy.join("\n")
+    );
+    assert!(
+        noisy
+            .iter()
+            .all(|line| line.contains("WARN") && line.contains("count=")),
+        "each line is a WARN with a count:\n{}",
+        noisy.join("\n")
+    );
+    assert!(
+        logs.len() < 16 * 1024,
+        "the logs stay small: {} bytes",
+        logs.len()
+    );
+}
+
+/// A binary run with its open-file limit lowered (by the shell's `ulimit
+/// -n`, in the child only: this test process keeps its own limit), killed
+/// when dropped.
+struct Limited {
+    child: tokio::process::Child,
+    addr: SocketAddr,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Limited {
+    /// Starts `binary --listen 127.0.0.1:0 ARGS` under `ulimit -n nofile`.
+    async fn start(binary: &str, nofile: u32, args: &[&str]) -> Limited {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new("sh")
+            .args(["-c", r#"ulimit -n "$1" && shift && exec "$@""#, "sh"])
+            .arg(nofile.to_string())
+            .arg(binary)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("sh starts");
+        let mut stdout = tokio::io::BufReader::new(child.stdout.take().expect("piped")).lines();
+        let first = tokio::time::timeout(Duration::from_secs(30), stdout.next_line())
+            .await
+            .expect("the binary prints its address in time")
+            .expect("stdout is readable")
+            .expect("a first line");
+        let addr = first
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("`listening on ADDR`, got {first:?}"))
+            .parse()
+            .expect("an address");
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("piped")).lines();
+        let collected = std::sync::Arc::clone(&stderr);
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut all = collected.lock().unwrap();
+                all.push_str(&line);
+                all.push('\n');
+            }
+        });
+        let limited = Limited {
+            child,
+            addr,
+            stderr,
+        };
+        assert_eq!(
+            limited.open_files_limit(),
+            Some(u64::from(nofile)),
+            "the child runs under the lowered limit"
+        );
+        limited
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id().expect("still running")
+    }
+
+    /// A line of `/proc/PID/status` or `/proc/PID/limits`, by prefix.
+    fn proc_line(&self, file: &str, prefix: &str) -> Option<String> {
+        let text = std::fs::read_to_string(format!("/proc/{}/{file}", self.pid())).ok()?;
+        text.lines()
+            .find(|line| line.starts_with(prefix))
+            .map(str::to_owned)
+    }
+
+    /// Resident memory, in KiB.
+    fn rss_kib(&self) -> u64 {
+        self.proc_line("status", "VmRSS:")
+            .and_then(|line| line.split_whitespace().nth(1)?.parse().ok())
+            .expect("VmRSS is readable")
+    }
+
+    /// The soft open-file limit the process runs under.
+    fn open_files_limit(&self) -> Option<u64> {
+        self.proc_line("limits", "Max open files")?
+            .split_whitespace()
+            .nth(3)?
+            .parse()
+            .ok()
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// SIGTERM, then the exit status within [`EXIT`].
+    async fn terminate(mut self) -> (std::process::ExitStatus, String) {
+        let pid = self.pid().to_string();
+        let killed = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("`kill` runs");
+        assert!(killed.success());
+        let status = tokio::time::timeout(EXIT, self.child.wait())
+            .await
+            .expect("it exits in time")
+            .expect("an exit status");
+        (status, self.stderr())
+    }
+}
+
+/// `GET /healthz` on a fresh connection: `Ok` with the time to a `200`, or
+/// why not (refused, closed, or no answer within `within`).
+async fn probe_healthz(addr: SocketAddr, within: Duration) -> Result<Duration, String> {
+    let started = Instant::now();
+    let exchange = async {
+        let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut answer = Vec::new();
+        stream
+            .read_to_end(&mut answer)
+            .await
+            .map_err(|e| e.to_string())?;
+        if answer.starts_with(b"HTTP/1.1 200 ") {
+            Ok(started.elapsed())
+        } else if answer.is_empty() {
+            Err("closed without an answer".to_owned())
+        } else {
+            Err(String::from_utf8_lossy(&answer).into_owned())
+        }
+    };
+    tokio::time::timeout(within, exchange)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {within:?}")))
+}
+
+/// Slowloris at the descriptor limit: 1100 connections that never finish
+/// their request head, against the exporter under `ulimit -n 1024`. Before
+/// connection admission, `/healthz` timed out for as long as the attacker
+/// held them and RSS grew to 376 MB. Now the bound (768, three quarters of
+/// the limit) is reached before the descriptors run out, and past it a
+/// newcomer evicts the connection that has waited longest for a head.
+#[tokio::test]
+async fn exporter_keeps_healthz_up_with_1100_unfinished_requests_at_1024_descriptors() {
+    const ATTACKERS: usize = 1100;
+    const PROBE: Duration = Duration::from_secs(2);
+    let exporter = Limited::start(
+        env!("CARGO_BIN_EXE_exporter"),
+        1024,
+        &["--series", "200", "--cardinality-interval-ms", "600000"],
+    )
+    .await;
+    probe_healthz(exporter.addr, PROBE)
+        .await
+        .expect("/healthz answers before the attack");
+    let rss_before = exporter.rss_kib();
+
+    // The prober: `/healthz` every 100 ms from the first attacker on, each
+    // on a fresh connection, until told to stop.
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let addr = exporter.addr;
+    let prober = tokio::spawn(async move {
+        let mut probes = Vec::new();
+        let mut every = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            tokio::select! {
+                _ = &mut stopped => return probes,
+                _ = every.tick() => {}
+            }
+            let at = Instant::now();
+            probes.push((at, probe_healthz(addr, PROBE).await));
+        }
+    });
+
+    let attack_started = Instant::now();
+    let mut attackers = Vec::with_capacity(ATTACKERS);
+    for i in 0..ATTACKERS {
+        let mut stream = TcpStream::connect(exporter.addr)
+            .await
+            .unwrap_or_else(|err| {
+                panic!("attacker {i} connects (the test's own descriptors): {err}")
+            });
+        // Half a request head, never finished (a refused connection may
+        // already be closed: that write failing is part of the attack).
+        let _ = stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            .await;
+        attackers.push(stream);
+    }
+    let opened = attack_started.elapsed();
+    // Hold them past the eviction grace (1 s), then probe some more.
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    let rss_during = exporter.rss_kib();
+    stop.send(()).expect("the prober runs");
+    let probes = prober.await.expect("the prober did not panic");
+
+    // How long `/healthz` was unreachable: the longest run of failed
+    // probes, from the first failure to the next success.
+    let mut unreachable = Duration::ZERO;
+    let mut failing_since = None;
+    for (at, outcome) in &probes {
+        match (outcome, failing_since) {
+            (Err(_), None) => failing_since = Some(*at),
+            (Ok(_), Some(since)) => {
+                unreachable = unreachable.max(at.duration_since(since));
+                failing_since = None;
+            }
+            _ => {}
+        }
+    }
+    let failures: Vec<_> = probes
+        .iter()
+        .filter_map(|(at, outcome)| {
+            outcome
+                .as_ref()
+                .err()
+                .map(|why| (at.duration_since(attack_started), why))
+        })
+        .collect();
+    let slowest = probes
+        .iter()
+        .filter_map(|(_, outcome)| outcome.as_ref().ok())
+        .max()
+        .copied()
+        .unwrap_or_default();
+    drop(attackers);
+    let after = probe_healthz(exporter.addr, PROBE).await;
+    let rss_after = exporter.rss_kib();
+    println!(
+        "{ATTACKERS} unfinished requests opened in {opened:?} at a 1024-descriptor limit: \
+         {} probes of /healthz, {} failed, longest unreachable {unreachable:?}, slowest answer {slowest:?}; \
+         RSS {rss_before} KiB before, {rss_during} KiB during, {rss_after} KiB after",
+        probes.len(),
+        failures.len()
+    );
+    assert!(
+        failing_since.is_none(),
+        "/healthz answers at the end of the attack; failures: {failures:?}"
+    );
+    assert!(
+        unreachable <= Duration::from_millis(1500),
+        "/healthz unreachable at most for the eviction grace (1 s), was {unreachable:?}; failures: {failures:?}"
+    );
+    after.expect("/healthz answers after the attack");
+    assert!(
+        rss_during < rss_before + 64 * 1024,
+        "memory stays flat under the attack: {rss_before} KiB before, {rss_during} KiB during"
+    );
+    let metrics = whole_answer(
+        exporter.addr,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    let evicted = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("exporter_connections_evicted_total "))
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .expect("evictions are exported");
+    assert!(evicted > 0, "the attackers were evicted, and counted");
+    assert!(
+        metrics.contains("exporter_connections_max 768"),
+        "the bound is three quarters of 1024"
+    );
+
+    let (status, stderr) = exporter.terminate().await;
+    assert!(status.success(), "a clean exit, got {status}:\n{stderr}");
+    assert!(!stderr.contains("panicked at"), "{stderr}");
+    assert!(!stderr.contains("ERROR"), "nothing at ERROR:\n{stderr}");
+    let enforced = stderr
+        .lines()
+        .filter(|line| line.contains("connection limits enforced"))
+        .count();
+    assert!(
+        (1..=2).contains(&enforced),
+        "one rate-limited WARN line per 10 s, got {enforced}:\n{stderr}"
+    );
+}
+
+/// A request head that is not finished in time is closed, counted and not
+/// answered; a kept-alive connection idle for longer than the header
+/// timeout (but not the idle timeout) is still served.
+#[tokio::test]
+async fn exporter_closes_half_sent_requests_after_the_header_timeout_and_keeps_idle_ones() {
+    let exporter = Service::exporter(&[
+        "--series",
+        "100",
+        "--header-timeout-ms",
+        "500",
+        "--idle-timeout-ms",
+        "30000",
+    ])
+    .await;
+    let mut slow = TcpStream::connect(exporter.addr).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        .await
+        .unwrap();
+    let sent = Instant::now();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), slow.read_to_end(&mut answer))
+        .await
+        .expect("the server closes a half-sent request in time")
+        .expect("a clean close");
+    let closed_after = sent.elapsed();
+    assert!(answer.is_empty(), "nothing is answered to half a request");
+    assert!(
+        closed_after >= Duration::from_millis(400) && closed_after < Duration::from_secs(3),
+        "closed at the header timeout (500 ms), after {closed_after:?}"
+    );
+
+    // Kept alive: one request, then silence longer than the header
+    // timeout, then another request on the same connection.
+    let mut kept = TcpStream::connect(exporter.addr).await.unwrap();
+    let request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    for round in 0..2 {
+        kept.write_all(request).await.unwrap();
+        let mut buf = [0; 512];
+        let n = tokio::time::timeout(ANSWER, kept.read(&mut buf))
+            .await
+            .expect("an answer")
+            .expect("readable");
+        assert!(
+            buf[..n].starts_with(b"HTTP/1.1 200 "),
+            "round {round}: {:?}",
+            String::from_utf8_lossy(&buf[..n])
+        );
+        if round == 0 {
+            // Idle for longer than the header timeout, on purpose.
+            tokio::time::sleep(Duration::from_millis(1200)).await;
+        }
+    }
+    let metrics = whole_answer(
+        exporter.addr,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(
+        metrics.contains("exporter_connections_header_timeouts_total 1"),
+        "the timeout is counted:\n{}",
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("exporter_connections"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// The refused client's `Retry-After` counts the walks running now. Cold
+/// (no walk ever finished, two 4 s walks running for about 2.5 s): 3, where
+/// the mean of finished walks said 1. Warm (walks typically take 4 s, two
+/// running for about 2.5 s): 2, where the mean said 4.
+#[tokio::test]
+async fn exporter_retry_after_counts_the_walks_running_now() {
+    const SCRAPE: &str = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let exporter = Service::exporter(&[
+        "--series",
+        "100",
+        "--walk-delay-ms",
+        "4000",
+        "--cardinality-interval-ms",
+        "600000",
+    ])
+    .await;
+    let mut seen = Vec::new();
+    for case in ["cold", "warm"] {
+        // Scrape until one is refused: the ones with no answer within
+        // 300 ms were admitted and walk (the pool has two workers).
+        let mut walkers = Vec::new();
+        let full_at = loop {
+            assert!(walkers.len() <= 2, "{case}: two walks fill the pool");
+            let mut stream = TcpStream::connect(exporter.addr).await.unwrap();
+            stream.write_all(SCRAPE.as_bytes()).await.unwrap();
+            let mut head = [0; 12];
+            match tokio::time::timeout(Duration::from_millis(300), stream.read_exact(&mut head))
+                .await
+            {
+                Err(_walking) => walkers.push(stream),
+                Ok(Ok(_)) if &head == b"HTTP/1.1 503" => break Instant::now(),
+                Ok(other) => {
+                    panic!("{case}: a scrape is walked or refused, got {other:?} {head:?}")
+                }
+            }
+        };
+        // Let the walks run: the hint is about how long they have run.
+        tokio::time::sleep_until((full_at + Duration::from_millis(2200)).into()).await;
+        let raw = whole_answer(exporter.addr, SCRAPE).await;
+        assert!(
+            raw.starts_with("HTTP/1.1 503 "),
+            "{case}: still full: {raw}"
+        );
+        let hint: u64 = raw
+            .lines()
+            .find_map(|line| {
+                line.to_ascii_lowercase()
+                    .strip_prefix("retry-after: ")
+                    .map(str::to_owned)
+            })
+            .and_then(|value| value.trim().parse().ok())
+            .expect("a Retry-After in whole seconds");
+        println!("{case}: Retry-After {hint} with two 4 s walks running for about 2.5 s");
+        seen.push(hint);
+        for mut walker in walkers {
+            let mut answer = Vec::new();
+            tokio::time::timeout(Duration::from_secs(10), walker.read_to_end(&mut answer))
+                .await
+                .expect("the walk ends")
+                .expect("readable");
+            assert!(
+                answer.starts_with(b"HTTP/1.1 200 "),
+                "{case}: the walk answers"
+            );
+        }
+    }
+    assert!(
+        (2..=4).contains(&seen[0]),
+        "cold: no walk finished, two have run about 2.5 s: about 3 s, got {}",
+        seen[0]
+    );
+    assert!(
+        (1..=2).contains(&seen[1]),
+        "warm: walks take 4 s and have run about 2.5 s: about 2 s, got {}",
+        seen[1]
+    );
 }

@@ -67,6 +67,54 @@ fn counter(status: &Value, name: &str, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("loops.{name}.{field} is a number in {status}"))
 }
 
+/// Asserts that `response` is a problem document with `code`.
+async fn assert_problem(response: reqwest::Response, code: &str) {
+    assert_eq!(
+        response.headers()[CONTENT_TYPE],
+        "application/problem+json",
+        "every error answer is a problem document"
+    );
+    let body: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    assert_eq!(body["code"], code, "{body}");
+    assert!(
+        body["status"].is_u64() && body["title"].is_string(),
+        "{body}"
+    );
+}
+
+/// `POST /operations?work_ms=0`'s `Retry-After` once the work class is
+/// full; polls (at most 2 s) until a POST is refused.
+async fn refused_retry_after(workflow: &Service, client: &Client) -> u64 {
+    for _ in 0..100 {
+        let response = client
+            .post(workflow.url("/operations?work_ms=0"))
+            .send()
+            .await
+            .unwrap();
+        if response.status() == StatusCode::SERVICE_UNAVAILABLE {
+            return response.headers()[RETRY_AFTER]
+                .to_str()
+                .unwrap()
+                .parse()
+                .expect("Retry-After is whole seconds");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the work class never filled");
+}
+
+/// Polls `/status` until nothing runs in the work class; at most 10 s.
+async fn until_work_is_idle(workflow: &Service, client: &Client) -> Value {
+    for _ in 0..500 {
+        let status = get_status(workflow, client).await;
+        if pool(&status, "work", "running") == 0 && pool(&status, "work", "in_use") == 0 {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the work class never went idle");
+}
+
 /// Polls `/status` until the work class holds every slot; at most 2 s.
 async fn until_work_is_full(workflow: &Service, client: &Client) -> Value {
     for _ in 0..100 {
@@ -114,6 +162,7 @@ async fn healthz_and_operations_round_trip() {
         .await
         .unwrap();
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    assert_problem(missing, "WORKFLOW_NO_SUCH_OPERATION").await;
 
     let bad = client
         .post(workflow.url("/operations?work_ms=soon"))
@@ -121,11 +170,31 @@ async fn healthz_and_operations_round_trip() {
         .await
         .unwrap();
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    assert_problem(bad, "WORKFLOW_BAD_WORK_MS").await;
+
+    let decoded = client
+        .post(workflow.url("/operations?work_ms=%35"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(decoded.status(), StatusCode::CREATED, "%35 decodes to 5");
+    let decoded: Value = serde_json::from_str(&decoded.text().await.unwrap()).unwrap();
+    assert_eq!(decoded["work_ms"], 5);
+    let plus = client
+        .post(workflow.url("/operations?work_ms=+5"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        plus.status(),
+        StatusCode::BAD_REQUEST,
+        "`+` decodes to a space"
+    );
 
     let status = get_status(&workflow, &client).await;
     assert_eq!(
         pool(&status, "work", "admitted"),
-        2,
+        4,
         "each POST took a work lease"
     );
     assert!(
@@ -308,4 +377,128 @@ async fn sigterm_with_work_running_past_the_deadline_exits_by_the_deadline() {
             "work cut at the exit never completed"
         );
     }
+}
+
+/// The second case: two clients start ten-minute operations and
+/// disconnect. Their work holds the work class (orphaned) and has run for
+/// seconds, far past the typical work: a refused client is told to come
+/// back in about as long as it has run, not in 1 s.
+#[tokio::test]
+async fn retry_after_counts_orphaned_work_that_has_run_for_seconds() {
+    let workflow = start(&["--shutdown-deadline-ms", "500"]).await;
+    let client = client();
+    for _ in 0..3 {
+        let quick = client.post(workflow.url("/operations?work_ms=20")).send();
+        assert_eq!(quick.await.unwrap().status(), StatusCode::CREATED);
+    }
+    for _ in 0..2 {
+        // Sent in full, then the client closes its socket (a FIN).
+        let mut socket = tokio::net::TcpStream::connect(workflow.addr).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(
+            &mut socket,
+            b"POST /operations?work_ms=600000 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        drop(socket);
+    }
+    let full = until_work_is_full(&workflow, &client).await;
+    assert_eq!(
+        pool(&full, "work", "running"),
+        2,
+        "both orphans run: {full}"
+    );
+    let full_at = Instant::now();
+    // Let the orphans age: the hint is about how long they have run.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let hint = refused_retry_after(&workflow, &client).await;
+    let aged = full_at.elapsed().as_secs();
+    println!("Retry-After with two orphans running for {aged} s: {hint}");
+    assert!(
+        (2..=30).contains(&hint),
+        "work that has run {aged}+ s, far past the typical 20 ms, is expected to run as long again: got {hint}"
+    );
+    let (status, _, logs) = terminate(workflow, Duration::from_secs(10)).await;
+    assert!(status.success(), "exits 0, got {status}; logs:\n{logs}");
+}
+
+/// The warm case: one client's two long operations must not steer
+/// the hint for everyone. After short operations and two 5 s ones, a
+/// client refused while 3 s operations have just started is told 1 s (an
+/// exponentially weighted mean of those durations said 3).
+#[tokio::test]
+async fn retry_after_is_not_steered_by_one_clients_long_operations() {
+    let workflow = start(&[]).await;
+    let client = client();
+    for _ in 0..4 {
+        let quick = client.post(workflow.url("/operations?work_ms=50")).send();
+        assert_eq!(quick.await.unwrap().status(), StatusCode::CREATED);
+    }
+    let long = [
+        client.post(workflow.url("/operations?work_ms=5000")).send(),
+        client.post(workflow.url("/operations?work_ms=5000")).send(),
+    ];
+    for answer in futures_join(long).await {
+        assert_eq!(answer.unwrap().status(), StatusCode::CREATED);
+    }
+    let running: Vec<_> = (0..2)
+        .map(|_| {
+            let post = client.post(workflow.url("/operations?work_ms=3000")).send();
+            tokio::spawn(async move { post.await.map(|r| r.status()) })
+        })
+        .collect();
+    let hint = refused_retry_after(&workflow, &client).await;
+    println!("Retry-After after two 5 s outliers, 3 s work just started: {hint}");
+    assert_eq!(
+        hint, 1,
+        "the median of recent work is 50 ms: the outliers do not steer it"
+    );
+    for post in running {
+        assert_eq!(post.await.unwrap().unwrap(), StatusCode::CREATED);
+    }
+    let (status, _, logs) = terminate(workflow, Duration::from_secs(10)).await;
+    assert!(status.success(), "exits 0, got {status}; logs:\n{logs}");
+}
+
+/// Both futures, concurrently.
+async fn futures_join<F: std::future::Future>(futures: [F; 2]) -> [F::Output; 2] {
+    let [a, b] = futures;
+    let (a, b) = tokio::join!(a, b);
+    [a, b]
+}
+
+/// A client that sends its request and closes its socket (a FIN, not a
+/// reset) has gone: its handler is dropped and its work, which runs on,
+/// is counted as orphaned when it ends.
+#[tokio::test]
+async fn a_client_that_closes_with_a_fin_is_counted_as_gone() {
+    let workflow = start(&[]).await;
+    let client = client();
+    let mut socket = tokio::net::TcpStream::connect(workflow.addr).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(
+        &mut socket,
+        b"POST /operations?work_ms=1000 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    // Wait until the work runs (at most 1 s), then close: the FIN arrives
+    // mid-request.
+    let mut running = false;
+    for _ in 0..100 {
+        if pool(&get_status(&workflow, &client).await, "work", "running") == 1 {
+            running = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(running, "the operation's work started");
+    drop(socket);
+    let idle = until_work_is_idle(&workflow, &client).await;
+    assert_eq!(
+        pool(&idle, "work", "orphaned"),
+        1,
+        "the work outlived its client, which left with a FIN: {idle}"
+    );
+    let (status, _, logs) = terminate(workflow, Duration::from_secs(10)).await;
+    assert!(status.success(), "exits 0, got {status}; logs:\n{logs}");
 }

@@ -16,19 +16,26 @@
 //! with admission, scrapes of `/metrics` and `/` that arrive while a walk
 //! started at most MS ago is running share that walk's result instead of
 //! starting or being refused their own (`admission_coalesced_total` counts
-//! them). It prints `listening on ADDR` on stdout once bound; logs go to
-//! stderr.
+//! them). Connection admission: `--max-connections N` (default three
+//! quarters of the open-file limit, at most 4096; past it a newcomer evicts
+//! the connection that has waited longest for a request head, or is closed
+//! at once), `--header-timeout-ms MS` (10000) for a whole request head, and
+//! `--idle-timeout-ms MS` (60000) for a kept-alive connection with nothing
+//! in flight. It prints `listening on ADDR` on stdout once bound; logs go
+//! to stderr.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use admission_axum::serve::ConnectionLimits;
 use admission_examples::args::{ArgError, Args};
 use admission_examples::cli::Cli;
 use admission_examples::exporter::{self, Config, Gate};
 
 const USAGE: &str = "usage: exporter [--listen ADDR] [--workers N] [--series N] \
 [--walk-delay-ms MS] [--cardinality-interval-ms MS] [--shutdown-deadline-ms MS] \
-[--gate admission|queue|tower] [--coalesce-ms MS]";
+[--gate admission|queue|tower] [--coalesce-ms MS] [--max-connections N] \
+[--header-timeout-ms MS] [--idle-timeout-ms MS]";
 
 const CLI: Cli = Cli {
     name: "exporter",
@@ -59,6 +66,7 @@ fn config(mut args: Args) -> Result<Config, ArgError> {
             Some(0) => None,
             Some(ms) => Some(Duration::from_millis(ms)),
         },
+        connections: connection_limits(&mut args, defaults.connections)?,
     };
     args.finish()?;
     if config.coalesce.is_some() && config.gate != Gate::Admission {
@@ -68,6 +76,30 @@ fn config(mut args: Args) -> Result<Config, ArgError> {
         )));
     }
     Ok(config)
+}
+
+/// The connection flags over `limits`; zero is a usage error, not a panic.
+fn connection_limits(
+    args: &mut Args,
+    mut limits: ConnectionLimits,
+) -> Result<ConnectionLimits, ArgError> {
+    let zero = |name: &str| ArgError::new(format!("`--{name}` must be at least 1"));
+    match args.value::<usize>("max-connections")? {
+        Some(0) => return Err(zero("max-connections")),
+        Some(max) => limits = limits.max_connections(max),
+        None => {}
+    }
+    match args.value::<u64>("header-timeout-ms")? {
+        Some(0) => return Err(zero("header-timeout-ms")),
+        Some(ms) => limits = limits.header_read_timeout(Duration::from_millis(ms)),
+        None => {}
+    }
+    match args.value::<u64>("idle-timeout-ms")? {
+        Some(0) => return Err(zero("idle-timeout-ms")),
+        Some(ms) => limits = limits.idle_timeout(Duration::from_millis(ms)),
+        None => {}
+    }
+    Ok(limits)
 }
 
 #[tokio::main]
@@ -86,6 +118,9 @@ async fn main() {
         walk_delay_ms = config.walk_delay.as_millis() as u64,
         gate = %config.gate,
         coalesce_ms = config.coalesce.map_or(0, |c| c.as_millis() as u64),
+        max_connections = config.connections.get_max_connections(),
+        header_timeout_ms = config.connections.get_header_read_timeout().as_millis() as u64,
+        idle_timeout_ms = config.connections.get_idle_timeout().as_millis() as u64,
         "exporter up"
     );
     match exporter::serve(config, listener, admission_examples::signal::terminated()).await {

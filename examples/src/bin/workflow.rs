@@ -14,8 +14,15 @@
 //! Flags: `--listen ADDR` (default `127.0.0.1:8080`; port 0 picks one),
 //! `--work-slots N` (2), `--control-slots N` (4), `--cycle-ms MS` (200),
 //! `--native-capacities LIST` (`2,3`), `--shutdown-deadline-ms MS` (5000),
-//! `--http-workers N` (2). It prints `listening on ADDR` on stdout once
-//! bound; logs go to stderr.
+//! `--http-workers N` (2), and actix-web's connection admission:
+//! `--max-connections N` (three quarters of the open-file limit, at most
+//! 4096, over all HTTP workers), `--header-timeout-ms MS` (5000: a request
+//! head must arrive in time, else `408`) and `--idle-timeout-ms MS` (5000,
+//! kept-alive connections). A client that closes its side (FIN) counts as
+//! gone. Every error answer is a problem document with no request data in
+//! it, and malformed requests from clients are logged as one `WARN` line
+//! per 10 s at most, with a count. It prints `listening on ADDR` on stdout
+//! once bound; logs go to stderr.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -25,7 +32,8 @@ use admission_examples::cli::Cli;
 use admission_examples::workflow::{Config, NativeCapacities, Workflow};
 
 const USAGE: &str = "usage: workflow [--listen ADDR] [--work-slots N] [--control-slots N] \
-[--cycle-ms MS] [--native-capacities N,N,...] [--shutdown-deadline-ms MS] [--http-workers N]";
+[--cycle-ms MS] [--native-capacities N,N,...] [--shutdown-deadline-ms MS] [--http-workers N] \
+[--max-connections N] [--header-timeout-ms MS] [--idle-timeout-ms MS]";
 
 const CLI: Cli = Cli {
     name: "workflow",
@@ -52,9 +60,33 @@ fn config(mut args: Args) -> Result<Config, ArgError> {
             defaults.shutdown_deadline,
         ),
         http_workers: args.value("http-workers")?.unwrap_or(defaults.http_workers),
+        max_connections: positive(&mut args, "max-connections")?
+            .unwrap_or(defaults.max_connections),
+        header_timeout: ms(
+            positive(&mut args, "header-timeout-ms")?,
+            defaults.header_timeout,
+        ),
+        idle_timeout: ms(
+            positive(&mut args, "idle-timeout-ms")?,
+            defaults.idle_timeout,
+        ),
     };
     args.finish()?;
     Ok(config)
+}
+
+/// `--name N`, which must be at least 1.
+fn positive<T>(args: &mut Args, name: &str) -> Result<Option<T>, ArgError>
+where
+    T: std::str::FromStr + PartialEq + Default,
+    T::Err: std::fmt::Display,
+{
+    match args.value::<T>(name)? {
+        Some(zero) if zero == T::default() => {
+            Err(ArgError::new(format!("`--{name}` must be at least 1")))
+        }
+        value => Ok(value),
+    }
 }
 
 fn main() {

@@ -116,15 +116,61 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
+/// `HEAD /metrics`: the head of a scrape without a walk (a `HEAD` has no
+/// body, so walking the registry for it would be all cost).
+async fn metrics_head() -> impl IntoResponse {
+    [(header::CONTENT_TYPE, OPENMETRICS)]
+}
+
+/// `HEAD /`: the status page's head, without a walk.
+async fn status_head() -> impl IntoResponse {
+    [(header::CONTENT_TYPE, "text/html; charset=utf-8")]
+}
+
+/// Every answer the exporter gives for a request it does not serve: a
+/// problem document with a code and a fixed title, never anything from
+/// the request (path, query or headers).
+pub(crate) fn problem(status: StatusCode, code: &'static str, title: &'static str) -> Response {
+    let body = serde_json::json!({
+        "code": code,
+        "status": status.as_u16(),
+        "title": title,
+        "type": format!("urn:admission:{code}"),
+    });
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "application/problem+json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+async fn not_found() -> Response {
+    problem(StatusCode::NOT_FOUND, "NOT_FOUND", "No such route")
+}
+
+async fn method_not_allowed() -> Response {
+    problem(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "METHOD_NOT_ALLOWED",
+        "Method not allowed on this route",
+    )
+}
+
 async fn overloaded(_: tower::BoxError) -> StatusCode {
     StatusCode::SERVICE_UNAVAILABLE
 }
 
-/// The routes: `/metrics` and `/` through the gate, `/healthz` outside it.
+/// The routes: `/metrics` and `/` through the gate (`HEAD` answers
+/// without a walk), `/healthz` outside it; anything else is a `404` or
+/// `405` problem document.
 pub(crate) fn router(app: Arc<App>) -> Router {
     let walks = Router::new()
-        .route("/metrics", get(metrics))
-        .route("/", get(status));
+        .route("/metrics", get(metrics).head(metrics_head))
+        .route("/", get(status).head(status_head));
     let walks = match app.backend {
         // One semaphore shared by both walk routes (`Router::layer` layers
         // each route on its own); `LoadShed` turns "not ready" into a 503.
@@ -136,5 +182,9 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         ),
         Backend::Admission(_) | Backend::Coalesced(_) | Backend::Queue(_) => walks,
     };
-    walks.route("/healthz", get(healthz)).with_state(app)
+    walks
+        .route("/healthz", get(healthz))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(app)
 }

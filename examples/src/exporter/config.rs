@@ -8,6 +8,8 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 use std::time::Duration;
 
+use admission_axum::serve::ConnectionLimits;
+
 /// What stands in front of the registry walks.
 ///
 /// Only [`Gate::Admission`] is this project's answer; the other two are the
@@ -93,6 +95,7 @@ impl FromStr for Gate {
 /// assert_eq!(config.shutdown_deadline, Duration::from_secs(5));
 /// assert_eq!(config.gate, Gate::Admission);
 /// assert_eq!(config.coalesce, None, "coalescing is opt-in");
+/// assert_eq!(config.connections.get_header_read_timeout(), Duration::from_secs(10));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -120,6 +123,12 @@ pub struct Config {
     /// Only [`Gate::Admission`] coalesces; with another gate it is a
     /// configuration error.
     pub coalesce: Option<Duration>,
+    /// Connection admission: at most `--max-connections` open (default
+    /// three quarters of the open-file limit, at most 4096), a request
+    /// head within `--header-timeout-ms` (10000) and kept-alive
+    /// connections closed after `--idle-timeout-ms` (60000) of silence.
+    /// See [`admission_axum::serve`].
+    pub connections: ConnectionLimits,
 }
 
 impl Default for Config {
@@ -133,6 +142,7 @@ impl Default for Config {
             shutdown_deadline: admission_core::shutdown::DEFAULT_DEADLINE,
             gate: Gate::Admission,
             coalesce: None,
+            connections: ConnectionLimits::new(),
         }
     }
 }

@@ -25,6 +25,7 @@
 mod app;
 mod backend;
 mod config;
+mod connections;
 mod queue;
 mod serve;
 mod walk;

@@ -11,6 +11,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use admission_axum::serve::ConnectionStats;
 use admission_core::metrics::AdmissionMetrics;
 use admission_core::shutdown::{CancellationToken, ShutdownReport};
 use admission_core::{Admission, Shutdown};
@@ -20,6 +21,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use super::app::{App, router};
 use super::backend::Backend;
+use super::connections::ConnectionMetrics;
 use super::walk::{WalkGauge, Walker, demo_registry};
 use super::{Config, Gate};
 
@@ -49,6 +51,7 @@ pub struct Exporter {
     app: Arc<App>,
     shutdown: Shutdown,
     config: Config,
+    connections: ConnectionMetrics,
 }
 
 /// How a served exporter stopped.
@@ -68,6 +71,8 @@ pub struct Stopped {
     pub deadline: Duration,
     /// Time from the signal to the end of shutdown.
     pub took: Duration,
+    /// The connections served: accepted, refused, evicted, timed out.
+    pub connections: ConnectionStats,
 }
 
 impl Stopped {
@@ -90,6 +95,16 @@ impl Stopped {
         } else {
             "abandoned"
         };
+        let c = &self.connections;
+        tracing::info!(
+            accepted = c.accepted,
+            refused = c.refused,
+            evicted = c.evicted,
+            header_timeouts = c.header_timeouts,
+            idle_timeouts = c.idle_timeouts,
+            accept_errors = c.accept_errors,
+            "connections served"
+        );
         tracing::info!(
             gate = %self.gate,
             took_ms = self.took.as_millis() as u64,
@@ -124,6 +139,8 @@ impl Exporter {
         .map_err(io::Error::other)?;
         let shutdown = Shutdown::new(config.shutdown_deadline).map_err(io::Error::other)?;
         let mut registry = demo_registry(config.series, &gauge, &cardinality);
+        let connections = ConnectionMetrics::default();
+        connections.register(&mut registry);
         if let Some(pool) = backend.pool() {
             let metrics = AdmissionMetrics::new();
             metrics.add(pool);
@@ -142,6 +159,7 @@ impl Exporter {
             app,
             shutdown,
             config,
+            connections,
         })
     }
 
@@ -153,9 +171,12 @@ impl Exporter {
     /// Serves on `listener` until `shutdown_signal` completes, then shuts
     /// down by the configured deadline counted from that moment.
     ///
-    /// On the signal it stops accepting connections, lets open ones finish,
-    /// drains the walk pool (queued walks are cancelled) and stops the
-    /// cardinality loop, all concurrently and none past the deadline.
+    /// Connections are admitted as `config.connections` says (see
+    /// [`admission_axum::serve`]). On the signal it stops accepting
+    /// connections, closes the ones waiting for a request, lets requests
+    /// in flight finish, drains the walk pool (queued walks are cancelled)
+    /// and stops the cardinality loop, all concurrently and none past the
+    /// deadline.
     ///
     /// # Cancel safety
     ///
@@ -174,12 +195,16 @@ impl Exporter {
             app,
             shutdown,
             config,
+            connections,
         } = self;
         spawn_cardinality(&shutdown, Arc::clone(&app), config.cardinality_interval);
 
         let stop_accepting = CancellationToken::new();
-        let server = axum::serve(listener, router(Arc::clone(&app)))
+        let server = admission_axum::serve(listener, router(Arc::clone(&app)))
+            .limits(config.connections)
             .with_graceful_shutdown(stop_accepting.clone().cancelled_owned());
+        let counted = server.connections();
+        connections.attach(counted.clone());
         let mut server = tokio::spawn(server.into_future());
 
         let signalled = tokio::select! {
@@ -218,6 +243,7 @@ impl Exporter {
             discarded,
             deadline: config.shutdown_deadline,
             took: signalled.elapsed(),
+            connections: counted.stats(),
         })
     }
 }

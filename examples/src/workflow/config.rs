@@ -18,6 +18,8 @@ use std::time::Duration;
 /// let config = Config::default();
 /// assert_eq!((config.work_slots, config.control_slots), (2, 4));
 /// assert_eq!(config.native_capacities.total(), 5);
+/// assert_eq!(config.header_timeout, std::time::Duration::from_secs(5));
+/// assert!(config.max_connections >= 1);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -39,6 +41,54 @@ pub struct Config {
     pub shutdown_deadline: Duration,
     /// actix-web worker threads (`--http-workers`, default 2).
     pub http_workers: usize,
+    /// The most connections open at once, over all HTTP workers
+    /// (`--max-connections`, default three quarters of the open-file limit,
+    /// at most 4096). actix-web's own equivalent of connection admission:
+    /// at the bound it stops accepting, so further connections wait in the
+    /// listen backlog instead of exhausting descriptors.
+    pub max_connections: usize,
+    /// How long a client may take to send a whole request head
+    /// (`--header-timeout-ms`, default 5000; actix-web's
+    /// `client_request_timeout`): past it the answer is `408` and the
+    /// connection closes.
+    pub header_timeout: Duration,
+    /// How long a kept-alive connection may stay idle (`--idle-timeout-ms`,
+    /// default 5000; actix-web's `keep_alive`). Shorter than the exporter's
+    /// 60 s because actix-web cannot evict an idle connection for a
+    /// newcomer: at the bound, idle connections are what newcomers wait on.
+    pub idle_timeout: Duration,
+}
+
+/// Three quarters of the soft open-file limit (1024 where it cannot be
+/// read), at least 1 and at most 4096: the rest of the descriptors are
+/// left to everything else the process opens.
+///
+/// # Examples
+///
+/// ```
+/// use admission_examples::workflow::default_max_connections;
+///
+/// assert!((1..=4096).contains(&default_max_connections()));
+/// ```
+pub fn default_max_connections() -> usize {
+    let open_files = open_files_limit().unwrap_or(1024);
+    usize::try_from(open_files - open_files / 4)
+        .unwrap_or(usize::MAX)
+        .clamp(1, 4096)
+}
+
+/// The soft `RLIMIT_NOFILE`, from `/proc/self/limits` (Linux only).
+fn open_files_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    let soft = line
+        .strip_prefix("Max open files")?
+        .split_whitespace()
+        .next()?;
+    match soft {
+        "unlimited" => Some(u64::MAX),
+        soft => soft.parse().ok(),
+    }
 }
 
 impl Default for Config {
@@ -51,6 +101,9 @@ impl Default for Config {
             native_capacities: NativeCapacities(vec![2, 3]),
             shutdown_deadline: Duration::from_millis(5000),
             http_workers: 2,
+            max_connections: default_max_connections(),
+            header_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(5),
         }
     }
 }

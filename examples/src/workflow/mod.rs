@@ -6,6 +6,8 @@
 //!   pure work takes MS.
 //! * `GET /operations/{id}`: a read under a *control* lease.
 //! * `GET /healthz` and `GET /status`: outside admission, never refused.
+//! * Anything else, and any input it cannot use, gets a [`Problem`]: the
+//!   same problem-document shape as a refusal, with no request data in it.
 //! * Loops: [`RecoveryLoop`], [`ProviderLoop`] and [`BrokerConsumer`]
 //!   (`#[reserved]`), and a [`NativeDispatcher`] sized from configuration.
 //!
@@ -35,14 +37,16 @@ mod config;
 mod loops;
 mod operations;
 mod owners;
+mod problem;
 mod serve;
 mod status;
 
-pub use self::config::{BadCapacities, Config, NativeCapacities};
+pub use self::config::{BadCapacities, Config, NativeCapacities, default_max_connections};
 pub use self::loops::LoopStats;
 pub use self::operations::{MAX_WORK_MS, Operation, State, Store, UnknownOperation};
 pub use self::owners::{
     BROKER_MAX_TURNS, BROKER_SLOTS, BROKER_TURNS_PER_CYCLE, BrokerConsumer, NativeDispatcher,
     ProviderLoop, RecoveryLoop,
 };
+pub use self::problem::Problem;
 pub use self::serve::{Stopped, Workflow};

@@ -14,11 +14,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use actix_web::http::header::LOCATION;
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use admission_actix::Rejection;
 use admission_core::Class;
 use serde_json::{Value, json};
 
+use super::problem::Problem;
 use super::serve::AppState;
 
 /// The longest pure work a `POST /operations` may ask for.
@@ -152,19 +153,20 @@ impl Store {
     }
 }
 
-/// Reads `work_ms` from a query string: absent is 0.
-fn work_ms(query: &str) -> Result<u64, String> {
+/// Reads `work_ms` from a query string, percent-decoded as
+/// `application/x-www-form-urlencoded` (so `%35` is 5, and `+5`, a space
+/// then 5, is no integer): absent is 0, and every occurrence must be
+/// valid.
+fn work_ms(query: &str) -> Result<u64, Problem> {
+    let pairs = web::Query::<Vec<(String, String)>>::from_query(query)
+        .map_err(|_| Problem::BadQuery)?
+        .into_inner();
     let mut found = 0;
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+    for (key, value) in pairs {
         if key == "work_ms" {
             found = match value.parse::<u64>() {
-                Ok(ms) if ms <= MAX_WORK_MS => ms,
-                _ => {
-                    return Err(format!(
-                        "`work_ms` must be an integer from 0 to {MAX_WORK_MS}"
-                    ));
-                }
+                Ok(ms) if ms <= MAX_WORK_MS && !value.starts_with('+') => ms,
+                _ => return Err(Problem::BadWorkMs),
             };
         }
     }
@@ -179,7 +181,7 @@ pub(crate) async fn create(
 ) -> Result<HttpResponse, Rejection> {
     let work_ms = match work_ms(req.query_string()) {
         Ok(ms) => ms,
-        Err(problem) => return Ok(HttpResponse::BadRequest().json(json!({ "error": problem }))),
+        Err(problem) => return Ok(problem.error_response()),
     };
     let pending = app.store.create(work_ms);
     let store = app.store.clone();
@@ -196,20 +198,33 @@ pub(crate) async fn create(
 }
 
 /// `GET /operations/{id}`: the operation, looked up as pure work under the
-/// request's *control* lease.
+/// request's *control* lease. An id that is not an unsigned integer is a
+/// `400` that does not repeat it.
 pub(crate) async fn read(
-    id: web::Path<u64>,
+    id: web::Path<String>,
     app: web::Data<AppState>,
 ) -> Result<HttpResponse, Rejection> {
-    let (id, store) = (id.into_inner(), app.store.clone());
+    let Some(id) = operation_id(&id) else {
+        return Ok(Problem::BadOperationId.error_response());
+    };
+    let store = app.store.clone();
     let found = app
         .requests
         .execute_pure(Class::Control, move || Ok::<_, Infallible>(store.get(id)))
         .await?;
     Ok(match found {
         Some(op) => HttpResponse::Ok().json(op.to_json()),
-        None => HttpResponse::NotFound().json(json!({ "error": "no such operation", "id": id })),
+        None => Problem::NoSuchOperation.error_response(),
     })
+}
+
+/// An operation id: decimal digits only (no sign, no spaces), fitting a
+/// `u64`.
+fn operation_id(raw: &str) -> Option<u64> {
+    if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    raw.parse().ok()
 }
 
 #[cfg(test)]
@@ -221,9 +236,34 @@ mod tests {
         assert_eq!(work_ms(""), Ok(0));
         assert_eq!(work_ms("work_ms=1500"), Ok(1500));
         assert_eq!(work_ms("a=b&work_ms=7"), Ok(7));
-        assert!(work_ms("work_ms=-1").is_err());
-        assert!(work_ms("work_ms").is_err());
+        assert_eq!(work_ms("work_ms=-1"), Err(Problem::BadWorkMs));
+        assert_eq!(work_ms("work_ms"), Err(Problem::BadWorkMs));
         assert!(work_ms(&format!("work_ms={}", MAX_WORK_MS + 1)).is_err());
+    }
+
+    #[test]
+    fn work_ms_is_percent_decoded_like_any_form_value() {
+        assert_eq!(work_ms("work_ms=%35"), Ok(5), "%35 is 5");
+        assert_eq!(work_ms("work%5Fms=7"), Ok(7), "the key is decoded too");
+        assert_eq!(
+            work_ms("work_ms=+5"),
+            Err(Problem::BadWorkMs),
+            "+ is a space"
+        );
+        assert_eq!(work_ms("work_ms=%2B5"), Err(Problem::BadWorkMs), "no sign");
+        assert_eq!(work_ms("work_ms=%zz"), Err(Problem::BadWorkMs));
+        assert_eq!(work_ms("work_ms=1&work_ms=abc"), Err(Problem::BadWorkMs));
+    }
+
+    #[test]
+    fn operation_ids_are_digits_only() {
+        assert_eq!(operation_id("42"), Some(42));
+        assert_eq!(operation_id("+42"), None);
+        assert_eq!(operation_id(" 42"), None);
+        assert_eq!(operation_id("-1"), None);
+        assert_eq!(operation_id(""), None);
+        assert_eq!(operation_id(&"9".repeat(10_000)), None, "too large");
+        assert_eq!(operation_id("<script>alert(1)</script>"), None);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::{App, HttpServer, web};
+use actix_web::{App, HttpServer, Resource, Route, web};
 use admission_actix::AdmissionControl;
 use admission_core::shutdown::ShutdownReport;
 use admission_core::{ConfigError, RequestPools, Shutdown};
@@ -22,7 +22,15 @@ use super::Config;
 use super::loops::Loops;
 use super::operations::{self, Store};
 use super::owners::NativeDispatcher;
-use super::status;
+use super::{problem, status};
+
+/// The resource at `path` served by `route` alone: any other method is a
+/// `405` problem document.
+fn only(path: &str, route: Route) -> Resource {
+    web::resource(path)
+        .route(route)
+        .default_service(web::to(problem::method_not_allowed))
+}
 
 /// What every actix-web worker's handlers share.
 #[derive(Debug)]
@@ -83,6 +91,7 @@ impl Stopped {
             "abandoned"
         };
         tracing::info!(
+            client_errors = crate::cli::client_errors(),
             took_ms = self.took.as_millis() as u64,
             deadline_ms = self.deadline.as_millis() as u64,
             loops_stopped = self.report.loops_stopped,
@@ -126,17 +135,19 @@ impl Workflow {
     }
 
     /// The routes: `/operations` behind admission, `/healthz` and `/status`
-    /// outside it.
+    /// outside it; a method a route does not serve is a `405` and any
+    /// other path a `404`, both problem documents.
     fn configure(state: &Arc<AppState>, cfg: &mut web::ServiceConfig) {
         cfg.app_data(web::Data::from(Arc::clone(state)))
             .service(
                 web::scope("/operations")
                     .wrap(AdmissionControl::new(state.requests.clone()))
-                    .route("", web::post().to(operations::create))
-                    .route("/{id}", web::get().to(operations::read)),
+                    .service(only("", web::post().to(operations::create)))
+                    .service(only("/{id}", web::get().to(operations::read)))
+                    .default_service(web::to(problem::not_found)),
             )
-            .route("/healthz", web::get().to(status::healthz))
-            .route("/status", web::get().to(status::status));
+            .service(only("/healthz", web::get().to(status::healthz)))
+            .service(only("/status", web::get().to(status::status)));
     }
 
     /// Starts the loops, serves on `listener` until `signal` completes (or
@@ -165,11 +176,26 @@ impl Workflow {
             config,
         } = self;
         let routes = Arc::clone(&state);
+        let workers = config.http_workers.max(1);
         let server = HttpServer::new(move || {
             let routes = Arc::clone(&routes);
-            App::new().configure(move |cfg| Workflow::configure(&routes, cfg))
+            App::new()
+                .configure(move |cfg| Workflow::configure(&routes, cfg))
+                .default_service(web::to(problem::not_found))
         })
-        .workers(config.http_workers.max(1))
+        .workers(workers)
+        // Connection admission, actix-web's way: the bound is per worker
+        // (at it, a worker stops accepting and connections wait in the
+        // backlog rather than exhaust descriptors); a request head must
+        // arrive within the header timeout (else `408` and close); an idle
+        // kept-alive connection closes after the idle timeout; and a client
+        // that closes its side (FIN) counts as gone, so its work is
+        // orphaned and counted as such, as with a reset.
+        .max_connections(config.max_connections.div_ceil(workers).max(1))
+        .client_request_timeout(config.header_timeout)
+        .keep_alive(config.idle_timeout)
+        .client_disconnect_timeout(Duration::from_secs(1))
+        .h1_allow_half_closed(false)
         .disable_signals()
         .shutdown_timeout(config.shutdown_deadline.as_secs().max(1))
         .listen(listener)?

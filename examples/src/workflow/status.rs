@@ -20,7 +20,9 @@ pub(crate) async fn status(app: web::Data<AppState>) -> HttpResponse {
 }
 
 /// The status document:
-/// `{"loops": {name: {cycles, refusals, ...}}, "pools": {name: {capacity, in_use, refused, ...}}, "operations": n}`.
+/// `{"loops": {name: {cycles, refusals, ...}}, "pools": {name: {capacity, in_use, refused, ...}}, "operations": n, "client_errors": n}`,
+/// where `client_errors` counts the malformed requests and connection
+/// errors the HTTP framework reported (logged at most once per 10 s).
 pub(crate) fn document(app: &AppState) -> Value {
     let mut loops = Map::new();
     let mut pools = Map::new();
@@ -40,7 +42,12 @@ pub(crate) fn document(app: &AppState) -> Value {
         );
         pools.insert(stats.name.clone(), pool(&stats));
     }
-    json!({ "loops": loops, "pools": pools, "operations": app.store.len() })
+    json!({
+        "loops": loops,
+        "pools": pools,
+        "operations": app.store.len(),
+        "client_errors": crate::cli::client_errors(),
+    })
 }
 
 fn pool(stats: &PoolStats) -> Value {
