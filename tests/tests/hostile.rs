@@ -9,6 +9,10 @@
 //!
 //! Tests are `axum::<case>` and `actix::<case>`; the servers are the
 //! conformance suite's harness.
+//!
+//! `connections::<case>` holds the hostile clients of the connection
+//! layer against `admission_axum::serve`: slowloris past the bound,
+//! every connection busy, and shutdown with both kinds open.
 
 // The conformance suite's modules, shared: this suite uses a part of them.
 #[allow(dead_code)]
@@ -214,4 +218,242 @@ mod actix {
     use super::Adapter;
 
     every_case!(Adapter::ACTIX);
+}
+
+mod connections {
+    //! Connection admission (`admission_axum::serve`) against clients that
+    //! hold connections: each test serves a small router on 127.0.0.1 with
+    //! a small bound, and stops it.
+
+    use std::net::SocketAddr;
+    use std::time::{Duration, Instant};
+
+    use admission_axum::serve::{ConnectionLimits, Connections};
+    use axum::Router;
+    use axum::routing::get;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+    use tokio::sync::{mpsc, oneshot};
+    use tokio::task::JoinHandle;
+
+    /// How long any one read waits before the test fails.
+    const WAIT: Duration = Duration::from_secs(5);
+    /// The eviction grace of `serve`: a connection waiting for its head
+    /// less than this is not evicted.
+    const GRACE: Duration = Duration::from_millis(1100);
+
+    /// A served router: its address, counters, stop switch and task.
+    struct Served {
+        addr: SocketAddr,
+        connections: Connections,
+        stop: oneshot::Sender<()>,
+        task: JoinHandle<std::io::Result<()>>,
+    }
+
+    /// Serves `/healthz` and `/slow` (which tells `entered` it runs, then
+    /// waits for `release` to close) under `limits`.
+    async fn serve(
+        limits: ConnectionLimits,
+        entered: mpsc::UnboundedSender<()>,
+        release: tokio::sync::watch::Receiver<bool>,
+    ) -> Served {
+        let slow = move || {
+            let (entered, mut release) = (entered.clone(), release.clone());
+            async move {
+                let _ = entered.send(());
+                let _ = release.wait_for(|released| *released).await;
+                "done\n"
+            }
+        };
+        let app = Router::new()
+            .route("/healthz", get(|| async { "ok\n" }))
+            .route("/slow", get(slow));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = admission_axum::serve(listener, app)
+            .limits(limits)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            });
+        let connections = server.connections();
+        let task = tokio::spawn(std::future::IntoFuture::into_future(server));
+        Served {
+            addr,
+            connections,
+            stop,
+            task,
+        }
+    }
+
+    /// A connection that has sent half a request head.
+    async fn half_sent(addr: SocketAddr) -> TcpStream {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            .await
+            .unwrap();
+        stream
+    }
+
+    /// Sends a whole request for `path` and returns the connection.
+    async fn request(addr: SocketAddr, path: &str) -> TcpStream {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        stream
+    }
+
+    /// Everything until the server closes, at most [`WAIT`].
+    async fn read_all(stream: &mut TcpStream) -> String {
+        let mut answer = Vec::new();
+        tokio::time::timeout(WAIT, stream.read_to_end(&mut answer))
+            .await
+            .expect("the server answers or closes in time")
+            .unwrap_or_default();
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    /// Waits (at most [`WAIT`]) until `done` holds of the counters.
+    async fn until(connections: &Connections, what: &str, done: impl Fn(&Connections) -> bool) {
+        let started = Instant::now();
+        while !done(connections) {
+            assert!(
+                started.elapsed() < WAIT,
+                "{what}: {:?}",
+                connections.stats()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn past_the_bound_a_newcomer_evicts_the_longest_waiting_slowloris() {
+        let (entered, _) = mpsc::unbounded_channel();
+        let (_release, released) = tokio::sync::watch::channel(false);
+        let limits = ConnectionLimits::new()
+            .max_connections(8)
+            .header_read_timeout(Duration::from_secs(60));
+        let served = serve(limits, entered, released).await;
+        let mut attackers = Vec::new();
+        for _ in 0..8 {
+            attackers.push(half_sent(served.addr).await);
+        }
+        until(&served.connections, "eight open", |c| c.stats().open == 8).await;
+        // Past the grace, the attackers are the longest waiting.
+        tokio::time::sleep(GRACE).await;
+        for round in 0..3 {
+            let answer = read_all(&mut request(served.addr, "/healthz").await).await;
+            assert!(
+                answer.starts_with("HTTP/1.1 200 ") && answer.ends_with("ok\n"),
+                "round {round}: /healthz is served at the bound, got {answer:?}"
+            );
+            // The attacker takes the room back (a young one, which the
+            // next newcomer does not pick while older ones wait).
+            until(&served.connections, "the answered one closed", |c| {
+                c.stats().open == 7
+            })
+            .await;
+            attackers.push(half_sent(served.addr).await);
+            until(&served.connections, "at the bound again", |c| {
+                c.stats().open == 8
+            })
+            .await;
+        }
+        let stats = served.connections.stats();
+        assert_eq!(
+            stats.evicted, 3,
+            "one attacker evicted per newcomer: {stats:?}"
+        );
+        assert_eq!(stats.refused, 0, "{stats:?}");
+        // The longest waiting went first, in order; the others still wait.
+        for (i, attacker) in attackers.iter_mut().enumerate().take(4) {
+            let mut byte = [0; 1];
+            let read =
+                tokio::time::timeout(Duration::from_millis(200), attacker.read(&mut byte)).await;
+            match read {
+                Ok(Ok(0)) => assert!(i < 3, "attacker {i} was evicted out of turn"),
+                Err(_still_open) => assert_eq!(i, 3, "attacker {i} was not evicted"),
+                other => panic!("attacker {i}: an evicted connection gets no answer: {other:?}"),
+            }
+        }
+        served.stop.send(()).unwrap();
+        served.task.await.unwrap().unwrap();
+        assert_eq!(
+            served.connections.stats().open,
+            0,
+            "shutdown closed every connection"
+        );
+    }
+
+    #[tokio::test]
+    async fn past_the_bound_with_every_request_in_flight_a_newcomer_is_closed_at_once() {
+        let (entered, mut running) = mpsc::unbounded_channel();
+        let (release, released) = tokio::sync::watch::channel(false);
+        let served = serve(
+            ConnectionLimits::new().max_connections(2),
+            entered,
+            released,
+        )
+        .await;
+        let mut busy = vec![
+            request(served.addr, "/slow").await,
+            request(served.addr, "/slow").await,
+        ];
+        for _ in 0..2 {
+            running.recv().await.expect("a slow request runs");
+        }
+        tokio::time::sleep(GRACE).await;
+        let started = Instant::now();
+        let refused = read_all(&mut request(served.addr, "/healthz").await).await;
+        assert!(
+            refused.is_empty(),
+            "closed without an answer, got {refused:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(1), "closed at once");
+        let stats = served.connections.stats();
+        assert_eq!((stats.refused, stats.evicted), (1, 0), "{stats:?}");
+
+        release.send(true).unwrap();
+        for stream in &mut busy {
+            let answer = read_all(stream).await;
+            assert!(
+                answer.ends_with("done\n"),
+                "requests in flight are never cut: {answer:?}"
+            );
+        }
+        served.stop.send(()).unwrap();
+        served.task.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn shutdown_closes_waiting_connections_and_finishes_requests_in_flight() {
+        let (entered, mut running) = mpsc::unbounded_channel();
+        let (release, released) = tokio::sync::watch::channel(false);
+        let served = serve(ConnectionLimits::new(), entered, released).await;
+        let mut waiting = half_sent(served.addr).await;
+        let mut busy = request(served.addr, "/slow").await;
+        running.recv().await.expect("the slow request runs");
+        until(&served.connections, "two open", |c| c.stats().open == 2).await;
+
+        served.stop.send(()).unwrap();
+        let closed = read_all(&mut waiting).await;
+        assert!(
+            closed.is_empty(),
+            "a waiting connection is closed at once: {closed:?}"
+        );
+        assert!(
+            !served.task.is_finished(),
+            "the request in flight is still served"
+        );
+        release.send(true).unwrap();
+        let answer = read_all(&mut busy).await;
+        assert!(answer.ends_with("done\n"), "and finishes: {answer:?}");
+        tokio::time::timeout(WAIT, served.task)
+            .await
+            .expect("serving ends once every connection closed")
+            .unwrap()
+            .unwrap();
+        assert_eq!(served.connections.stats().open, 0);
+    }
 }
