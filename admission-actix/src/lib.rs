@@ -117,6 +117,51 @@
 //! assert_eq!(POOLS.pool(Class::Work).stats().refused, 0);
 //! # }
 //! ```
+//!
+//! # Connection admission: `HttpServer`'s own settings
+//!
+//! Request admission bounds the work requests start; a client that holds
+//! connections with requests it never finishes (slowloris) is stopped a
+//! layer below, by settings `HttpServer` already has (the axum adapter
+//! brings its own, `admission_axum::serve`). Set them; the defaults do not
+//! fit a service under hostile clients:
+//!
+//! | concern | `HttpServer` method | set it to | why |
+//! | --- | --- | --- | --- |
+//! | a bound on open connections | `max_connections(n)` (per worker; default 25 600) | three quarters of `RLIMIT_NOFILE`, divided by the workers | at the bound a worker stops accepting and newcomers wait in the listen backlog; above the descriptor limit, accepts fail with `Too many open files` instead |
+//! | a request head that never ends | `client_request_timeout(d)` (default 5 s) | a few seconds | past it the client gets `408` and the connection closes |
+//! | idle kept-alive connections | `keep_alive(d)` (default 5 s) | a few seconds | actix-web cannot evict an idle connection for a newcomer, so at the bound idle ones are what newcomers wait on |
+//! | a client that closes its side | `h1_allow_half_closed(false)` (default `true`) | `false` | with `true`, a client that sent its request and closed (a FIN) still counts as connected: its handler runs on and its work is not counted as orphaned |
+//! | closing a connection | `client_disconnect_timeout(d)` (default 1 s) | about a second | bounds how long a closing connection holds its descriptor |
+//!
+//! Unlike `admission_axum::serve`, actix-web has no eviction: while an
+//! attacker holds every connection the bound allows, a newcomer (a health
+//! probe too) waits in the backlog until `client_request_timeout` frees a
+//! connection. actix-web also logs one `ERROR` per malformed request
+//! (target `actix_http::h1::dispatcher`) and one per failed accept every
+//! 500 ms (`actix_server::accept`); the example services filter those
+//! targets and log a count at most every 10 s instead.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use actix_web::{App, HttpServer, web};
+//!
+//! # #[actix_web::main]
+//! # async fn main() -> std::io::Result<()> {
+//! let workers = 2;
+//! HttpServer::new(|| App::new().route("/healthz", web::get().to(|| async { "ok\n" })))
+//!     .workers(workers)
+//!     .max_connections(768 / workers)
+//!     .client_request_timeout(Duration::from_secs(5))
+//!     .keep_alive(Duration::from_secs(5))
+//!     .h1_allow_half_closed(false)
+//!     .client_disconnect_timeout(Duration::from_secs(1))
+//!     .bind("127.0.0.1:8080")?
+//!     .run()
+//!     .await
+//! # }
+//! ```
 #![doc(test(attr(deny(warnings))))]
 
 pub mod body;
