@@ -1,0 +1,82 @@
+//! Per-call cost of the tonic layer beside a bare service, in one run:
+//! `cargo bench -p admission-tonic --bench layer`.
+//!
+//! * `bare`: a trivial gRPC-shaped service (a head, one frame, trailers
+//!   read to the end) with no layer;
+//! * `admission`: the same under `AdmissionLayer` (a lease taken, the call
+//!   run under it, the body wrapped, the lease released at its end);
+//! * `admission_with_deadline`: the same with a `grpc-timeout` to parse
+//!   and a `Deadline` to insert;
+//! * `refused`: a call the layer refuses (a trailers-only `UNAVAILABLE`
+//!   with its message and pushback).
+
+use std::convert::Infallible;
+use std::hint::black_box;
+use std::time::Duration;
+
+use admission_core::{Class, RequestPools};
+use admission_tonic::AdmissionLayer;
+use bytes::Bytes;
+use criterion::{Criterion, criterion_group, criterion_main};
+use http_body_util::{BodyExt, Full};
+use tower::{Layer, Service, ServiceExt, service_fn};
+
+fn request(timeout: Option<&'static str>) -> http::Request<()> {
+    let mut request = http::Request::post("/registry.v1.Registry/Walk");
+    if let Some(timeout) = timeout {
+        request = request.header("grpc-timeout", timeout);
+    }
+    request.body(()).unwrap()
+}
+
+/// One call, its whole body read: what a server does with the response.
+fn call<S, B>(runtime: &tokio::runtime::Runtime, service: &S, timeout: Option<&'static str>) -> bool
+where
+    S: Service<http::Request<()>, Response = http::Response<B>, Error = Infallible> + Clone,
+    B: http_body::Body<Data = Bytes>,
+    B::Error: std::fmt::Debug,
+{
+    runtime.block_on(async {
+        let response = service.clone().oneshot(request(timeout)).await.unwrap();
+        let refused = response.headers().contains_key("grpc-status");
+        black_box(response.into_body().collect().await.unwrap());
+        refused
+    })
+}
+
+fn per_call(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let bare = service_fn(|_request: http::Request<()>| async {
+        Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from_static(
+            b"\0\0\0\0\x05hello",
+        ))))
+    });
+
+    let mut group = c.benchmark_group("tonic_per_call");
+    group.measurement_time(Duration::from_secs(3));
+    group.bench_function("bare", |b| b.iter(|| call(&runtime, &bare, None)));
+
+    let requests = RequestPools::new(64, 64).unwrap();
+    let admitted = AdmissionLayer::new(requests.clone()).layer(bare);
+    assert!(!call(&runtime, &admitted, None), "admitted");
+    group.bench_function("admission", |b| b.iter(|| call(&runtime, &admitted, None)));
+    group.bench_function("admission_with_deadline", |b| {
+        b.iter(|| call(&runtime, &admitted, Some("250m")));
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("tonic_refusal");
+    group.measurement_time(Duration::from_secs(3));
+    let full = RequestPools::new(1, 1).unwrap();
+    let _held = full.try_lease(Class::Work).unwrap();
+    let refusing = AdmissionLayer::new(full.clone()).layer(bare);
+    assert!(call(&runtime, &refusing, None), "refused");
+    group.bench_function("admission", |b| b.iter(|| call(&runtime, &refusing, None)));
+    group.finish();
+}
+
+criterion_group!(benches, per_call);
+criterion_main!(benches);
