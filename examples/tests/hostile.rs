@@ -1046,3 +1046,67 @@ async fn exporter_retry_after_counts_the_walks_running_now() {
         seen[1]
     );
 }
+
+/// At the descriptor limit actix-web's acceptor fails every 500 ms (`Too
+/// many open files`), once logged at `ERROR` each time. Here the workflow
+/// runs under `ulimit -n 128` with a bound above it on purpose, so its
+/// accepts fail for seconds: they are logged as one `WARN` line per 10 s
+/// with a count, and the service answers again once the attackers leave.
+#[tokio::test]
+async fn workflow_logs_descriptor_exhaustion_at_most_once_per_interval() {
+    let workflow = Limited::start(
+        env!("CARGO_BIN_EXE_workflow"),
+        128,
+        &["--max-connections", "10000"],
+    )
+    .await;
+    let mut attackers = Vec::new();
+    for _ in 0..200 {
+        let mut stream = TcpStream::connect(workflow.addr).await.expect("connect");
+        let _ = stream.write_all(b"GET /healthz HTTP/1.1\r\nX-Slow: ").await;
+        attackers.push(stream);
+    }
+    // Hold them for a few of the acceptor's 500 ms retries (and less than
+    // the 5 s header timeout, which would free descriptors).
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    drop(attackers);
+    let mut healthy = None;
+    for _ in 0..20 {
+        if let Ok(took) = probe_healthz(workflow.addr, Duration::from_secs(2)).await {
+            healthy = Some(took);
+            break;
+        }
+    }
+    healthy.expect("/healthz answers once the attackers left");
+    let (status, stderr) = workflow.terminate().await;
+    assert!(status.success(), "a clean exit, got {status}:\n{stderr}");
+    let accept: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("actix_server::accept"))
+        .collect();
+    println!(
+        "accept errors logged as {} lines:\n{}",
+        accept.len(),
+        accept.join("\n")
+    );
+    assert!(!stderr.contains("ERROR"), "nothing at ERROR:\n{stderr}");
+    assert!(
+        (1..=2).contains(&accept.len()),
+        "one WARN line per 10 s, got:\n{}",
+        accept.join("\n")
+    );
+    assert!(
+        accept[0].contains("Too many open files"),
+        "the line names the OS error: {}",
+        accept[0]
+    );
+    let counted: u64 = stderr
+        .lines()
+        .find_map(|line| line.split("client_errors=").nth(1))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .expect("the shutdown summary counts client errors");
+    assert!(
+        counted >= 2,
+        "the acceptor kept failing (every 500 ms), counted though not logged: {counted}"
+    );
+}
