@@ -112,7 +112,7 @@ where
             Timeout::Budget(budget) => Deadline::new(budget, Instant::now()),
             Timeout::Malformed => {
                 self.shared.count_malformed_timeout();
-                tracing::debug!(code = "GRPC_TIMEOUT_MALFORMED", "`grpc-timeout` ignored");
+                tracing::debug!(class = "MalformedTimeout", "`grpc-timeout` ignored");
                 None
             }
         };
