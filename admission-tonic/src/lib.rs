@@ -39,8 +39,10 @@
 //! act on it: deadline-aware admission, which refuses at once a call whose
 //! remaining budget is shorter than the expected wait plus work, lands with
 //! the overload issue, and will take its deadline from here. tonic itself
-//! still ends a call whose `grpc-timeout` has passed (its lease goes with
-//! it).
+//! still ends a call whose `grpc-timeout` passes before its response head
+//! (its lease goes with it); tonic parses the header more leniently (it
+//! takes `+5S`), so a value this layer counts as malformed may still be
+//! enforced by tonic.
 //!
 //! # One set of pools per server
 //!
