@@ -127,7 +127,7 @@ pub struct Config {
     /// three quarters of the open-file limit, at most 4096), a request
     /// head within `--header-timeout-ms` (10000) and kept-alive
     /// connections closed after `--idle-timeout-ms` (60000) of silence.
-    /// See [`admission_axum::serve`].
+    /// See [`admission_axum::serve()`].
     pub connections: ConnectionLimits,
 }
 

@@ -172,7 +172,7 @@ impl Exporter {
     /// down by the configured deadline counted from that moment.
     ///
     /// Connections are admitted as `config.connections` says (see
-    /// [`admission_axum::serve`]). On the signal it stops accepting
+    /// [`admission_axum::serve()`]). On the signal it stops accepting
     /// connections, closes the ones waiting for a request, lets requests
     /// in flight finish, drains the walk pool (queued walks are cancelled)
     /// and stops the cardinality loop, all concurrently and none past the

@@ -79,7 +79,7 @@ impl NativeDispatcher {
     /// # Errors
     ///
     /// [`ConfigError`] when the capacities add up to more than
-    /// [`MAX_CAPACITY`](admission_core::MAX_CAPACITY) (minus the spare), or
+    /// [`MAX_CAPACITY`](admission_core::pool::MAX_CAPACITY) (minus the spare), or
     /// the worker threads cannot be started.
     pub fn new(capacities: NativeCapacities) -> Result<NativeDispatcher, ConfigError> {
         let slots = capacities.total().saturating_add(1);
