@@ -281,3 +281,43 @@ async fn a_waiter_that_joins_after_admission_returns_its_slot() {
         "the joiner's unused slot went back, not only the walk's"
     );
 }
+
+/// A walk that replaced a stale one for its key stays joinable when the
+/// stale walk ends: the stale walk's end removes only its own flight.
+#[tokio::test(flavor = "current_thread")]
+async fn a_stale_walk_ending_leaves_the_newer_walk_joinable() {
+    let pool = Pool::new("coalesce-replaced", 2).unwrap();
+    let bound = Duration::from_millis(50);
+    let scrapes: Scrapes = Coalescing::new(&pool, bound).unwrap();
+    let walks = Arc::new(AtomicUsize::new(0));
+    let (old_gate, new_gate) = (Gate::new(), Gate::new());
+    let mut old = Box::pin(scrapes.run("/metrics", walk(&old_gate, &walks), Admission::FailFast));
+    assert!(poll_once(&mut old).is_pending());
+    old_gate.wait_started(1);
+    tokio::time::sleep(bound * 2).await; // the first walk goes stale
+
+    let mut new = Box::pin(scrapes.run("/metrics", walk(&new_gate, &walks), Admission::FailFast));
+    assert!(poll_once(&mut new).is_pending());
+    new_gate.wait_started(1);
+    old_gate.open(1);
+    assert_eq!(&*old.await.unwrap(), "walk 1");
+
+    // The newer walk is still running and fresh: a caller joins it.
+    let mut joiner = Box::pin(scrapes.run("/metrics", || unreachable!(), Admission::FailFast));
+    assert!(poll_once(&mut joiner).is_pending());
+    assert_eq!(pool.stats().coalesced, 1, "joined the newer walk");
+    new_gate.open(1);
+    assert_eq!(&*new.await.unwrap(), "walk 2");
+    assert_eq!(&*joiner.await.unwrap(), "walk 2");
+}
+
+#[test]
+fn coalescing_debug_names_its_pool_and_bound() {
+    let pool = Pool::new("coalesce-debug", 1).unwrap();
+    let scrapes: Scrapes = Coalescing::new(&pool, Duration::from_millis(250)).unwrap();
+    let text = format!("{scrapes:?}");
+    assert!(
+        text.contains("coalesce-debug") && text.contains("250ms"),
+        "{text}"
+    );
+}

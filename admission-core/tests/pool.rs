@@ -399,3 +399,29 @@ async fn the_429_option_shows_in_the_problem_answer() {
     let default = Problem::refusal(&refusal, RefusalStatus::default());
     assert_eq!(default.status(), 503, "503 stays the default");
 }
+
+#[test]
+fn the_largest_capacity_is_accepted_and_one_more_is_not() {
+    let largest = Pool::new("capacity-largest", MAX_CAPACITY).expect("MAX_CAPACITY is allowed");
+    assert_eq!(largest.capacity(), MAX_CAPACITY);
+    drop(largest);
+    assert!(matches!(
+        Pool::new("capacity-largest", MAX_CAPACITY + 1),
+        Err(ConfigError::CapacityTooLarge { .. })
+    ));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_work_future_debug_names_its_pool_and_never_the_result() {
+    let pool = Pool::new("future-debug", 1).unwrap();
+    let future = pool
+        .try_admit()
+        .unwrap()
+        .offload(|| Ok::<_, std::fmt::Error>("secret 42"));
+    let text = format!("{future:?}");
+    assert!(
+        text.contains("future-debug") && !text.contains("secret"),
+        "{text}"
+    );
+    assert_eq!(future.await, Ok("secret 42"));
+}
