@@ -447,6 +447,9 @@ async fn retry_after_is_not_steered_by_one_clients_long_operations() {
             tokio::spawn(async move { post.await.map(|r| r.status()) })
         })
         .collect();
+    // Both hold their lease before anyone else asks (a POST sent earlier
+    // could take a lease first and have one of them refused).
+    until_work_is_full(&workflow, &client).await;
     let hint = refused_retry_after(&workflow, &client).await;
     println!("Retry-After after two 5 s outliers, 3 s work just started: {hint}");
     assert_eq!(
