@@ -425,3 +425,14 @@ async fn a_work_future_debug_names_its_pool_and_never_the_result() {
     );
     assert_eq!(future.await, Ok("secret 42"));
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_slot_names_its_pool_and_a_pool_is_open_until_shutdown() {
+    let pool = Pool::new("named-and-open", 1).unwrap();
+    assert_eq!(pool.try_admit().unwrap().pool_name(), "named-and-open");
+    assert!(!pool.is_closed(), "a new pool is open");
+    let shutdown = Shutdown::default();
+    shutdown.register(&pool);
+    shutdown.shutdown().await;
+    assert!(pool.is_closed());
+}
