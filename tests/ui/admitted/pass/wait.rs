@@ -30,7 +30,11 @@ fn main() {
         .unwrap();
     runtime.block_on(async {
         assert_eq!(rotate().await.unwrap(), "rotated");
-        let held = POOLS.try_lease(Class::Work).unwrap();
+        // Another caller (here another thread) holds the only work slot; a
+        // caller holding it itself would be refused as reentrant instead.
+        let held = std::thread::spawn(|| POOLS.try_lease(Class::Work).unwrap())
+            .join()
+            .unwrap();
         let rejection = rotate().await.unwrap_err();
         assert_eq!(
             rejection.refusal().map(|r| r.code()),
