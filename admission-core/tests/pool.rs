@@ -436,3 +436,11 @@ async fn a_slot_names_its_pool_and_a_pool_is_open_until_shutdown() {
     shutdown.shutdown().await;
     assert!(pool.is_closed());
 }
+
+#[test]
+fn a_reservation_is_named_as_built() {
+    let reservation = Reservation::new("recovery-named", 2).unwrap();
+    assert_eq!(reservation.name(), "recovery-named");
+    assert_eq!(reservation.pool().name(), "recovery-named");
+    assert_eq!(reservation.stats().capacity, 2);
+}
