@@ -631,6 +631,8 @@ struct Limited {
     child: tokio::process::Child,
     addr: SocketAddr,
     stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    /// The task copying stderr; it ends at the pipe's end, after the exit.
+    reader: tokio::task::JoinHandle<()>,
 }
 
 impl Limited {
@@ -663,7 +665,7 @@ impl Limited {
         let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("piped")).lines();
         let collected = std::sync::Arc::clone(&stderr);
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
                 let mut all = collected.lock().unwrap();
                 all.push_str(&line);
@@ -674,6 +676,7 @@ impl Limited {
             child,
             addr,
             stderr,
+            reader,
         };
         assert_eq!(
             limited.open_files_limit(),
@@ -727,6 +730,12 @@ impl Limited {
             .await
             .expect("it exits in time")
             .expect("an exit status");
+        // Every line the process wrote before it exited, not only those
+        // the reader had copied by now.
+        tokio::time::timeout(EXIT, &mut self.reader)
+            .await
+            .expect("stderr reaches its end once the process exited")
+            .expect("the reader task");
         (status, self.stderr())
     }
 }
