@@ -172,7 +172,7 @@ pub fn reserved(args: TokenStream, item: TokenStream) -> TokenStream {
 /// Not compiled here (see the crate docs); the workspace's UI tests compile
 /// and run the same handlers.
 ///
-/// ```ignore
+/// ```text
 /// use std::sync::LazyLock;
 /// use admission_axum::{admitted, AdmissionLayer};
 /// use admission_core::{Class, Lease, RequestPools};
@@ -276,7 +276,7 @@ pub fn admitted_axum(args: TokenStream, item: TokenStream) -> TokenStream {
 /// Not compiled here (see the crate docs); the workspace's UI tests compile
 /// and run the same handlers.
 ///
-/// ```ignore
+/// ```text
 /// use std::sync::LazyLock;
 /// use actix_web::{web, App};
 /// use admission_actix::{admitted, AdmissionControl};
