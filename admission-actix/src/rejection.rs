@@ -50,14 +50,10 @@ use bytes::Bytes;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
-    cause: Cause,
+    // What kind of end it was; the work's own error value is dropped on the
+    // way in, since it never reaches the client. A refusal is `Refused`.
+    error: WorkError<()>,
     status: RefusalStatus,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Cause {
-    Refused(Refusal),
-    Work(WorkError<()>),
 }
 
 impl Rejection {
@@ -84,25 +80,19 @@ impl Rejection {
 
     /// The refusal, if admission refused.
     pub fn refusal(&self) -> Option<&Refusal> {
-        match &self.cause {
-            Cause::Refused(refusal) => Some(refusal),
-            Cause::Work(err) => err.refusal(),
-        }
+        self.error.refusal()
     }
 
     /// The answer core describes for this rejection.
     pub fn problem(&self) -> Problem {
-        match &self.cause {
-            Cause::Refused(refusal) => Problem::refusal(refusal, self.status),
-            Cause::Work(err) => Problem::work_error(err, self.status),
-        }
+        Problem::work_error(&self.error, self.status)
     }
 }
 
 impl From<Refusal> for Rejection {
     fn from(refusal: Refusal) -> Self {
         Rejection {
-            cause: Cause::Refused(refusal),
+            error: WorkError::Refused(refusal),
             status: RefusalStatus::default(),
         }
     }
@@ -113,7 +103,7 @@ impl<E> From<WorkError<E>> for Rejection {
     /// here, since it never reaches the client.
     fn from(err: WorkError<E>) -> Self {
         Rejection {
-            cause: Cause::Work(err.map_err(|_| ())),
+            error: err.map_err(|_| ()),
             status: RefusalStatus::default(),
         }
     }
@@ -121,10 +111,7 @@ impl<E> From<WorkError<E>> for Rejection {
 
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.cause {
-            Cause::Refused(refusal) => fmt::Display::fmt(refusal, f),
-            Cause::Work(err) => fmt::Display::fmt(err, f),
-        }
+        fmt::Display::fmt(&self.error, f)
     }
 }
 

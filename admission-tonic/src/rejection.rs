@@ -57,14 +57,10 @@ use crate::status::{RETRY_PUSHBACK_MS, RefusalStatus};
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
-    cause: Cause,
+    // What kind of end it was; the work's own error value is dropped on the
+    // way in, since it never reaches the client. A refusal is `Refused`.
+    error: WorkError<()>,
     status: RefusalStatus,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Cause {
-    Refused(Refusal),
-    Work(WorkError<()>),
 }
 
 impl Rejection {
@@ -91,10 +87,7 @@ impl Rejection {
 
     /// The refusal, if admission refused.
     pub fn refusal(&self) -> Option<&Refusal> {
-        match &self.cause {
-            Cause::Refused(refusal) => Some(refusal),
-            Cause::Work(err) => err.refusal(),
-        }
+        self.error.refusal()
     }
 
     /// The gRPC status this rejection is answered with.
@@ -111,17 +104,14 @@ impl Rejection {
     /// assert!(status.metadata().get("grpc-retry-pushback-ms").is_none(), "a panic is no refusal");
     /// ```
     pub fn to_status(&self) -> Status {
-        match &self.cause {
-            Cause::Refused(refusal) => refusal_status(refusal, self.status),
-            Cause::Work(err) => work_status(err, self.status),
-        }
+        work_status(&self.error, self.status)
     }
 }
 
 impl From<Refusal> for Rejection {
     fn from(refusal: Refusal) -> Self {
         Rejection {
-            cause: Cause::Refused(refusal),
+            error: WorkError::Refused(refusal),
             status: RefusalStatus::default(),
         }
     }
@@ -132,7 +122,7 @@ impl<E> From<WorkError<E>> for Rejection {
     /// here, since it never reaches the client.
     fn from(err: WorkError<E>) -> Self {
         Rejection {
-            cause: Cause::Work(err.map_err(|_| ())),
+            error: err.map_err(|_| ()),
             status: RefusalStatus::default(),
         }
     }
@@ -146,10 +136,7 @@ impl From<Rejection> for Status {
 
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.cause {
-            Cause::Refused(refusal) => fmt::Display::fmt(refusal, f),
-            Cause::Work(err) => fmt::Display::fmt(err, f),
-        }
+        fmt::Display::fmt(&self.error, f)
     }
 }
 
