@@ -287,3 +287,17 @@ async fn a_straggling_loop_and_a_blocked_pool_cost_one_deadline_not_two() {
     );
     drop(gate);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_stop_token_is_cancelled_when_shutdown_begins_and_the_deadline_is_kept() {
+    let deadline = Duration::from_millis(750);
+    let shutdown = Shutdown::new(deadline).unwrap();
+    assert_eq!(shutdown.deadline(), deadline);
+    let stop = shutdown.stop_token();
+    assert!(!stop.is_cancelled());
+    shutdown.shutdown().await;
+    assert!(
+        stop.is_cancelled(),
+        "the token handed out before is the one cancelled"
+    );
+}
