@@ -123,7 +123,9 @@ impl std::error::Error for Rejection {
 
 impl ResponseError for Rejection {
     fn status_code(&self) -> StatusCode {
-        StatusCode::from_u16(self.problem().status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
+        // The status alone: no problem body is written to answer this.
+        let code = Problem::work_error_status(&self.error, self.status);
+        StatusCode::from_u16(code).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
     }
 
     fn error_response(&self) -> HttpResponse {

@@ -123,17 +123,39 @@ impl Problem {
     /// assert!(problem.body().contains(WORK_PANICKED));
     /// ```
     pub fn work_error<E>(err: &WorkError<E>, status: RefusalStatus) -> Problem {
+        let code = Problem::work_error_status(err, status);
         match err {
             WorkError::Refused(refusal) => Problem::refusal(refusal, status),
-            WorkError::Failed(_) => Problem::new(WORK_FAILED, "Work failed", 500, None, None),
-            WorkError::Panicked => Problem::new(WORK_PANICKED, "Work panicked", 500, None, None),
+            WorkError::Failed(_) => Problem::new(WORK_FAILED, "Work failed", code, None, None),
+            WorkError::Panicked => Problem::new(WORK_PANICKED, "Work panicked", code, None, None),
             WorkError::Cancelled => Problem::new(
                 Code::ShuttingDown.as_str(),
                 Code::ShuttingDown.title(),
-                status.code(),
+                code,
                 None,
                 Some(1),
             ),
+        }
+    }
+
+    /// The status [`work_error`](Self::work_error) answers with, without
+    /// writing its body: `status` for a refusal or work cancelled by
+    /// shutdown, `500` for work that failed or panicked.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::WorkError;
+    /// use admission_core::http::{Problem, RefusalStatus};
+    ///
+    /// let cancelled = WorkError::<()>::Cancelled;
+    /// assert_eq!(Problem::work_error_status(&cancelled, RefusalStatus::TooManyRequests), 429);
+    /// assert_eq!(Problem::work_error_status(&WorkError::<()>::Panicked, RefusalStatus::default()), 500);
+    /// ```
+    pub fn work_error_status<E>(err: &WorkError<E>, status: RefusalStatus) -> u16 {
+        match err {
+            WorkError::Refused(_) | WorkError::Cancelled => status.code(),
+            WorkError::Failed(_) | WorkError::Panicked => 500,
         }
     }
 
@@ -289,6 +311,29 @@ mod tests {
         assert_eq!(body["retry_after"], 1);
         assert_eq!(body["status"], 503);
         assert_eq!(body["type"], "urn:admission:ADMISSION_SHUTTING_DOWN");
+    }
+
+    #[test]
+    fn the_status_alone_is_the_answers_status() {
+        let refusal = Refusal::new(intern("status-alone".to_owned()), Code::Saturated, 2);
+        let errors = [
+            WorkError::Refused(refusal),
+            WorkError::Failed(()),
+            WorkError::Panicked,
+            WorkError::Cancelled,
+        ];
+        for status in [
+            RefusalStatus::ServiceUnavailable,
+            RefusalStatus::TooManyRequests,
+        ] {
+            for err in &errors {
+                assert_eq!(
+                    Problem::work_error_status(err, status),
+                    Problem::work_error(err, status).status(),
+                    "{err:?} with {status:?}"
+                );
+            }
+        }
     }
 
     #[test]
