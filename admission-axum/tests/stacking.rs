@@ -121,3 +121,41 @@ async fn a_layer_directly_around_a_layer_holds_one_slot() {
     drop(response);
     assert_eq!(pools.pool(Class::Work).stats().in_use, 0);
 }
+
+/// Connection admission (`admission_axum::serve`) in front of request
+/// admission (`AdmissionLayer`): the two bounds compose. A held request holds
+/// its one work slot, the next is refused with `503` + `Retry-After` over the
+/// same server, and the slot comes back when the held one is answered.
+#[tokio::test]
+async fn connection_admission_and_the_layer_compose() {
+    let pools = RequestPools::new(1, 1).unwrap();
+    let (gate, mut control) = gate();
+    let router = Router::new()
+        .route("/held", post(held))
+        .layer(AdmissionLayer::new(pools.clone()))
+        .with_state(gate);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local address");
+    tokio::spawn(async move { admission_axum::serve(listener, router).await });
+
+    let url = format!("http://{addr}/held");
+    let first = tokio::spawn({
+        let url = url.clone();
+        async move { client().post(url).send().await.expect("first").status() }
+    });
+    control.entered(1).await;
+    assert_eq!(pools.pool(Class::Work).stats().in_use, 1);
+    let refused = client().post(&url).send().await.expect("second");
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    control.open(1);
+    let first = tokio::time::timeout(PATIENCE, first)
+        .await
+        .expect("answered in time")
+        .expect("request task");
+    assert_eq!(first, StatusCode::OK);
+    let work = pools.pool(Class::Work).clone();
+    eventually("the lease is back", || work.stats().in_use == 0).await;
+}
