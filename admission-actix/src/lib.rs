@@ -167,6 +167,7 @@
 pub mod body;
 mod classify;
 pub mod future;
+pub mod load_report;
 mod middleware;
 mod rejection;
 mod transform;

@@ -143,6 +143,7 @@ pub mod body;
 mod classify;
 pub mod future;
 mod layer;
+pub mod load_report;
 mod rejection;
 pub mod serve;
 mod service;

@@ -59,6 +59,7 @@
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod balancer;
 mod coalesce;
 mod error;
 pub mod http;
