@@ -64,6 +64,22 @@ pub enum ConfigError {
     /// Process-wide request pools were already installed (or created by a
     /// first use of `RequestPools::global`).
     GlobalAlreadySet,
+    /// A criticality's share is 0, above a more critical level's, or the
+    /// critical share is not 100.
+    ShareOutOfRange {
+        /// The pool's name.
+        pool: String,
+        /// The level whose share is wrong.
+        criticality: crate::Criticality,
+        /// The share asked for, in percent.
+        percent: u8,
+    },
+    /// A queue policy with no room (bound 0), a zero target, or a target
+    /// longer than its interval.
+    BadQueue {
+        /// The pool's name.
+        pool: String,
+    },
     /// The operating system refused to start a worker thread.
     Spawn {
         /// The pool's name.
@@ -108,6 +124,20 @@ impl fmt::Display for ConfigError {
             Self::GlobalAlreadySet => f.write_str(
                 "global request pools are already set: call `install_global` once, at startup, \
                  before the first request",
+            ),
+            Self::ShareOutOfRange {
+                pool,
+                criticality,
+                percent,
+            } => write!(
+                f,
+                "pool `{pool}` gives {criticality} work {percent}% of its slots: give each level \
+                 1 to 100%, no more than a more critical level, and critical 100%"
+            ),
+            Self::BadQueue { pool } => write!(
+                f,
+                "pool `{pool}` has a queue policy with bound 0, a zero target, or a target longer \
+                 than its interval"
             ),
             Self::Spawn { pool, kind } => {
                 write!(

@@ -13,6 +13,7 @@
 
 use std::fmt::Write as _;
 
+use crate::caller::Criticality;
 use crate::pool::WorkError;
 use crate::refusal::{Code, Refusal};
 
@@ -94,14 +95,15 @@ pub struct Problem {
 
 impl Problem {
     /// The answer to a refusal: `status`, `Retry-After` and a body naming
-    /// the code, the pool and the retry hint, and nothing else.
+    /// the code, the refused caller's criticality, the pool and the retry
+    /// hint, and nothing else.
     pub fn refusal(refusal: &Refusal, status: RefusalStatus) -> Problem {
         let secs = refusal.retry_after_secs();
         Problem::new(
             refusal.code().as_str(),
             refusal.code().title(),
             status.code(),
-            Some(refusal.pool()),
+            Some((refusal.pool(), refusal.criticality())),
             Some(secs),
         )
     }
@@ -163,7 +165,7 @@ impl Problem {
         code: &'static str,
         title: &'static str,
         status: u16,
-        pool: Option<&str>,
+        pool: Option<(&str, Criticality)>,
         retry_after: Option<u32>,
     ) -> Problem {
         Problem {
@@ -233,13 +235,14 @@ fn write_body(
     code: &str,
     title: &str,
     status: u16,
-    pool: Option<&str>,
+    refused: Option<(&str, Criticality)>,
     retry_after: Option<u32>,
 ) -> String {
-    let mut body = String::with_capacity(256 + pool.map_or(0, |p| 2 * p.len()));
+    let mut body = String::with_capacity(256 + refused.map_or(0, |(p, _)| 2 * p.len()));
     // Writing to a `String` cannot fail.
     let _ = write!(body, "{{\"code\":\"{code}\"");
-    if let Some(pool) = pool {
+    if let Some((pool, criticality)) = refused {
+        let _ = write!(body, ",\"criticality\":\"{criticality}\"");
         body.push_str(",\"detail\":\"pool `");
         push_json_escaped(&mut body, pool);
         body.push_str("` refused the request");
@@ -287,17 +290,23 @@ mod tests {
     #[test]
     fn the_refusal_body_is_valid_json_with_every_field() {
         for name in ["registry", "we\"ird\\name\n"] {
-            let refusal = Refusal::new(intern(name.to_owned()), Code::Saturated, 3);
+            let refusal = Refusal::new(
+                intern(name.to_owned()),
+                Code::Saturated,
+                Criticality::Sheddable,
+                3,
+            );
             let problem = Problem::refusal(&refusal, RefusalStatus::TooManyRequests);
             let body: serde_json::Value = serde_json::from_str(problem.body()).unwrap();
             assert_eq!(body["pool"], name);
             assert_eq!(body["code"], "ADMISSION_SATURATED");
             assert_eq!(body["retry_after"], 3);
+            assert_eq!(body["criticality"], "sheddable");
             assert_eq!(body["status"], 429);
             assert_eq!(body["title"], "Capacity exhausted");
             assert_eq!(body["type"], "urn:admission:ADMISSION_SATURATED");
             assert!(body["detail"].as_str().unwrap().contains("retry in 3 s"));
-            assert_eq!(body.as_object().unwrap().len(), 7);
+            assert_eq!(body.as_object().unwrap().len(), 8);
         }
     }
 
@@ -315,7 +324,12 @@ mod tests {
 
     #[test]
     fn the_status_alone_is_the_answers_status() {
-        let refusal = Refusal::new(intern("status-alone".to_owned()), Code::Saturated, 2);
+        let refusal = Refusal::new(
+            intern("status-alone".to_owned()),
+            Code::Saturated,
+            Criticality::Default,
+            2,
+        );
         let errors = [
             WorkError::Refused(refusal),
             WorkError::Failed(()),

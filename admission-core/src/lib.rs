@@ -60,6 +60,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod balancer;
+pub mod caller;
 mod coalesce;
 mod error;
 pub mod http;
@@ -81,6 +82,7 @@ pub mod stats {
     pub use crate::pool::stats::{DURATION_BUCKETS, PoolStats};
 }
 
+pub use crate::caller::{Caller, Criticality};
 pub use crate::coalesce::Coalescing;
 pub use crate::error::ConfigError;
 pub use crate::pool::{Admission, Pool, RegistryWork, WorkError};

@@ -5,8 +5,8 @@
 //! source the metrics reference (`docs/METRICS.md`) is generated from, each
 //! with the function that reads its value from a pool's snapshot, and a
 //! collector that reads snapshots at scrape time. It must never update a
-//! counter itself: the pools own their counts, this only renders them, with
-//! the one label `pool`.
+//! counter itself: the pools own their counts, this only renders them,
+//! labelled `pool` (and the refusal counter also `criticality`).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -17,6 +17,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::{Registry, Unit};
 
+use crate::Criticality;
 use crate::pool::{HasPools, Pool};
 use crate::stats::{DURATION_BUCKETS, PoolStats};
 
@@ -48,6 +49,9 @@ pub struct Metric {
     /// Reads a gauge's or counter's value from a snapshot; `None` for the
     /// histogram, which is read from the snapshot's buckets.
     read: Option<fn(&PoolStats) -> u64>,
+    /// For a counter split by criticality: its value per level, in the
+    /// order of [`Criticality::ALL`]; `read` then gives their sum.
+    by_criticality: Option<fn(&PoolStats) -> [u64; 3]>,
 }
 
 impl Metric {
@@ -79,6 +83,7 @@ impl Metric {
 }
 
 const POOL: &[&str] = &["pool"];
+const POOL_CRITICALITY: &[&str] = &["pool", "criticality"];
 
 /// Every metric family admission exports, in exposition order.
 pub const METRICS: &[Metric] = &[
@@ -88,6 +93,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Slots the pool has (its worker threads number the same).",
         labels: POOL,
+        by_criticality: None,
         read: Some(|s| s.capacity as u64),
     },
     Metric {
@@ -96,6 +102,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Slots held right now, by callers, running work or orphans.",
         labels: POOL,
+        by_criticality: None,
         read: Some(|s| s.in_use as u64),
     },
     Metric {
@@ -104,6 +111,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Work running on the pool's worker threads right now.",
         labels: POOL,
+        by_criticality: None,
         read: Some(|s| s.running as u64),
     },
     Metric {
@@ -112,14 +120,16 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Slots handed out.",
         labels: POOL,
+        by_criticality: None,
         read: Some(|s| s.admitted),
     },
     Metric {
         name: "admission_refused",
         kind: Kind::Counter,
         unit: None,
-        help: "Admissions refused (fail-fast, timed out, or pool closed).",
-        labels: POOL,
+        help: "Admissions refused (fail-fast, timed out, budget too short, or pool closed), by the refused caller's criticality.",
+        labels: POOL_CRITICALITY,
+        by_criticality: Some(|s| s.refused_by_criticality),
         read: Some(|s| s.refused),
     },
     Metric {
@@ -128,6 +138,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Work whose caller went away before it ended; it kept its slot until then.",
         labels: POOL,
+        by_criticality: None,
         read: Some(|s| s.orphaned),
     },
     Metric {
@@ -136,6 +147,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Orphaned work that returned an error or panicked.",
         labels: POOL,
+        by_criticality: None,
         read: Some(|s| s.orphan_failures),
     },
     Metric {
@@ -144,6 +156,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Work that panicked, orphaned or not.",
         labels: POOL,
+        by_criticality: None,
         read: Some(|s| s.panicked),
     },
     Metric {
@@ -152,6 +165,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Callers served by joining a coalesced walk instead of starting one.",
         labels: POOL,
+        by_criticality: None,
         read: Some(|s| s.coalesced),
     },
     Metric {
@@ -160,6 +174,7 @@ pub const METRICS: &[Metric] = &[
         unit: Some("seconds"),
         help: "How long work ran on a worker thread.",
         labels: POOL,
+        by_criticality: None,
         read: None,
     },
 ];
@@ -229,6 +244,16 @@ fn encode_one(
     stats: &PoolStats,
     encoder: &mut MetricEncoder<'_>,
 ) -> std::fmt::Result {
+    if let Some(split) = metric.by_criticality {
+        for (level, value) in Criticality::ALL.into_iter().zip(split(stats)) {
+            let labels = [
+                ("pool", stats.name.as_str()),
+                ("criticality", level.as_str()),
+            ];
+            ConstCounter::new(value).encode(encoder.encode_family(&labels)?)?;
+        }
+        return Ok(());
+    }
     let labels = [("pool", stats.name.as_str())];
     let mut series = encoder.encode_family(&labels)?;
     match (metric.kind, metric.read) {

@@ -10,6 +10,8 @@ use std::fmt;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
+use crate::caller::Criticality;
+
 /// A stable, documented reason for a refusal.
 ///
 /// The string forms (`ADMISSION_…`) are part of the public contract: logs,
@@ -41,17 +43,22 @@ pub enum Code {
     /// `ADMISSION_REENTRANT`: a task that holds every slot of a pool asked
     /// to wait for another, a wait that could never end.
     Reentrant,
+    /// `ADMISSION_BUDGET_TOO_SHORT`: the caller's deadline leaves less time
+    /// than the expected wait plus the pool's typical work; admitting it
+    /// would only make an orphan.
+    BudgetTooShort,
 }
 
 impl Code {
     /// Every code, in declaration order.
-    pub const ALL: [Code; 6] = [
+    pub const ALL: [Code; 7] = [
         Code::Saturated,
         Code::LeaseUnavailable,
         Code::ReservationExhausted,
         Code::WaitTimedOut,
         Code::ShuttingDown,
         Code::Reentrant,
+        Code::BudgetTooShort,
     ];
 
     /// The stable string form.
@@ -63,6 +70,7 @@ impl Code {
             Code::WaitTimedOut => "ADMISSION_WAIT_TIMEOUT",
             Code::ShuttingDown => "ADMISSION_SHUTTING_DOWN",
             Code::Reentrant => "ADMISSION_REENTRANT",
+            Code::BudgetTooShort => "ADMISSION_BUDGET_TOO_SHORT",
         }
     }
 
@@ -75,6 +83,7 @@ impl Code {
             Code::WaitTimedOut => "WaitTimedOut",
             Code::ShuttingDown => "ShuttingDown",
             Code::Reentrant => "Reentrant",
+            Code::BudgetTooShort => "BudgetTooShort",
         }
     }
 
@@ -87,6 +96,7 @@ impl Code {
             Code::WaitTimedOut => "Timed out waiting for capacity",
             Code::ShuttingDown => "Shutting down",
             Code::Reentrant => "Waiting on a slot the caller holds",
+            Code::BudgetTooShort => "Not enough time left for the work",
         }
     }
 }
@@ -119,16 +129,28 @@ impl fmt::Display for Code {
 pub struct Refusal {
     pool: &'static str,
     code: Code,
+    criticality: Criticality,
     retry_after_secs: u32,
 }
 
 impl Refusal {
-    pub(crate) fn new(pool: &'static str, code: Code, retry_after_secs: u32) -> Self {
+    pub(crate) fn new(
+        pool: &'static str,
+        code: Code,
+        criticality: Criticality,
+        retry_after_secs: u32,
+    ) -> Self {
         Self {
             pool,
             code,
+            criticality,
             retry_after_secs: retry_after_secs.max(1),
         }
+    }
+
+    /// The criticality of the caller that was refused.
+    pub fn criticality(&self) -> Criticality {
+        self.criticality
     }
 
     /// The name of the pool (or reservation, or request class) that refused.

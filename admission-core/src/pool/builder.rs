@@ -4,7 +4,9 @@
 //! setting out of range: every check runs in [`PoolBuilder::build`].
 
 use super::gate::Kind;
-use super::{Pool, RetryHint};
+use super::permits::Shares;
+use super::{Pool, QueuePolicy, RetryHint};
+use crate::caller::Criticality;
 use crate::error::ConfigError;
 
 /// Builds a [`Pool`]; every setting is checked in [`build`](Self::build).
@@ -36,6 +38,8 @@ pub struct PoolBuilder {
     name: String,
     capacity: usize,
     retry: RetryHint,
+    shares: Shares,
+    queue: Option<QueuePolicy>,
 }
 
 impl PoolBuilder {
@@ -44,12 +48,48 @@ impl PoolBuilder {
             name: name.into(),
             capacity: 1,
             retry: RetryHint::default(),
+            shares: Shares::default(),
+            queue: None,
         }
     }
 
     /// The number of slots and worker threads (default 1).
     pub fn capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity;
+        self
+    }
+
+    /// The share of the slots `criticality` may fill, in percent: work of
+    /// that level is admitted only while fewer slots than that share are in
+    /// use (at least one slot). Defaults: critical and default 100,
+    /// sheddable 50. Critical stays 100, and no level may have more than a
+    /// more critical one; [`build`](Self::build) refuses anything else.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Criticality, Pool};
+    ///
+    /// // Keep a quarter of the pool for critical work.
+    /// let pool = Pool::builder("registry")
+    ///     .capacity(8)
+    ///     .share(Criticality::Default, 75)
+    ///     .share(Criticality::Sheddable, 25)
+    ///     .build();
+    /// assert!(pool.is_ok());
+    /// let wrong = Pool::builder("registry").share(Criticality::Sheddable, 0).build();
+    /// assert!(wrong.is_err());
+    /// ```
+    pub fn share(mut self, criticality: Criticality, percent: u8) -> Self {
+        self.shares.set(criticality, percent);
+        self
+    }
+
+    /// The bounded queue [`Admission::Queue`](crate::Admission::Queue)
+    /// callers wait in (default:
+    /// [`QueuePolicy::for_capacity`]).
+    pub fn queue(mut self, queue: QueuePolicy) -> Self {
+        self.queue = Some(queue);
         self
     }
 
@@ -67,11 +107,25 @@ impl PoolBuilder {
     /// [`MAX_CAPACITY`](crate::pool::MAX_CAPACITY), or a retry hint below
     /// 1 s.
     pub fn build(self) -> Result<Pool, ConfigError> {
-        Pool::from_parts(self.name, self.capacity, self.retry, Kind::Pool)
+        Pool::from_parts(
+            self.name,
+            self.capacity,
+            self.retry,
+            self.shares,
+            self.queue,
+            Kind::Pool,
+        )
     }
 
     /// Builds the pool behind a loop owner's reservation.
     pub(crate) fn build_reservation(self) -> Result<Pool, ConfigError> {
-        Pool::from_parts(self.name, self.capacity, self.retry, Kind::Reservation)
+        Pool::from_parts(
+            self.name,
+            self.capacity,
+            self.retry,
+            self.shares,
+            self.queue,
+            Kind::Reservation,
+        )
     }
 }

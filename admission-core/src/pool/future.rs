@@ -89,7 +89,8 @@ impl<T, E> Drop for WorkFuture<T, E> {
         // here, before the slot it carries is released.
         self.rx.close();
         if let Ok((result, hold)) = self.rx.try_recv() {
-            report_orphan(&self.pool, &result);
+            // The work ended while its caller was still there.
+            report_orphan(&self.pool, &result, std::time::Duration::ZERO);
             drop(hold);
         }
     }

@@ -8,13 +8,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, TryAcquireError};
-
 use super::holders::{Cell, Holders};
+use super::permits::{Enqueued, NoSlot, Patience, Permits, QueuePolicy, Shares, Ticket};
 use super::retry::Estimator;
 use super::stats::Counters;
 use super::workers::{Closed, Job as QueuedJob, Workers};
 use super::{PoolBuilder, PoolStats, RegistryWork, RetryHint, Slot, WorkError};
+use crate::caller::{Caller, Criticality};
 use crate::error::ConfigError;
 use crate::refusal::{Code, Refusal};
 
@@ -51,6 +51,13 @@ pub enum Admission {
     /// Wait for a slot at most this long, then refuse with
     /// `ADMISSION_WAIT_TIMEOUT`.
     WaitFor(Duration),
+    /// Wait in the pool's bounded queue (see
+    /// [`QueuePolicy`](crate::pool::QueuePolicy)): ordinary bursts are
+    /// served instead of refused, and under overload a caller is refused
+    /// with `ADMISSION_SATURATED` (the queue is full) or
+    /// `ADMISSION_WAIT_TIMEOUT` (it waited the queue's limit) at that
+    /// moment, never answered late.
+    Queue,
 }
 
 /// A named set of N slots and the N worker threads that run its work.
@@ -106,7 +113,7 @@ struct PoolInner {
     name: &'static str,
     kind: Kind,
     capacity: usize,
-    semaphore: Semaphore,
+    permits: Permits<Grant>,
     holders: Holders,
     counters: Counters,
     /// What the pool has seen of its work, and the retry hint from it.
@@ -153,6 +160,8 @@ impl Pool {
         name: String,
         capacity: usize,
         retry: RetryHint,
+        shares: Shares,
+        queue: Option<QueuePolicy>,
         kind: Kind,
     ) -> Result<Pool, ConfigError> {
         if name.is_empty() {
@@ -170,6 +179,17 @@ impl Pool {
         if !retry.is_valid() {
             return Err(ConfigError::RetryHintTooSmall { pool: name });
         }
+        let limits = shares.limits(capacity).map_err(|(criticality, percent)| {
+            ConfigError::ShareOutOfRange {
+                pool: name.clone(),
+                criticality,
+                percent,
+            }
+        })?;
+        let queue = queue.unwrap_or(QueuePolicy::for_capacity(capacity));
+        if !queue.is_valid() {
+            return Err(ConfigError::BadQueue { pool: name });
+        }
         let name = crate::refusal::intern(name);
         let workers = Workers::spawn(name, capacity).map_err(|err| ConfigError::Spawn {
             pool: name.to_string(),
@@ -180,7 +200,7 @@ impl Pool {
                 name,
                 kind,
                 capacity,
-                semaphore: Semaphore::new(capacity),
+                permits: Permits::new(capacity, limits, queue),
                 holders: Holders::new(capacity),
                 counters: Counters::default(),
                 retry: Estimator::new(retry.rule(), capacity),
@@ -248,13 +268,30 @@ impl Pool {
 
     #[inline]
     fn take_permit(&self, saturated: Code) -> Result<(), Refusal> {
-        match self.inner.semaphore.try_acquire() {
-            Ok(permit) => {
-                permit.forget();
-                Ok(())
-            }
-            Err(TryAcquireError::NoPermits) => Err(self.refuse(saturated)),
-            Err(TryAcquireError::Closed) => Err(self.refuse(Code::ShuttingDown)),
+        let caller = Caller::current();
+        if caller.deadline().is_some() {
+            self.budget_left(&caller)?;
+        }
+        match self.inner.permits.try_acquire(caller.criticality()) {
+            Ok(()) => Ok(()),
+            Err(NoSlot::Full) => Err(self.refuse(saturated)),
+            Err(NoSlot::Closed) => Err(self.refuse(Code::ShuttingDown)),
+        }
+    }
+
+    /// The caller's time left once the pool's typical work is done, or a
+    /// refusal when that is none: admitting would only make an orphan.
+    /// The typical work is the median of the pool's recent durations: the
+    /// question is whether this caller is more likely than not to get its
+    /// answer in time, and a median is not moved by a few slow outliers.
+    fn budget_left(&self, caller: &Caller) -> Result<Option<Duration>, Refusal> {
+        let Some(remaining) = caller.remaining() else {
+            return Ok(None);
+        };
+        let work = self.inner.retry.typical();
+        match remaining.checked_sub(work) {
+            Some(left) if !remaining.is_zero() => Ok(Some(left)),
+            _ => Err(self.refuse(Code::BudgetTooShort)),
         }
     }
 
@@ -290,27 +327,80 @@ impl Pool {
     /// # }
     /// ```
     pub async fn admit(&self) -> Result<Slot, Refusal> {
-        self.wait_for_permit().await?;
+        self.wait_for_permit(Patience::Patient, None).await?;
         Ok(Slot::new(self.clone(), self.inner.holders.claim()))
     }
 
-    /// Waits for a permit, refusing a task that holds every slot of this
-    /// pool.
-    async fn wait_for_permit(&self) -> Result<(), Refusal> {
-        match self.inner.semaphore.try_acquire() {
-            Ok(permit) => {
-                permit.forget();
-                return Ok(());
-            }
-            Err(TryAcquireError::Closed) => return Err(self.refuse(Code::ShuttingDown)),
-            Err(TryAcquireError::NoPermits) if self.inner.holders.current_task_holds_all() => {
+    /// Waits in line for a permit, at most `limit` (a queued caller at most
+    /// the queue's limit), never past the caller's deadline less the typical
+    /// work, and refuses a task that holds every slot of this pool.
+    async fn wait_for_permit(
+        &self,
+        patience: Patience,
+        mut limit: Option<Duration>,
+    ) -> Result<(), Refusal> {
+        let caller = Caller::current();
+        let level = caller.criticality();
+        let left = self.budget_left(&caller)?;
+        match self.inner.permits.try_acquire(level) {
+            Ok(()) => return Ok(()),
+            Err(NoSlot::Closed) => return Err(self.refuse(Code::ShuttingDown)),
+            Err(NoSlot::Full) if self.inner.holders.current_task_holds_all() => {
                 return Err(self.refuse(Code::Reentrant));
             }
-            Err(TryAcquireError::NoPermits) => {}
+            Err(NoSlot::Full) => {}
         }
-        match self.inner.semaphore.acquire().await {
-            Ok(permit) => {
-                permit.forget();
+        let Ticket {
+            id,
+            grant,
+            ahead,
+            standing,
+        } = match self.inner.permits.enqueue(level, patience) {
+            Enqueued::Acquired => return Ok(()),
+            Enqueued::Closed => return Err(self.refuse(Code::ShuttingDown)),
+            Enqueued::Full => return Err(self.refuse(self.saturated_code())),
+            Enqueued::Waiting(ticket) => ticket,
+        };
+        let place = Place {
+            pool: self,
+            level,
+            patience,
+            id,
+            armed: true,
+        };
+        if patience == Patience::Queued {
+            let queue = self.inner.permits.queue();
+            limit = Some(if standing {
+                queue.target
+            } else {
+                queue.interval
+            });
+        }
+        if let Some(left) = left {
+            // The callers ahead share the slots: each round of them takes
+            // about the typical work.
+            #[expect(clippy::cast_precision_loss, reason = "a few thousand waiters at most")]
+            let rounds = ahead as f64 / self.inner.capacity as f64;
+            if left < self.inner.retry.typical().mul_f64(rounds) {
+                drop(place);
+                return Err(self.refuse(Code::BudgetTooShort));
+            }
+            limit = Some(limit.map_or(left, |limit| limit.min(left)));
+        }
+        let granted = match limit {
+            None => grant.await,
+            Some(limit) => match tokio::time::timeout(limit, grant).await {
+                Ok(granted) => granted,
+                Err(_elapsed) => {
+                    drop(place);
+                    return Err(self.refuse(Code::WaitTimedOut));
+                }
+            },
+        };
+        place.disarm();
+        match granted {
+            Ok(grant) => {
+                grant.keep();
                 Ok(())
             }
             Err(_closed) => Err(self.refuse(Code::ShuttingDown)),
@@ -353,10 +443,9 @@ impl Pool {
     /// # }
     /// ```
     pub async fn admit_timeout(&self, timeout: Duration) -> Result<Slot, Refusal> {
-        match tokio::time::timeout(timeout, self.admit()).await {
-            Ok(admitted) => admitted,
-            Err(_elapsed) => Err(self.refuse(Code::WaitTimedOut)),
-        }
+        self.wait_for_permit(Patience::Patient, Some(timeout))
+            .await?;
+        Ok(Slot::new(self.clone(), self.inner.holders.claim()))
     }
 
     /// Takes a slot the way `admission` says.
@@ -388,6 +477,10 @@ impl Pool {
             Admission::FailFast => self.try_admit(),
             Admission::Wait => self.admit().await,
             Admission::WaitFor(timeout) => self.admit_timeout(timeout).await,
+            Admission::Queue => {
+                self.wait_for_permit(Patience::Queued, None).await?;
+                Ok(Slot::new(self.clone(), self.inner.holders.claim()))
+            }
         }
     }
 
@@ -432,21 +525,23 @@ impl Pool {
     ) -> Result<W::Output, WorkError<W::Error>> {
         let slot = match admission {
             Admission::FailFast => self.try_admit_for_work(self.saturated_code())?,
-            Admission::Wait => self.admit_for_work(None).await?,
-            Admission::WaitFor(timeout) => self.admit_for_work(Some(timeout)).await?,
+            Admission::Wait => self.admit_for_work(Patience::Patient, None).await?,
+            Admission::WaitFor(timeout) => {
+                self.admit_for_work(Patience::Patient, Some(timeout))
+                    .await?
+            }
+            Admission::Queue => self.admit_for_work(Patience::Queued, None).await?,
         };
         slot.offload(work).await
     }
 
     /// A waiting admission for a slot that goes straight into work.
-    async fn admit_for_work(&self, timeout: Option<Duration>) -> Result<Slot, Refusal> {
-        match timeout {
-            None => self.wait_for_permit().await?,
-            Some(timeout) => match tokio::time::timeout(timeout, self.wait_for_permit()).await {
-                Ok(admitted) => admitted?,
-                Err(_elapsed) => return Err(self.refuse(Code::WaitTimedOut)),
-            },
-        }
+    async fn admit_for_work(
+        &self,
+        patience: Patience,
+        limit: Option<Duration>,
+    ) -> Result<Slot, Refusal> {
+        self.wait_for_permit(patience, limit).await?;
         Ok(Slot::new(self.clone(), None))
     }
 
@@ -524,7 +619,7 @@ impl Pool {
     /// assert!(!Pool::new("registry", 1).unwrap().is_closed());
     /// ```
     pub fn is_closed(&self) -> bool {
-        self.inner.semaphore.is_closed()
+        self.inner.permits.is_closed()
     }
 
     /// Whether two handles are the same pool.
@@ -545,14 +640,13 @@ impl Pool {
     /// A refusal with `code`, counted.
     #[inline]
     pub(crate) fn refuse(&self, code: Code) -> Refusal {
-        self.inner.counters.count_refusal();
-        Refusal::new(self.inner.name, code, self.retry_after_secs())
+        let criticality = Caller::current().criticality();
+        self.inner.counters.count_refusal(criticality);
+        Refusal::new(self.inner.name, code, criticality, self.retry_after_secs())
     }
 
     fn in_use(&self) -> usize {
-        self.inner
-            .capacity
-            .saturating_sub(self.inner.semaphore.available_permits())
+        self.inner.permits.in_use()
     }
 
     pub(crate) fn counters(&self) -> &Counters {
@@ -566,7 +660,20 @@ impl Pool {
             self.inner.holders.clear(cell);
         }
         self.inner.counters.count_release();
-        self.inner.semaphore.add_permits(1);
+        let mut next = self.inner.permits.release();
+        while let Some(waiter) = next {
+            match waiter.send(Grant {
+                pool: Some(self.clone()),
+            }) {
+                Ok(()) => return,
+                // The waiter has gone: the slot is still counted in use,
+                // and goes to the next one or back to the pool.
+                Err(grant) => {
+                    grant.keep();
+                    next = self.inner.permits.release();
+                }
+            }
+        }
     }
 
     /// Frees a slot's holder cell: the slot moved into work, no task holds it.
@@ -584,7 +691,58 @@ impl Pool {
     /// its futures resolve as cancelled) and hands over the worker threads
     /// to join. A second call finds nothing left to hand over.
     pub(crate) fn close(&self) -> Closed {
-        self.inner.semaphore.close();
+        self.inner.permits.close();
         self.inner.workers.close()
+    }
+}
+
+/// A slot handed to a waiter: kept when the waiter takes it, given back to
+/// the pool when dropped unused (the waiter had gone, or gave up at that
+/// very moment).
+#[derive(Debug)]
+pub(crate) struct Grant {
+    pool: Option<Pool>,
+}
+
+impl Grant {
+    /// The slot is the receiver's now (or is passed on by the releaser).
+    fn keep(mut self) {
+        self.pool = None;
+    }
+}
+
+impl Drop for Grant {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            pool.release(None);
+        }
+    }
+}
+
+/// A waiter's place in line, left when the wait ends without a slot (it
+/// timed out, or its future was dropped).
+struct Place<'a> {
+    pool: &'a Pool,
+    level: Criticality,
+    patience: Patience,
+    id: u64,
+    armed: bool,
+}
+
+impl Place<'_> {
+    /// The waiter was answered: nothing to leave.
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.pool
+                .inner
+                .permits
+                .cancel(self.level, self.patience, self.id);
+        }
     }
 }

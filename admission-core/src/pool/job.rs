@@ -13,6 +13,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 
@@ -105,9 +106,10 @@ impl<W: RegistryWork> Job<W> {
                 Err(WorkError::Panicked)
             }
         };
-        counters.finish(pool.estimator().finished(started));
+        let took = pool.estimator().finished(started);
+        counters.finish(took);
         if let Err((result, hold)) = deliver(result, hold) {
-            report_orphan(&pool, &result);
+            report_orphan(&pool, &result, took);
             drop(hold);
         }
     }
@@ -116,8 +118,8 @@ impl<W: RegistryWork> Job<W> {
 /// Counts an orphan and reports its failure, once: called either by the job
 /// (the caller had gone) or by the dropped future (the result arrived but
 /// was never taken), never both.
-pub(crate) fn report_orphan<T, E>(pool: &Pool, result: &Result<T, WorkError<E>>) {
-    pool.counters().count_orphan(result.is_err());
+pub(crate) fn report_orphan<T, E>(pool: &Pool, result: &Result<T, WorkError<E>>, ran: Duration) {
+    pool.counters().count_orphan(result.is_err(), ran);
     if let Err(err) = result {
         tracing::warn!(
             pool = pool.static_name(),

@@ -8,6 +8,8 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
+use crate::caller::Criticality;
+
 /// Upper bounds, in seconds, of the work-duration histogram buckets.
 pub const DURATION_BUCKETS: [f64; 12] = [
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -45,6 +47,10 @@ pub struct PoolStats {
     pub released: u64,
     /// Admissions refused (fail-fast, timed out or closed).
     pub refused: u64,
+    /// Refusals by the refused caller's criticality, in the order of
+    /// [`Criticality::ALL`](crate::Criticality::ALL) (critical, default,
+    /// sheddable).
+    pub refused_by_criticality: [u64; 3],
     /// Work currently running on a worker thread.
     pub running: usize,
     /// The most work ever seen running at once.
@@ -55,6 +61,9 @@ pub struct PoolStats {
     pub orphaned: u64,
     /// Orphaned work that returned an error or panicked.
     pub orphan_failures: u64,
+    /// The time orphaned work ran in all: slot time spent on answers no
+    /// caller was waiting for once they came.
+    pub orphaned_time: Duration,
     /// Work that panicked (orphaned or not).
     pub panicked: u64,
     /// Callers served by joining a coalesced walk instead of starting one.
@@ -109,6 +118,8 @@ fn shard() -> usize {
 pub(crate) struct Counters {
     released: Sharded,
     refused: Sharded,
+    refused_by: [AtomicU64; 3],
+    orphaned_micros: AtomicU64,
     running: AtomicUsize,
     peak_running: AtomicUsize,
     finished: AtomicU64,
@@ -130,8 +141,9 @@ impl Counters {
 
     /// An admission was refused.
     #[inline]
-    pub(crate) fn count_refusal(&self) {
+    pub(crate) fn count_refusal(&self, criticality: Criticality) {
         self.refused.add(1);
+        self.refused_by[criticality.index()].fetch_add(1, Relaxed);
     }
 
     /// Work panicked.
@@ -146,8 +158,9 @@ impl Counters {
 
     /// Work outlived its caller; `failed` when it ended in an error or a
     /// panic.
-    pub(crate) fn count_orphan(&self, failed: bool) {
+    pub(crate) fn count_orphan(&self, failed: bool, ran: Duration) {
         self.orphaned.fetch_add(1, Relaxed);
+        self.orphaned_micros.fetch_add(micros(ran), Relaxed);
         if failed {
             self.orphan_failures.fetch_add(1, Relaxed);
         }
@@ -163,7 +176,7 @@ impl Counters {
     pub(crate) fn finish(&self, took: Duration) {
         self.running.fetch_sub(1, Relaxed);
         self.finished.fetch_add(1, Relaxed);
-        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let micros = micros(took);
         let secs = took.as_secs_f64();
         if let Some(i) = DURATION_BUCKETS.iter().position(|&b| secs <= b) {
             self.buckets[i].fetch_add(1, Relaxed);
@@ -198,11 +211,13 @@ impl Counters {
             admitted: released + in_use as u64,
             released,
             refused: self.refused.sum(),
+            refused_by_criticality: self.refused_by.each_ref().map(|n| n.load(Relaxed)),
             running: self.running.load(Relaxed),
             peak_running: self.peak_running.load(Relaxed),
             finished: self.finished.load(Relaxed),
             orphaned: self.orphaned.load(Relaxed),
             orphan_failures: self.orphan_failures.load(Relaxed),
+            orphaned_time: Duration::from_micros(self.orphaned_micros.load(Relaxed)),
             panicked: self.panicked.load(Relaxed),
             coalesced: self.coalesced.load(Relaxed),
             recent_work,
@@ -210,4 +225,8 @@ impl Counters {
             duration_sum: Duration::from_micros(self.sum_micros.load(Relaxed)),
         }
     }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }

@@ -66,6 +66,9 @@ pub struct Shutdown {
 struct Inner {
     deadline: Duration,
     stop: CancellationToken,
+    /// Cancelled when readiness is withdrawn; a child of `stop`, so
+    /// shutdown withdraws it too ([`crate::balancer::Readiness`]).
+    ready: CancellationToken,
     pools: Mutex<Vec<Registered>>,
     loops: Mutex<Vec<JoinHandle<()>>>,
     report: OnceCell<ShutdownReport>,
@@ -117,10 +120,12 @@ impl Shutdown {
     }
 
     fn with_deadline(deadline: Duration) -> Shutdown {
+        let stop = CancellationToken::new();
         Shutdown {
             inner: Arc::new(Inner {
                 deadline,
-                stop: CancellationToken::new(),
+                ready: stop.child_token(),
+                stop,
                 pools: Mutex::new(Vec::new()),
                 loops: Mutex::new(Vec::new()),
                 report: OnceCell::new(),
@@ -223,6 +228,13 @@ impl Shutdown {
     /// ```
     pub fn stop_token(&self) -> CancellationToken {
         self.inner.stop.clone()
+    }
+
+    /// The token every [`Readiness`](crate::balancer::Readiness) of this
+    /// shutdown shares: cancelled when readiness is withdrawn or shutdown
+    /// begins, whichever comes first.
+    pub(crate) fn readiness_token(&self) -> CancellationToken {
+        self.inner.ready.clone()
     }
 
     /// Starts a lifespan loop: `make` gets a token that is cancelled when

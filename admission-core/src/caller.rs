@@ -1,0 +1,273 @@
+//! Who is asking: the criticality and the deadline an admission carries.
+//!
+//! This module owns [`Criticality`], [`Caller`] and the task-local that
+//! carries the caller through a request, so that every admission inside it
+//! (a lease, `Pool::run`, a coalesced walk) is made on the request's behalf
+//! without being passed down by hand. It must never decide an admission
+//! (the pool does) and never hold a user value: a caller is a level and an
+//! instant, nothing a client wrote.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::task::futures::TaskLocalFuture;
+use tokio::time::Instant;
+
+/// How much a caller's work matters when the pool is short of slots.
+///
+/// A pool admits [`Sheddable`](Self::Sheddable) work only while fewer than
+/// its sheddable share of slots are in use (half by default), and
+/// [`Default`](Self::Default) and [`Critical`](Self::Critical) work up to
+/// their own shares (the whole pool by default; see
+/// [`PoolBuilder::share`](crate::pool::PoolBuilder::share)). Waiting callers
+/// are served critical first, then default, then sheddable.
+///
+/// # Examples
+///
+/// ```
+/// use admission_core::Criticality;
+///
+/// assert_eq!(Criticality::parse("sheddable"), Some(Criticality::Sheddable));
+/// assert_eq!(Criticality::parse("CRITICAL"), Some(Criticality::Critical));
+/// // Unknown values are not an error: callers treat them as the default.
+/// assert_eq!(Criticality::parse("urgent!!").unwrap_or_default(), Criticality::Default);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub enum Criticality {
+    /// Work the product cannot do without (a checkout, a health answer the
+    /// balancer acts on): served first, may use every slot.
+    Critical,
+    /// Ordinary work; what a caller that says nothing is.
+    #[default]
+    Default,
+    /// Work that can be dropped first under overload (prefetch, batch
+    /// scrapes, retries of best-effort calls).
+    Sheddable,
+}
+
+impl Criticality {
+    /// Every level, most critical first (the order waiters are served in).
+    pub const ALL: [Criticality; 3] = [
+        Criticality::Critical,
+        Criticality::Default,
+        Criticality::Sheddable,
+    ];
+
+    /// The stable lowercase name: `critical`, `default`, `sheddable` (the
+    /// header value, the problem body's field, the metrics label).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Criticality::Critical => "critical",
+            Criticality::Default => "default",
+            Criticality::Sheddable => "sheddable",
+        }
+    }
+
+    /// Reads a level from its name, ASCII case-insensitively; anything else
+    /// is `None` (callers treat it as [`Criticality::Default`], never as an
+    /// error).
+    pub fn parse(value: &str) -> Option<Criticality> {
+        Criticality::ALL
+            .into_iter()
+            .find(|level| value.eq_ignore_ascii_case(level.as_str()))
+    }
+
+    /// The level's position in [`Criticality::ALL`].
+    pub(crate) const fn index(self) -> usize {
+        match self {
+            Criticality::Critical => 0,
+            Criticality::Default => 1,
+            Criticality::Sheddable => 2,
+        }
+    }
+}
+
+impl fmt::Display for Criticality {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who an admission is made for: a [`Criticality`] and, if the client said
+/// how long it will wait, a deadline.
+///
+/// Adapters build one per request from its headers and run the request
+/// under it ([`Caller::scope`]); every admission inside (the request's
+/// lease, [`Pool::run`](crate::Pool::run), [`Coalescing::run`](crate::Coalescing::run))
+/// reads it with [`Caller::current`]. Outside any scope the caller is
+/// default criticality with no deadline.
+///
+/// With a deadline, a pool refuses at once with `ADMISSION_BUDGET_TOO_SHORT`
+/// when the time left is shorter than the expected wait plus the pool's
+/// typical work time (the median of its recent work), since admitting the
+/// call would only make an orphan; and no wait for a slot outlasts the
+/// deadline.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admission_core::{Admission, Caller, Code, Criticality, Pool, WorkError};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let pool = Pool::new("registry", 2).unwrap();
+/// let _held = pool.try_admit().unwrap(); // one of two slots in use
+///
+/// // Sheddable work may use half the pool: refused, and the refusal says so.
+/// let shed = Caller::new(Criticality::Sheddable)
+///     .scope(pool.run(|| Ok::<_, std::fmt::Error>(()), Admission::FailFast))
+///     .await;
+/// match shed {
+///     Err(WorkError::Refused(refusal)) => {
+///         assert_eq!(refusal.code(), Code::Saturated);
+///         assert_eq!(refusal.criticality(), Criticality::Sheddable);
+///     }
+///     other => panic!("expected a refusal, got {other:?}"),
+/// }
+///
+/// // Default work still gets the second slot.
+/// let ran = Caller::new(Criticality::Default)
+///     .with_budget(Duration::from_secs(5))
+///     .scope(pool.run(|| Ok::<_, std::fmt::Error>(7), Admission::FailFast))
+///     .await;
+/// assert_eq!(ran, Ok(7));
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Caller {
+    criticality: Criticality,
+    deadline: Option<Instant>,
+}
+
+tokio::task_local! {
+    static CALLER: Caller;
+}
+
+impl Caller {
+    /// A caller of this criticality with no deadline.
+    pub const fn new(criticality: Criticality) -> Caller {
+        Caller {
+            criticality,
+            deadline: None,
+        }
+    }
+
+    /// The same caller with a deadline `budget` from now (the time the
+    /// client said it will wait).
+    #[must_use]
+    pub fn with_budget(self, budget: Duration) -> Caller {
+        let now = Instant::now();
+        self.with_deadline(
+            now.checked_add(budget)
+                .unwrap_or(now + Duration::from_secs(86_400 * 365)),
+        )
+    }
+
+    /// The same caller with this deadline; the earlier one wins when it
+    /// already had one (a nested call cannot lengthen its client's wait).
+    #[must_use]
+    pub fn with_deadline(self, deadline: Instant) -> Caller {
+        let deadline = match self.deadline {
+            Some(earlier) => earlier.min(deadline),
+            None => deadline,
+        };
+        Caller {
+            deadline: Some(deadline),
+            ..self
+        }
+    }
+
+    /// The caller's criticality.
+    pub const fn criticality(&self) -> Criticality {
+        self.criticality
+    }
+
+    /// The caller's deadline, if it has one.
+    pub const fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// The time left before the deadline (zero once it passed), if the
+    /// caller has one.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline
+            .map(|deadline| deadline.saturating_duration_since(Instant::now()))
+    }
+
+    /// The caller the current task runs for: the innermost [`Caller::scope`],
+    /// or default criticality with no deadline outside any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Caller, Criticality};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// assert_eq!(Caller::current().criticality(), Criticality::Default);
+    /// let inside = Caller::new(Criticality::Critical)
+    ///     .scope(async { Caller::current().criticality() })
+    ///     .await;
+    /// assert_eq!(inside, Criticality::Critical);
+    /// # }
+    /// ```
+    pub fn current() -> Caller {
+        CALLER.try_with(|caller| *caller).unwrap_or_default()
+    }
+
+    /// Runs `future` for this caller: every admission inside it is made at
+    /// this criticality and within this deadline.
+    ///
+    /// # Cancel safety
+    ///
+    /// The returned future is as cancel-safe as `future`; dropping it drops
+    /// `future`, and the caller with it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Caller, Criticality};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let level = Caller::new(Criticality::Sheddable)
+    ///     .scope(async { Caller::current().criticality() })
+    ///     .await;
+    /// assert_eq!(level, Criticality::Sheddable);
+    /// # }
+    /// ```
+    pub fn scope<F: Future>(self, future: F) -> WithCaller<F> {
+        WithCaller {
+            inner: CALLER.scope(self, future),
+        }
+    }
+
+    /// Runs the synchronous `call` for this caller (an inner service's
+    /// `call`, which may admit in turn), for adapters.
+    #[doc(hidden)]
+    pub fn scope_sync<R>(self, call: impl FnOnce() -> R) -> R {
+        CALLER.sync_scope(self, call)
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A future run for a [`Caller`]; see [`Caller::scope`].
+    #[must_use = "futures do nothing unless polled"]
+    #[derive(Debug)]
+    pub struct WithCaller<F> {
+        #[pin]
+        inner: TaskLocalFuture<Caller, F>,
+    }
+}
+
+impl<F: Future> Future for WithCaller<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.project().inner.poll(cx)
+    }
+}

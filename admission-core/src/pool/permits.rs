@@ -1,0 +1,448 @@
+//! How many of a pool's slots are in use, who may take the next one, and
+//! the line of callers waiting for one.
+//!
+//! This module owns [`Permits`]: the count of slots in use, the share each
+//! [`Criticality`] may fill, the waiters (most critical first; within a
+//! level, patient waiters first, then the bounded queue: oldest first, or
+//! newest first once the queue has stood longer than its interval) and the
+//! handoff of a released slot to the next waiter. It must never count more
+//! slots in use than the capacity, never lose a released slot (a slot handed
+//! to a waiter that has gone comes back through its grant's drop), and
+//! never block: its lock is held for a few pointer moves, never across an
+//! await or a user callback.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::caller::Criticality;
+use crate::loom::sync::Mutex;
+use crate::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+
+/// A pool's waiting queue for [`Admission::Queue`](crate::Admission::Queue)
+/// callers: how many may wait, and how long.
+///
+/// While the queue keeps emptying, a queued caller waits at most
+/// `interval`. Once it has not been empty for longer than `interval` (a
+/// standing queue: the pool is overloaded, not bursty), newcomers wait at
+/// most `target` and are served newest first, so the callers still waiting
+/// are the ones whose clients are still there (the adaptive-LIFO queue of
+/// CoDel's idea that Meta describes in "Fail at Scale"). A caller the queue
+/// cannot take, or one that waited its limit out, is refused like a
+/// fail-fast caller, at that moment.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admission_core::Pool;
+/// use admission_core::pool::QueuePolicy;
+///
+/// let pool = Pool::builder("registry")
+///     .capacity(2)
+///     .queue(QueuePolicy {
+///         bound: 8,
+///         target: Duration::from_millis(5),
+///         interval: Duration::from_millis(100),
+///     })
+///     .build()
+///     .unwrap();
+/// assert_eq!(pool.capacity(), 2);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueuePolicy {
+    /// How many callers may wait in the queue at once; the next is refused.
+    pub bound: usize,
+    /// The longest a newcomer waits once the queue stands.
+    pub target: Duration,
+    /// How long the queue may go without emptying before it counts as
+    /// standing; also the longest any queued caller waits.
+    pub interval: Duration,
+}
+
+impl QueuePolicy {
+    /// The default for a pool of `capacity` slots: four waiters per slot,
+    /// a 5 ms target and a 100 ms interval (CoDel's and Meta's figures).
+    pub const fn for_capacity(capacity: usize) -> QueuePolicy {
+        QueuePolicy {
+            bound: capacity.saturating_mul(4),
+            target: Duration::from_millis(5),
+            interval: Duration::from_millis(100),
+        }
+    }
+
+    pub(crate) fn is_valid(self) -> bool {
+        self.bound > 0 && !self.target.is_zero() && self.target <= self.interval
+    }
+}
+
+/// The share of a pool's slots each [`Criticality`] may fill, in percent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Shares {
+    percent: [u8; 3],
+}
+
+impl Default for Shares {
+    /// Critical and default work may fill the pool; sheddable work half of
+    /// it. A default share below 100% would leave slots idle for a service
+    /// that marks nothing (every caller is default), and on a 2-slot pool
+    /// it would halve the capacity of ordinary traffic.
+    fn default() -> Self {
+        Shares {
+            percent: [100, 100, 50],
+        }
+    }
+}
+
+impl Shares {
+    pub(crate) fn set(&mut self, level: Criticality, percent: u8) {
+        self.percent[level.index()] = percent;
+    }
+
+    /// The slots in use at or above which each level is refused: at least
+    /// one slot per level, critical always the whole pool, and no level
+    /// above a more critical one.
+    pub(crate) fn limits(self, capacity: usize) -> Result<[usize; 3], (Criticality, u8)> {
+        let mut limits = [capacity; 3];
+        for level in Criticality::ALL {
+            let percent = self.percent[level.index()];
+            let above = match level {
+                Criticality::Critical => 100,
+                Criticality::Default => self.percent[0],
+                Criticality::Sheddable => self.percent[1],
+            };
+            if percent == 0 || percent > above || (level == Criticality::Critical && percent != 100)
+            {
+                return Err((level, percent));
+            }
+            limits[level.index()] = (capacity * usize::from(percent) / 100).max(1);
+        }
+        Ok(limits)
+    }
+}
+
+/// Why a slot could not be taken at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NoSlot {
+    /// The caller's share of the pool is in use.
+    Full,
+    /// The pool is closed.
+    Closed,
+}
+
+/// How a waiter waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Patience {
+    /// `Wait` / `WaitFor`: a background caller whose producer is bounded;
+    /// served before the queue of its level and never dropped by it.
+    Patient,
+    /// `Queue`: bounded in number and in time by the [`QueuePolicy`].
+    Queued,
+}
+
+/// What [`Permits::enqueue`] did.
+#[derive(Debug)]
+pub(crate) enum Enqueued<G> {
+    /// A slot was free after all: the caller holds it.
+    Acquired,
+    /// The pool is closed.
+    Closed,
+    /// The queue is at its bound.
+    Full,
+    /// The caller waits; its grant arrives on `grant`.
+    Waiting(Ticket<G>),
+}
+
+/// A waiter's place in line.
+#[derive(Debug)]
+pub(crate) struct Ticket<G> {
+    pub(crate) id: u64,
+    pub(crate) grant: oneshot::Receiver<G>,
+    /// Waiters of this level or a more critical one ahead of this one.
+    pub(crate) ahead: usize,
+    /// The queue stands: a queued caller waits at most the target.
+    pub(crate) standing: bool,
+}
+
+#[derive(Debug)]
+struct Waiter<G> {
+    id: u64,
+    grant: oneshot::Sender<G>,
+}
+
+#[derive(Debug)]
+struct Level<G> {
+    patient: VecDeque<Waiter<G>>,
+    queued: VecDeque<Waiter<G>>,
+}
+
+impl<G> Default for Level<G> {
+    fn default() -> Self {
+        Level {
+            patient: VecDeque::new(),
+            queued: VecDeque::new(),
+        }
+    }
+}
+
+impl<G> Level<G> {
+    fn line(&mut self, patience: Patience) -> &mut VecDeque<Waiter<G>> {
+        match patience {
+            Patience::Patient => &mut self.patient,
+            Patience::Queued => &mut self.queued,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.patient.len() + self.queued.len()
+    }
+}
+
+#[derive(Debug)]
+struct Line<G> {
+    levels: [Level<G>; 3],
+    /// Queued (not patient) waiters across the levels.
+    queued: usize,
+    /// When the queue last went from empty to not empty.
+    since: Option<Instant>,
+    next_id: u64,
+}
+
+impl<G> Line<G> {
+    fn standing(&self, now: Instant, interval: Duration) -> bool {
+        self.queued > 0
+            && self
+                .since
+                .is_some_and(|since| now.duration_since(since) > interval)
+    }
+
+    fn took_queued(&mut self) {
+        self.queued -= 1;
+        if self.queued == 0 {
+            self.since = None;
+        }
+    }
+
+    /// Takes the next waiter a slot may go to while `others` slots are in
+    /// use: the most critical level whose share leaves room, its patient
+    /// waiters first, then its queue (newest first when the queue stands).
+    fn pop(&mut self, others: usize, limits: &[usize; 3], interval: Duration) -> Option<Waiter<G>> {
+        let standing = self.queued > 0 && self.standing(Instant::now(), interval);
+        for (level, &limit) in limits.iter().enumerate() {
+            if others >= limit {
+                continue;
+            }
+            let line = &mut self.levels[level];
+            if let Some(waiter) = line.patient.pop_front() {
+                return Some(waiter);
+            }
+            let queued = if standing {
+                line.queued.pop_back()
+            } else {
+                line.queued.pop_front()
+            };
+            if let Some(waiter) = queued {
+                self.took_queued();
+                return Some(waiter);
+            }
+        }
+        None
+    }
+}
+
+/// The slot count and the waiting line of one pool; `G` is the grant a
+/// waiter receives (it gives the slot back when dropped unused).
+#[derive(Debug)]
+pub(crate) struct Permits<G> {
+    capacity: usize,
+    /// Per level (most critical first): the slots in use at or above which
+    /// that level is not admitted.
+    limits: [usize; 3],
+    in_use: AtomicUsize,
+    /// Waiters in line; read without the lock to skip it when nobody waits.
+    waiting: AtomicUsize,
+    closed: AtomicBool,
+    queue: QueuePolicy,
+    line: Mutex<Line<G>>,
+}
+
+impl<G> Permits<G> {
+    pub(crate) fn new(capacity: usize, limits: [usize; 3], queue: QueuePolicy) -> Self {
+        Permits {
+            capacity,
+            limits,
+            in_use: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            queue,
+            line: Mutex::new(Line {
+                levels: Default::default(),
+                queued: 0,
+                since: None,
+                next_id: 0,
+            }),
+        }
+    }
+
+    pub(crate) fn in_use(&self) -> usize {
+        self.in_use.load(SeqCst)
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(SeqCst)
+    }
+
+    pub(crate) fn queue(&self) -> QueuePolicy {
+        self.queue
+    }
+
+    fn lock(&self) -> crate::loom::sync::MutexGuard<'_, Line<G>> {
+        self.line
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes a slot if the level's share has room.
+    #[inline]
+    pub(crate) fn try_acquire(&self, level: Criticality) -> Result<(), NoSlot> {
+        let limit = self.limits[level.index()];
+        let mut current = self.in_use.load(SeqCst);
+        loop {
+            if self.closed.load(SeqCst) {
+                return Err(NoSlot::Closed);
+            }
+            if current >= limit {
+                return Err(NoSlot::Full);
+            }
+            match self
+                .in_use
+                .compare_exchange_weak(current, current + 1, SeqCst, SeqCst)
+            {
+                Ok(_) => return Ok(()),
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// Joins the line, unless a slot is free after all (checked under the
+    /// lock, after announcing the waiter, so a release in between either
+    /// sees the waiter or leaves the slot for this check).
+    pub(crate) fn enqueue(&self, level: Criticality, patience: Patience) -> Enqueued<G> {
+        let mut line = self.lock();
+        self.waiting.fetch_add(1, SeqCst);
+        match self.try_acquire(level) {
+            Ok(()) => {
+                self.waiting.fetch_sub(1, SeqCst);
+                return Enqueued::Acquired;
+            }
+            Err(NoSlot::Closed) => {
+                self.waiting.fetch_sub(1, SeqCst);
+                return Enqueued::Closed;
+            }
+            Err(NoSlot::Full) => {}
+        }
+        if patience == Patience::Queued && line.queued >= self.queue.bound {
+            self.waiting.fetch_sub(1, SeqCst);
+            return Enqueued::Full;
+        }
+        let ahead = line.levels[..=level.index()].iter().map(Level::len).sum();
+        let id = line.next_id;
+        line.next_id += 1;
+        let (tx, rx) = oneshot::channel();
+        line.levels[level.index()]
+            .line(patience)
+            .push_back(Waiter { id, grant: tx });
+        let mut standing = false;
+        if patience == Patience::Queued {
+            let now = Instant::now();
+            line.queued += 1;
+            if line.queued == 1 {
+                line.since = Some(now);
+            }
+            standing = line.standing(now, self.queue.interval);
+        }
+        Enqueued::Waiting(Ticket {
+            id,
+            grant: rx,
+            ahead,
+            standing,
+        })
+    }
+
+    /// Leaves the line (a waiter that gave up). Nothing to do when the
+    /// waiter was already handed a slot: its grant, dropped with the
+    /// receiver, gives the slot back.
+    pub(crate) fn cancel(&self, level: Criticality, patience: Patience, id: u64) {
+        let mut line = self.lock();
+        let waiters = line.levels[level.index()].line(patience);
+        if let Some(at) = waiters.iter().position(|w| w.id == id) {
+            waiters.remove(at);
+            self.waiting.fetch_sub(1, SeqCst);
+            if patience == Patience::Queued {
+                line.took_queued();
+            }
+        }
+    }
+
+    /// Gives one slot back: to the next waiter it may go to (the slot stays
+    /// counted in use and now belongs to the returned waiter, who must be
+    /// sent its grant, or the slot released again if it has gone), or to
+    /// the pool.
+    pub(crate) fn release(&self) -> Option<oneshot::Sender<G>> {
+        if self.waiting.load(SeqCst) > 0 {
+            let mut line = self.lock();
+            let others = self.in_use.load(SeqCst).saturating_sub(1);
+            if let Some(waiter) = line.pop(others, &self.limits, self.queue.interval) {
+                self.waiting.fetch_sub(1, SeqCst);
+                return Some(waiter.grant);
+            }
+        }
+        self.in_use.fetch_sub(1, SeqCst);
+        // A waiter that joined after the check above saw no free slot at its
+        // own check; it is in line now, and this slot may go to it.
+        if self.waiting.load(SeqCst) > 0 {
+            let mut line = self.lock();
+            loop {
+                let current = self.in_use.load(SeqCst);
+                if self.closed.load(SeqCst) || current >= self.capacity {
+                    return None;
+                }
+                let eligible = self
+                    .limits
+                    .iter()
+                    .enumerate()
+                    .any(|(level, &limit)| current < limit && line.levels[level].len() > 0);
+                if !eligible {
+                    return None;
+                }
+                if self
+                    .in_use
+                    .compare_exchange(current, current + 1, SeqCst, SeqCst)
+                    .is_ok()
+                {
+                    if let Some(waiter) = line.pop(current, &self.limits, self.queue.interval) {
+                        self.waiting.fetch_sub(1, SeqCst);
+                        return Some(waiter.grant);
+                    }
+                    self.in_use.fetch_sub(1, SeqCst);
+                    return None;
+                }
+            }
+        }
+        None
+    }
+
+    /// Closes: no slot is taken from now on, and every waiter is told (its
+    /// grant sender dropped).
+    pub(crate) fn close(&self) {
+        self.closed.store(true, SeqCst);
+        let mut line = self.lock();
+        let dropped: usize = line.levels.iter().map(Level::len).sum();
+        line.levels = Default::default();
+        line.queued = 0;
+        line.since = None;
+        self.waiting.fetch_sub(dropped, SeqCst);
+    }
+}
