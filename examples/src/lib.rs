@@ -9,10 +9,13 @@
 //! * [`args`]: the small flag parser the binaries share, and [`cli`] their
 //!   start-up (logs, `--help`, usage errors).
 //! * [`signal`]: the stop signal they share.
+//! * [`fleet`]: the fleet demo, three `exporter` replicas behind a real
+//!   HAProxy and a real Envoy (`examples/fleet/`), with a rolling restart.
 
 pub mod args;
 pub mod cli;
 pub mod exporter;
+pub mod fleet;
 pub mod grpc;
 pub mod metrics_reference;
 pub mod signal;
