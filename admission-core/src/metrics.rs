@@ -106,6 +106,15 @@ pub const METRICS: &[Metric] = &[
         read: Some(|s| s.in_use as u64),
     },
     Metric {
+        name: "admission_waiting",
+        kind: Kind::Gauge,
+        unit: None,
+        help: "Callers waiting for a slot right now (Wait, WaitFor and the bounded queue).",
+        labels: POOL,
+        by_criticality: None,
+        read: Some(|s| s.waiting as u64),
+    },
+    Metric {
         name: "admission_work_running",
         kind: Kind::Gauge,
         unit: None,

@@ -568,6 +568,7 @@ impl Pool {
             self.inner.name,
             self.inner.capacity,
             self.in_use(),
+            self.inner.permits.waiting(),
             self.inner.retry.typical(),
         )
     }

@@ -290,6 +290,10 @@ impl<G> Permits<G> {
         self.in_use.load(SeqCst)
     }
 
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting.load(SeqCst)
+    }
+
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(SeqCst)
     }

@@ -41,6 +41,8 @@ pub struct PoolStats {
     pub capacity: usize,
     /// Slots held right now (by callers, running work or orphans).
     pub in_use: usize,
+    /// Callers waiting for a slot right now (`Wait`, `WaitFor`, `Queue`).
+    pub waiting: usize,
     /// Slots ever handed out.
     pub admitted: u64,
     /// Slots returned.
@@ -191,6 +193,7 @@ impl Counters {
         name: &str,
         capacity: usize,
         in_use: usize,
+        waiting: usize,
         recent_work: Duration,
     ) -> PoolStats {
         let released = self.released.sum();
@@ -208,6 +211,7 @@ impl Counters {
             name: name.to_owned(),
             capacity,
             in_use,
+            waiting,
             admitted: released + in_use as u64,
             released,
             refused: self.refused.sum(),

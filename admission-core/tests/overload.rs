@@ -1,0 +1,432 @@
+//! Issue 17: criticality, deadline-aware admission and the bounded queue,
+//! against the public API. Slots are held by guards or by real worker
+//! threads blocked on gates the tests open; waits that must time out run on
+//! tokio's paused clock, so "at once" and "at the target" are exact.
+
+mod support;
+
+use std::time::Duration;
+
+use admission_core::http::{Problem, RefusalStatus};
+use admission_core::pool::QueuePolicy;
+use admission_core::{Admission, Caller, Code, ConfigError, Criticality, Pool, Refusal, WorkError};
+use support::Gate;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+const POLICY: QueuePolicy = QueuePolicy {
+    bound: 3,
+    target: Duration::from_millis(5),
+    interval: Duration::from_millis(100),
+};
+
+fn queued_pool(name: &str, capacity: usize) -> Pool {
+    Pool::builder(name)
+        .capacity(capacity)
+        .queue(POLICY)
+        .build()
+        .unwrap()
+}
+
+/// A slot taken on another thread: the test's task may wait for more
+/// without being its holder (which would be refused as reentrant).
+fn held_elsewhere(pool: &Pool) -> admission_core::pool::Slot {
+    std::thread::scope(|s| s.spawn(|| pool.try_admit().unwrap()).join().unwrap())
+}
+
+/// Waits until `n` callers wait for a slot of `pool`.
+async fn until_waiting(pool: &Pool, n: usize) {
+    while pool.stats().waiting != n {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Runs `admission` for `level` in a task that reports its order of
+/// admission on `order`, holding its slot until `release` says so.
+fn waiter(
+    pool: &Pool,
+    level: Criticality,
+    admission: Admission,
+    tag: &'static str,
+    order: &mpsc::UnboundedSender<&'static str>,
+) -> tokio::task::JoinHandle<Result<(), Refusal>> {
+    let (pool, order) = (pool.clone(), order.clone());
+    tokio::spawn(Caller::new(level).scope(async move {
+        let slot = pool.admit_with(admission).await?;
+        order.send(tag).unwrap();
+        drop(slot);
+        Ok(())
+    }))
+}
+
+fn refused<T: std::fmt::Debug>(result: Result<T, WorkError<std::fmt::Error>>) -> Refusal {
+    match result {
+        Err(WorkError::Refused(refusal)) => refusal,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn sheddable_work_fills_only_its_share_and_critical_work_the_whole_pool() {
+    let pool = Pool::builder("shares")
+        .capacity(4)
+        .share(Criticality::Default, 75)
+        .share(Criticality::Sheddable, 50)
+        .build()
+        .unwrap();
+    let as_level = |level| Caller::new(level).scope_sync(|| pool.try_admit());
+
+    let mut held = vec![
+        as_level(Criticality::Sheddable).unwrap(),
+        as_level(Criticality::Sheddable).unwrap(),
+    ];
+    let shed = as_level(Criticality::Sheddable).unwrap_err();
+    assert_eq!(
+        (shed.code(), shed.criticality()),
+        (Code::Saturated, Criticality::Sheddable)
+    );
+    held.push(as_level(Criticality::Default).unwrap());
+    assert_eq!(
+        as_level(Criticality::Default).unwrap_err().criticality(),
+        Criticality::Default,
+        "default work stops at 3 of 4"
+    );
+    held.push(as_level(Criticality::Critical).unwrap());
+    assert_eq!(pool.stats().in_use, 4, "critical work took the last slot");
+    assert!(as_level(Criticality::Critical).is_err(), "and no more");
+    assert_eq!(pool.stats().refused_by_criticality, [1, 1, 1]);
+    drop(held);
+}
+
+#[tokio::test]
+async fn a_plain_pool_gives_every_slot_to_callers_that_say_nothing() {
+    let pool = Pool::new("shares-default", 3).unwrap();
+    let held: Vec<_> = (0..3).map(|_| pool.try_admit().unwrap()).collect();
+    assert_eq!(pool.try_admit().unwrap_err().criticality(), Criticality::Default);
+    drop(held);
+}
+
+#[test]
+fn shares_out_of_range_are_refused_at_construction() {
+    for (level, percent) in [
+        (Criticality::Critical, 90),
+        (Criticality::Default, 0),
+        (Criticality::Default, 101),
+    ] {
+        let err = Pool::builder("shares-bad")
+            .share(level, percent)
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(err, ConfigError::ShareOutOfRange { criticality, .. } if criticality == level),
+            "{err}"
+        );
+    }
+    let above = Pool::builder("shares-bad")
+        .share(Criticality::Default, 40)
+        .share(Criticality::Sheddable, 60)
+        .build()
+        .unwrap_err();
+    assert!(above.to_string().contains("sheddable work 60%"), "{above}");
+    let queue = Pool::builder("queue-bad")
+        .queue(QueuePolicy {
+            bound: 0,
+            ..POLICY
+        })
+        .build()
+        .unwrap_err();
+    assert!(matches!(queue, ConfigError::BadQueue { .. }), "{queue}");
+}
+
+#[tokio::test]
+async fn waiters_are_served_most_critical_first_and_in_order_within_a_level() {
+    let pool = Pool::new("priority", 1).unwrap();
+    let held = pool.try_admit().unwrap();
+    let (order, mut admitted) = mpsc::unbounded_channel();
+    let mut waiters = Vec::new();
+    for (tag, level) in [
+        ("shed-1", Criticality::Sheddable),
+        ("default-1", Criticality::Default),
+        ("critical-1", Criticality::Critical),
+        ("default-2", Criticality::Default),
+        ("critical-2", Criticality::Critical),
+    ] {
+        waiters.push(waiter(&pool, level, Admission::Wait, tag, &order));
+        until_waiting(&pool, waiters.len()).await;
+    }
+    drop(held);
+    for waiter in waiters {
+        waiter.await.unwrap().unwrap();
+    }
+    let mut seen = Vec::new();
+    while let Ok(tag) = admitted.try_recv() {
+        seen.push(tag);
+    }
+    assert_eq!(
+        seen,
+        ["critical-1", "critical-2", "default-1", "default-2", "shed-1"]
+    );
+}
+
+#[tokio::test]
+async fn a_patient_walker_is_served_before_the_queue_of_its_level() {
+    let pool = queued_pool("walker-first", 1);
+    let held = pool.try_admit().unwrap();
+    let (order, mut admitted) = mpsc::unbounded_channel();
+    let queued = waiter(&pool, Criticality::Default, Admission::Queue, "queued", &order);
+    until_waiting(&pool, 1).await;
+    let walker = waiter(&pool, Criticality::Default, Admission::Wait, "walker", &order);
+    until_waiting(&pool, 2).await;
+    drop(held);
+    walker.await.unwrap().unwrap();
+    queued.await.unwrap().unwrap();
+    assert_eq!(admitted.recv().await, Some("walker"));
+    assert_eq!(admitted.recv().await, Some("queued"));
+}
+
+#[tokio::test]
+async fn a_sheddable_waiter_gets_a_slot_only_once_its_share_has_room() {
+    let pool = Pool::new("shed-wait", 2).unwrap();
+    let first = pool.try_admit().unwrap();
+    let second = pool.try_admit().unwrap();
+    let (order, mut admitted) = mpsc::unbounded_channel();
+    let shed = waiter(&pool, Criticality::Sheddable, Admission::Wait, "shed", &order);
+    until_waiting(&pool, 1).await;
+    drop(first);
+    // One slot of two in use: the sheddable share (half) is still full.
+    tokio::task::yield_now().await;
+    assert_eq!(pool.stats().waiting, 1, "still waiting at 1 of 2 in use");
+    assert!(admitted.try_recv().is_err());
+    drop(second);
+    shed.await.unwrap().unwrap();
+    assert_eq!(admitted.recv().await, Some("shed"));
+    assert_eq!(pool.stats().in_use, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_queue_serves_a_burst_and_refuses_past_its_bound_at_once() {
+    let pool = queued_pool("queue-bound", 1);
+    let held = held_elsewhere(&pool);
+    let (order, mut admitted) = mpsc::unbounded_channel();
+    let mut queued = Vec::new();
+    for tag in ["q1", "q2", "q3"] {
+        queued.push(waiter(&pool, Criticality::Default, Admission::Queue, tag, &order));
+        until_waiting(&pool, queued.len()).await;
+    }
+    let before = Instant::now();
+    let full = pool.admit_with(Admission::Queue).await.unwrap_err();
+    assert_eq!(full.code(), Code::Saturated, "the bound is 3");
+    assert_eq!(before.elapsed(), Duration::ZERO, "refused at once");
+    drop(held);
+    for waiter in queued {
+        waiter.await.unwrap().unwrap();
+    }
+    let mut seen = Vec::new();
+    while let Ok(tag) = admitted.try_recv() {
+        seen.push(tag);
+    }
+    assert_eq!(seen, ["q1", "q2", "q3"], "a queue that empties is served oldest first");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queued_caller_is_refused_when_its_wait_reaches_the_interval() {
+    let pool = queued_pool("queue-interval", 1);
+    let _held = held_elsewhere(&pool);
+    let started = Instant::now();
+    let refusal = pool.admit_with(Admission::Queue).await.unwrap_err();
+    assert_eq!(refusal.code(), Code::WaitTimedOut);
+    assert_eq!(started.elapsed(), POLICY.interval, "refused at the limit, not later");
+    assert_eq!(pool.stats().waiting, 0, "and out of line");
+    assert_eq!(pool.stats().refused, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_standing_queue_serves_the_newest_first_and_gives_newcomers_the_target() {
+    let pool = queued_pool("queue-standing", 1);
+    let held = pool.try_admit().unwrap();
+    let (order, mut admitted) = mpsc::unbounded_channel();
+
+    // The queue goes non-empty at t=0 and never empties: `old` joins at
+    // 60 ms (limit 100 ms, the queue does not stand yet), `first` leaves at
+    // 100 ms, and at 101 ms the queue has stood longer than the interval.
+    let first = waiter(&pool, Criticality::Default, Admission::Queue, "first", &order);
+    until_waiting(&pool, 1).await;
+    tokio::time::advance(Duration::from_millis(60)).await;
+    let old = waiter(&pool, Criticality::Default, Admission::Queue, "old", &order);
+    until_waiting(&pool, 2).await;
+    tokio::time::advance(Duration::from_millis(41)).await;
+    assert_eq!(
+        first.await.unwrap().unwrap_err().code(),
+        Code::WaitTimedOut
+    );
+    let joined = Instant::now();
+    let new = waiter(&pool, Criticality::Default, Admission::Queue, "new", &order);
+    until_waiting(&pool, 2).await;
+    drop(held);
+    new.await.unwrap().unwrap();
+    assert_eq!(admitted.recv().await, Some("new"), "newest first");
+    old.await.unwrap().unwrap();
+    assert_eq!(admitted.recv().await, Some("old"));
+    assert!(joined.elapsed() < POLICY.target);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_newcomer_to_a_queue_that_stood_past_its_interval_waits_only_the_target() {
+    let pool = queued_pool("queue-target", 1);
+    let _held = held_elsewhere(&pool);
+    let (order, _admitted) = mpsc::unbounded_channel();
+    // Two callers keep the queue non-empty for longer than the interval.
+    let early = waiter(&pool, Criticality::Default, Admission::Queue, "early", &order);
+    until_waiting(&pool, 1).await;
+    tokio::time::advance(Duration::from_millis(90)).await;
+    let late = waiter(&pool, Criticality::Default, Admission::Queue, "late", &order);
+    until_waiting(&pool, 2).await;
+    tokio::time::advance(Duration::from_millis(20)).await;
+    assert_eq!(early.await.unwrap().unwrap_err().code(), Code::WaitTimedOut);
+
+    let started = Instant::now();
+    let refusal = pool.admit_with(Admission::Queue).await.unwrap_err();
+    assert_eq!(refusal.code(), Code::WaitTimedOut);
+    assert_eq!(started.elapsed(), POLICY.target, "the target, not the interval");
+    drop(late);
+}
+
+/// Teaches `pool` that its work takes about `took`, with real work on its
+/// worker threads.
+async fn teach(pool: &Pool, took: Duration) {
+    for _ in 0..3 {
+        pool.run(
+            move || {
+                std::thread::sleep(took);
+                Ok::<_, std::fmt::Error>(())
+            },
+            Admission::Wait,
+        )
+        .await
+        .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_budget_shorter_than_the_typical_work_is_refused_at_once_with_its_own_code() {
+    let pool = Pool::new("budget", 2).unwrap();
+    teach(&pool, Duration::from_millis(40)).await;
+    assert!(pool.stats().recent_work >= Duration::from_millis(40));
+
+    let short = Caller::new(Criticality::Critical)
+        .with_budget(Duration::from_millis(10))
+        .scope(pool.run(|| Ok::<_, std::fmt::Error>(()), Admission::FailFast))
+        .await;
+    let refusal = refused(short);
+    assert_eq!(
+        (refusal.code(), refusal.criticality()),
+        (Code::BudgetTooShort, Criticality::Critical)
+    );
+    assert_eq!(pool.stats().in_use, 0, "nothing was taken");
+    assert_eq!(pool.stats().refused_by_criticality, [1, 0, 0]);
+
+    let problem = Problem::refusal(&refusal, RefusalStatus::default());
+    assert!(problem.body().contains(r#""code":"ADMISSION_BUDGET_TOO_SHORT""#));
+    assert!(problem.body().contains(r#""criticality":"critical""#));
+
+    let long = Caller::new(Criticality::Critical)
+        .with_budget(Duration::from_secs(30))
+        .scope(pool.run(|| Ok::<_, std::fmt::Error>(5), Admission::FailFast))
+        .await;
+    assert_eq!(long, Ok(5));
+    let spent = Caller::new(Criticality::Default)
+        .with_deadline(Instant::now())
+        .scope(pool.run(|| Ok::<_, std::fmt::Error>(()), Admission::FailFast))
+        .await;
+    assert_eq!(refused(spent).code(), Code::BudgetTooShort, "a passed deadline");
+}
+
+#[tokio::test]
+async fn no_wait_outlasts_the_callers_budget_less_the_typical_work() {
+    let pool = Pool::new("budget-wait", 1).unwrap();
+    teach(&pool, Duration::from_millis(30)).await;
+    let gate = Gate::new();
+    let blocked = pool.try_admit().unwrap().offload(gate.work());
+    gate.wait_started(1);
+
+    let started = Instant::now();
+    let waited = Caller::new(Criticality::Default)
+        .with_budget(Duration::from_millis(130))
+        .scope(pool.run(|| Ok::<_, std::fmt::Error>(()), Admission::Wait))
+        .await;
+    let took = started.elapsed();
+    assert_eq!(refused(waited).code(), Code::WaitTimedOut);
+    // The budget less the typical work is about 100 ms; without the
+    // budget this wait would last until the gate opens, after the assert.
+    assert!(
+        took >= Duration::from_millis(90) && took < Duration::from_secs(5),
+        "gave up when the work could no longer end in time: {took:?}"
+    );
+    assert_eq!(pool.stats().waiting, 0);
+    gate.open(1);
+    assert_eq!(blocked.await, Ok("walked"));
+}
+
+#[tokio::test]
+async fn a_waiter_with_callers_ahead_and_too_little_budget_is_refused_at_once() {
+    let pool = Pool::new("budget-ahead", 1).unwrap();
+    teach(&pool, Duration::from_millis(40)).await;
+    let held = held_elsewhere(&pool);
+    let (order, _admitted) = mpsc::unbounded_channel();
+    let ahead: Vec<_> = (0..3)
+        .map(|_| waiter(&pool, Criticality::Default, Admission::Wait, "ahead", &order))
+        .collect();
+    until_waiting(&pool, 3).await;
+    // Three callers ahead on one slot: about 120 ms of waiting, 40 of work.
+    let started = Instant::now();
+    let refusal = Caller::new(Criticality::Default)
+        .with_budget(Duration::from_millis(100))
+        .scope(pool.admit_with(Admission::Wait))
+        .await
+        .unwrap_err();
+    // At once: a caller that waited and then ran out would be refused
+    // with `ADMISSION_WAIT_TIMEOUT` instead.
+    assert_eq!(refusal.code(), Code::BudgetTooShort);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(pool.stats().waiting, 3, "and out of line");
+    drop(held);
+    for waiter in ahead {
+        waiter.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_queued_waiter_leaves_the_line_and_loses_no_slot() {
+    let pool = queued_pool("queue-cancel", 1);
+    let held = pool.try_admit().unwrap();
+    let (order, _admitted) = mpsc::unbounded_channel();
+    let gone = waiter(&pool, Criticality::Default, Admission::Queue, "gone", &order);
+    until_waiting(&pool, 1).await;
+    gone.abort();
+    assert!(gone.await.unwrap_err().is_cancelled());
+    assert_eq!(pool.stats().waiting, 0);
+    drop(held);
+    assert_eq!(pool.stats().in_use, 0);
+    assert!(pool.try_admit().is_ok());
+}
+
+#[tokio::test]
+async fn the_caller_scope_reaches_work_run_inside_it_and_not_outside() {
+    let pool = Pool::new("caller-scope", 2).unwrap();
+    let _one = pool.try_admit().unwrap();
+    let inside = Caller::new(Criticality::Sheddable)
+        .scope(async { pool.try_admit().map(drop) })
+        .await;
+    assert_eq!(inside.unwrap_err().criticality(), Criticality::Sheddable);
+    assert!(pool.try_admit().is_ok(), "outside, the caller is default again");
+    let nested = Caller::new(Criticality::Critical)
+        .with_budget(Duration::from_secs(1))
+        .scope(async {
+            Caller::current()
+                .with_budget(Duration::from_secs(60))
+                .remaining()
+        })
+        .await
+        .unwrap();
+    assert!(nested <= Duration::from_secs(1), "the earlier deadline wins");
+}
