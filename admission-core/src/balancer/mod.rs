@@ -21,7 +21,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use admission_core::balancer::{AgentCheck, Load, LoadReport, Readiness};
+//! use admission_core::balancer::{AgentCheck, LoadReport, Readiness};
 //! use admission_core::{Pool, Shutdown};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
