@@ -200,7 +200,7 @@ impl Pool {
                 name,
                 kind,
                 capacity,
-                permits: Permits::new(capacity, limits, queue),
+                permits: Permits::new(limits, queue),
                 holders: Holders::new(capacity),
                 counters: Counters::default(),
                 retry: Estimator::new(retry.rule(), capacity),
@@ -601,7 +601,10 @@ impl Pool {
     /// # }
     /// ```
     pub fn retry_after_secs(&self) -> u32 {
-        self.inner.retry.secs(|| self.in_use())
+        // Read whether the hint needs it or not: the count is a loom atomic
+        // in the models, and the hint's need depends on the clock.
+        let in_use = self.in_use();
+        self.inner.retry.secs(|| in_use)
     }
 
     /// What the pool has seen of its work; the job records starts and ends

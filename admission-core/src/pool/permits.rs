@@ -252,16 +252,28 @@ impl<G> Line<G> {
     }
 }
 
+/// The "someone may be in line" bit of [`Permits::state`]; the bits below
+/// count the slots in use.
+const LINE: usize = 1 << (usize::BITS - 1);
+
 /// The slot count and the waiting line of one pool; `G` is the grant a
 /// waiter receives (it gives the slot back when dropped unused).
+///
+/// The count of slots in use and the bit that says the line may not be
+/// empty share one atomic word, so a release and a caller joining the line
+/// cannot miss each other: the joiner sets the bit only with a
+/// compare-and-swap against the full count it saw, and a release that finds
+/// the bit set hands its slot over under the line's lock instead of
+/// counting it free.
 #[derive(Debug)]
 pub(crate) struct Permits<G> {
-    capacity: usize,
     /// Per level (most critical first): the slots in use at or above which
     /// that level is not admitted.
     limits: [usize; 3],
-    in_use: AtomicUsize,
-    /// Waiters in line; read without the lock to skip it when nobody waits.
+    /// Slots in use, plus [`LINE`] while the line may have waiters.
+    state: AtomicUsize,
+    /// Waiters in line, for the statistics (the line's length, kept under
+    /// its lock).
     waiting: AtomicUsize,
     closed: AtomicBool,
     queue: QueuePolicy,
@@ -269,11 +281,10 @@ pub(crate) struct Permits<G> {
 }
 
 impl<G> Permits<G> {
-    pub(crate) fn new(capacity: usize, limits: [usize; 3], queue: QueuePolicy) -> Self {
+    pub(crate) fn new(limits: [usize; 3], queue: QueuePolicy) -> Self {
         Permits {
-            capacity,
             limits,
-            in_use: AtomicUsize::new(0),
+            state: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             queue,
@@ -287,7 +298,7 @@ impl<G> Permits<G> {
     }
 
     pub(crate) fn in_use(&self) -> usize {
-        self.in_use.load(SeqCst)
+        self.state.load(SeqCst) & !LINE
     }
 
     pub(crate) fn waiting(&self) -> usize {
@@ -312,44 +323,54 @@ impl<G> Permits<G> {
     #[inline]
     pub(crate) fn try_acquire(&self, level: Criticality) -> Result<(), NoSlot> {
         let limit = self.limits[level.index()];
-        let mut current = self.in_use.load(SeqCst);
+        let mut state = self.state.load(SeqCst);
         loop {
             if self.closed.load(SeqCst) {
                 return Err(NoSlot::Closed);
             }
-            if current >= limit {
+            if state & !LINE >= limit {
                 return Err(NoSlot::Full);
             }
             match self
-                .in_use
-                .compare_exchange_weak(current, current + 1, SeqCst, SeqCst)
+                .state
+                .compare_exchange_weak(state, state + 1, SeqCst, SeqCst)
             {
                 Ok(_) => return Ok(()),
-                Err(actual) => current = actual,
+                Err(actual) => state = actual,
             }
         }
     }
 
-    /// Joins the line, unless a slot is free after all (checked under the
-    /// lock, after announcing the waiter, so a release in between either
-    /// sees the waiter or leaves the slot for this check).
+    /// Joins the line, unless a slot is free after all: under the lock, the
+    /// caller either takes a slot or marks the line as not empty, each by a
+    /// compare-and-swap against the count it saw.
     pub(crate) fn enqueue(&self, level: Criticality, patience: Patience) -> Enqueued<G> {
         let mut line = self.lock();
-        self.waiting.fetch_add(1, SeqCst);
-        match self.try_acquire(level) {
-            Ok(()) => {
-                self.waiting.fetch_sub(1, SeqCst);
-                return Enqueued::Acquired;
-            }
-            Err(NoSlot::Closed) => {
-                self.waiting.fetch_sub(1, SeqCst);
-                return Enqueued::Closed;
-            }
-            Err(NoSlot::Full) => {}
+        if self.closed.load(SeqCst) {
+            return Enqueued::Closed;
         }
         if patience == Patience::Queued && line.queued >= self.queue.bound {
-            self.waiting.fetch_sub(1, SeqCst);
-            return Enqueued::Full;
+            // The bound counts waiters, not slots: a free slot is still
+            // taken at once.
+            return match self.try_acquire(level) {
+                Ok(()) => Enqueued::Acquired,
+                Err(NoSlot::Closed) => Enqueued::Closed,
+                Err(NoSlot::Full) => Enqueued::Full,
+            };
+        }
+        let limit = self.limits[level.index()];
+        let mut state = self.state.load(SeqCst);
+        loop {
+            let next = if state & !LINE < limit {
+                state + 1
+            } else {
+                state | LINE
+            };
+            match self.state.compare_exchange(state, next, SeqCst, SeqCst) {
+                Ok(_) if next == state + 1 => return Enqueued::Acquired,
+                Ok(_) => break,
+                Err(actual) => state = actual,
+            }
         }
         let ahead = line.levels[..=level.index()].iter().map(Level::len).sum();
         let id = line.next_id;
@@ -358,6 +379,7 @@ impl<G> Permits<G> {
         line.levels[level.index()]
             .line(patience)
             .push_back(Waiter { id, grant: tx });
+        self.waiting.fetch_add(1, SeqCst);
         let mut standing = false;
         if patience == Patience::Queued {
             let now = Instant::now();
@@ -383,10 +405,19 @@ impl<G> Permits<G> {
         let waiters = line.levels[level.index()].line(patience);
         if let Some(at) = waiters.iter().position(|w| w.id == id) {
             waiters.remove(at);
-            self.waiting.fetch_sub(1, SeqCst);
             if patience == Patience::Queued {
                 line.took_queued();
             }
+            self.left_line(&line);
+        }
+    }
+
+    /// Counts one waiter out of the line, and clears the line bit once the
+    /// line is empty (under the lock, where the bit is set).
+    fn left_line(&self, line: &Line<G>) {
+        self.waiting.fetch_sub(1, SeqCst);
+        if line.levels.iter().all(|level| level.len() == 0) {
+            self.state.fetch_and(!LINE, SeqCst);
         }
     }
 
@@ -395,46 +426,27 @@ impl<G> Permits<G> {
     /// sent its grant, or the slot released again if it has gone), or to
     /// the pool.
     pub(crate) fn release(&self) -> Option<oneshot::Sender<G>> {
-        if self.waiting.load(SeqCst) > 0 {
-            let mut line = self.lock();
-            let others = self.in_use.load(SeqCst).saturating_sub(1);
+        let mut state = self.state.load(SeqCst);
+        while state & LINE == 0 {
+            match self
+                .state
+                .compare_exchange_weak(state, state - 1, SeqCst, SeqCst)
+            {
+                Ok(_) => return None,
+                Err(actual) => state = actual,
+            }
+        }
+        // Someone may be in line: decide under the lock, where the line bit
+        // is set and cleared.
+        let mut line = self.lock();
+        let others = (self.state.load(SeqCst) & !LINE).saturating_sub(1);
+        if !self.closed.load(SeqCst) {
             if let Some(waiter) = line.pop(others, &self.limits, self.queue.interval) {
-                self.waiting.fetch_sub(1, SeqCst);
+                self.left_line(&line);
                 return Some(waiter.grant);
             }
         }
-        self.in_use.fetch_sub(1, SeqCst);
-        // A waiter that joined after the check above saw no free slot at its
-        // own check; it is in line now, and this slot may go to it.
-        if self.waiting.load(SeqCst) > 0 {
-            let mut line = self.lock();
-            loop {
-                let current = self.in_use.load(SeqCst);
-                if self.closed.load(SeqCst) || current >= self.capacity {
-                    return None;
-                }
-                let eligible = self
-                    .limits
-                    .iter()
-                    .enumerate()
-                    .any(|(level, &limit)| current < limit && line.levels[level].len() > 0);
-                if !eligible {
-                    return None;
-                }
-                if self
-                    .in_use
-                    .compare_exchange(current, current + 1, SeqCst, SeqCst)
-                    .is_ok()
-                {
-                    if let Some(waiter) = line.pop(current, &self.limits, self.queue.interval) {
-                        self.waiting.fetch_sub(1, SeqCst);
-                        return Some(waiter.grant);
-                    }
-                    self.in_use.fetch_sub(1, SeqCst);
-                    return None;
-                }
-            }
-        }
+        self.state.fetch_sub(1, SeqCst);
         None
     }
 
@@ -448,5 +460,6 @@ impl<G> Permits<G> {
         line.queued = 0;
         line.since = None;
         self.waiting.fetch_sub(dropped, SeqCst);
+        self.state.fetch_and(!LINE, SeqCst);
     }
 }
