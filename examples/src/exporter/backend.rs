@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::Gate;
 use super::queue::UnboundedQueue;
-use super::walk::{Walked, Walker};
+use super::walk::{Departure, Walked, Walker};
 
 /// What coalesced walks are keyed by: the walk itself, not the route.
 ///
@@ -136,8 +136,13 @@ impl Backend {
         admission: Admission,
     ) -> Result<Walked, WalkError> {
         let walker = walker.clone();
-        let work = move || walker.walk();
-        match self {
+        let caller = Departure::default();
+        let watched = caller.clone();
+        let work = move || walker.walk(&watched);
+        // Dropped unanswered (the client left), it marks the walk's time
+        // from then on as orphaned.
+        let waiting = caller.waiting();
+        let walked = match self {
             Backend::Admission(pool) => pool
                 .run(work, admission)
                 .await
@@ -154,6 +159,8 @@ impl Backend {
                 Ok(walked) => walked.map_err(|_| WalkError::Failed),
                 Err(_join) => Err(WalkError::Failed),
             },
-        }
+        };
+        waiting.answered();
+        walked
     }
 }

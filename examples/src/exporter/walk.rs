@@ -6,9 +6,10 @@
 //! gate gives it; it must never run on a runtime thread.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Duration;
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use prometheus_client::encoding::text::encode;
@@ -18,9 +19,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 /// Walks running right now, the most ever seen at once, walks queued and
-/// not started (only the unbounded queue has any), and walks that ran.
+/// not started (only the unbounded queue has any), and walks that ran;
+/// and the time walks held a thread, in all and after their caller left.
 ///
-/// The same numbers are exported as `exporter_walks_running`,
+/// The counts are exported as `exporter_walks_running`,
 /// `exporter_walks_peak`, `exporter_walks_queued` and
 /// `exporter_walks_started_total`. Clones share them.
 #[derive(Debug, Clone, Default)]
@@ -29,6 +31,8 @@ pub struct WalkGauge {
     peak: Gauge,
     pub(crate) queued: Gauge,
     started: Counter,
+    busy_ns: Arc<AtomicU64>,
+    orphaned_ns: Arc<AtomicU64>,
 }
 
 impl WalkGauge {
@@ -54,24 +58,111 @@ impl WalkGauge {
         self.started.get()
     }
 
-    fn enter(&self) -> Walking<'_> {
+    /// Thread time of every walk that ended so far, from its start on a
+    /// thread to its end.
+    pub fn busy_time(&self) -> Duration {
+        Duration::from_nanos(self.busy_ns.load(Relaxed))
+    }
+
+    /// The part of [`busy_time`](Self::busy_time) spent after the walk's
+    /// caller had stopped waiting for it (its request was dropped: the
+    /// client closed the connection): slot time that served nobody. Under
+    /// coalescing only the caller that started a walk is watched.
+    pub fn orphaned_time(&self) -> Duration {
+        Duration::from_nanos(self.orphaned_ns.load(Relaxed))
+    }
+
+    fn enter<'a>(&'a self, caller: &'a Departure) -> Walking<'a> {
         self.started.inc();
         let now = self.running.inc() + 1;
         self.peak.inner().fetch_max(now, Relaxed);
-        Walking { gauge: self }
+        Walking {
+            gauge: self,
+            caller,
+            started: Instant::now(),
+        }
     }
 }
 
-/// Counts one walk as running until dropped (also on a panic).
+/// Counts one walk as running until dropped (also on a panic), and adds
+/// its thread time when it ends.
 #[must_use = "the walk counts as running only while this lives"]
 #[clippy::has_significant_drop]
 struct Walking<'a> {
     gauge: &'a WalkGauge,
+    caller: &'a Departure,
+    started: Instant,
 }
 
 impl Drop for Walking<'_> {
     fn drop(&mut self) {
+        let ended = Instant::now();
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.gauge
+            .busy_ns
+            .fetch_add(nanos(ended - self.started), Relaxed);
+        if let Some(left) = self.caller.left() {
+            let from = left.max(self.started);
+            self.gauge
+                .orphaned_ns
+                .fetch_add(nanos(ended.saturating_duration_since(from)), Relaxed);
+        }
         self.gauge.running.dec();
+    }
+}
+
+/// The process's reference instant for [`Departure`]'s clock.
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+/// When the caller of one walk stopped waiting for it, if it did: shared
+/// between the request (which marks it through [`Waiting`]) and the walk's
+/// thread (which reads it when the walk ends).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Departure {
+    /// Nanoseconds after [`EPOCH`], plus one; zero while the caller waits.
+    left_at: Arc<AtomicU64>,
+}
+
+impl Departure {
+    /// A guard held by the waiting caller: dropped before
+    /// [`Waiting::answered`], it marks the caller as gone.
+    pub(crate) fn waiting(&self) -> Waiting<'_> {
+        LazyLock::force(&EPOCH);
+        Waiting {
+            departure: self,
+            answered: false,
+        }
+    }
+
+    fn left(&self) -> Option<Instant> {
+        match self.left_at.load(Relaxed) {
+            0 => None,
+            n => Some(*EPOCH + Duration::from_nanos(n - 1)),
+        }
+    }
+}
+
+/// The caller of a walk still waiting for it; see [`Departure::waiting`].
+#[derive(Debug)]
+#[clippy::has_significant_drop]
+pub(crate) struct Waiting<'a> {
+    departure: &'a Departure,
+    answered: bool,
+}
+
+impl Waiting<'_> {
+    /// The caller got its answer: dropping the guard now marks nothing.
+    pub(crate) fn answered(mut self) {
+        self.answered = true;
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            let since = u64::try_from(EPOCH.elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
+            self.departure.left_at.store(since + 1, Relaxed);
+        }
     }
 }
 
@@ -189,10 +280,11 @@ impl Walker {
         }
     }
 
-    /// One full walk: the extra delay, then the whole registry as
-    /// exposition text, and its statistics. Blocks the calling thread.
-    pub(crate) fn walk(&self) -> Result<Walked, fmt::Error> {
-        let _walking = self.gauge.enter();
+    /// One full walk for `caller`: the extra delay, then the whole
+    /// registry as exposition text, and its statistics. Blocks the calling
+    /// thread.
+    pub(crate) fn walk(&self, caller: &Departure) -> Result<Walked, fmt::Error> {
+        let _walking = self.gauge.enter(caller);
         if !self.delay.is_zero() {
             std::thread::sleep(self.delay);
         }

@@ -99,15 +99,27 @@ impl Target {
         }
     }
 
+    /// A `GET` of this target's path, with its `Host`; `extra` headers
+    /// (static names, values the caller built) follow.
+    pub(super) fn request_with(
+        &self,
+        extra: &[(&'static str, &str)],
+    ) -> Result<Request<Empty<Bytes>>, hyper::http::Error> {
+        let mut request =
+            Request::get(self.path.as_str()).header(header::HOST, self.authority.as_str());
+        for (name, value) in extra {
+            request = request.header(*name, *value);
+        }
+        request.body(Empty::new())
+    }
+
     fn request(&self) -> Result<Request<Empty<Bytes>>, hyper::http::Error> {
-        Request::get(self.path.as_str())
-            .header(header::HOST, self.authority.as_str())
-            .body(Empty::new())
+        self.request_with(&[])
     }
 }
 
 /// One open connection; dropping it closes the socket.
-struct Conn {
+pub(super) struct Conn {
     sender: SendRequest<Empty<Bytes>>,
     driver: JoinHandle<()>,
 }
@@ -119,7 +131,7 @@ impl Drop for Conn {
 }
 
 impl Conn {
-    async fn open(target: &Target) -> std::io::Result<Conn> {
+    pub(super) async fn open(target: &Target) -> std::io::Result<Conn> {
         let stream = TcpStream::connect((target.host.as_str(), target.port)).await?;
         stream.set_nodelay(true)?;
         let (sender, connection) = http1::handshake(TokioIo::new(stream))
@@ -135,10 +147,18 @@ impl Conn {
 
     /// One `GET`, to the end of its body.
     async fn get(&mut self, target: &Target) -> Result<StatusCode, hyper::Error> {
-        self.sender.ready().await?;
         let request = target
             .request()
             .expect("the request was built once when the target was parsed");
+        self.send(request).await
+    }
+
+    /// Sends `request` and reads its answer to the end of the body.
+    pub(super) async fn send(
+        &mut self,
+        request: Request<Empty<Bytes>>,
+    ) -> Result<StatusCode, hyper::Error> {
+        self.sender.ready().await?;
         let response = self.sender.send_request(request).await?;
         let status = response.status();
         response.into_body().collect().await?;

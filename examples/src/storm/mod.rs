@@ -2,13 +2,18 @@
 //! (admission also with coalescing), one after another, under the same storm
 //! of concurrent scrapers, and one table of what each mode did; with
 //! `--grpc`, the gRPC exporter behind admission and behind tonic's own
-//! limit and load shedding, under a storm of tonic clients.
+//! limit and load shedding, under a storm of tonic clients. [`open_loop`]
+//! is the other kind of load: Poisson arrivals at a fixed rate whatever
+//! the server answers.
 //!
 //! This module declares and re-exports; each file owns one piece.
 
 mod client;
 mod config;
 mod grpc;
+pub mod open_loop;
+pub mod overload;
+pub mod plot;
 mod run;
 mod table;
 mod tally;
