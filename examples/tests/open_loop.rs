@@ -24,20 +24,35 @@ fn five_sigma(mean: f64) -> f64 {
 }
 
 /// A server that accepts every connection and never reads or answers;
-/// it counts the connections and keeps them open until dropped.
-async fn silent_server() -> (Target, Arc<AtomicU64>, tokio::task::JoinHandle<()>) {
+/// it notes when each connection arrived and keeps them open until
+/// dropped.
+async fn silent_server() -> (
+    Target,
+    Arc<Mutex<Vec<Instant>>>,
+    tokio::task::JoinHandle<()>,
+) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let target = Target::local(listener.local_addr().unwrap(), "/walk");
-    let accepted = Arc::new(AtomicU64::new(0));
-    let counter = Arc::clone(&accepted);
+    let accepted: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    let arrivals = Arc::clone(&accepted);
     let server = tokio::spawn(async move {
         let mut held = Vec::new();
         while let Ok((socket, _)) = listener.accept().await {
-            counter.fetch_add(1, SeqCst);
+            arrivals
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(Instant::now());
             held.push(socket);
         }
     });
     (target, accepted, server)
+}
+
+fn count(accepted: &Mutex<Vec<Instant>>) -> u64 {
+    accepted
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .len() as u64
 }
 
 async fn serve(router: Router) -> (Target, tokio::task::JoinHandle<()>) {
@@ -54,7 +69,7 @@ async fn arrivals_keep_their_rate_when_the_server_never_answers() {
     let (target, accepted, server) = silent_server().await;
     let mut load = OpenLoop::new(target, 300.0);
     load.duration = Duration::from_secs(1);
-    load.timeout = Duration::from_millis(200);
+    load.timeout = Duration::from_millis(500);
     load.seed = 7;
     let started = Instant::now();
     let report = tokio::time::timeout(Duration::from_secs(30), load.run())
@@ -63,8 +78,6 @@ async fn arrivals_keep_their_rate_when_the_server_never_answers() {
     let took = started.elapsed();
     let total = report.total();
 
-    // A closed-loop client would have sent one request per connection it
-    // holds and then waited; open loop sends the whole schedule.
     let mean = 300.0;
     assert!(
         (total.offered as f64 - mean).abs() < five_sigma(mean),
@@ -80,11 +93,25 @@ async fn arrivals_keep_their_rate_when_the_server_never_answers() {
     );
     // Every request reached the server as a connection of its own.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while accepted.load(SeqCst) < total.sent() && Instant::now() < deadline {
-        tokio::task::yield_now().await;
+    while count(&accepted) < total.sent() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(accepted.load(SeqCst), total.sent());
+    assert_eq!(count(&accepted), total.sent());
+    // And they came on schedule, not after the previous one gave up: in
+    // the first 450 ms (before any 500 ms timeout) about 135 arrived. A
+    // closed-loop client would have sent one and waited.
+    let early = accepted
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|at| at.duration_since(started) < Duration::from_millis(450))
+        .count();
+    assert!(early >= 60, "{early} connections in the first 450 ms");
+    assert!(
+        report.max_lag < Duration::from_millis(400),
+        "no arrival waited for an answer: lag {:?}",
+        report.max_lag
+    );
     server.abort();
 }
 
@@ -112,10 +139,10 @@ async fn arrivals_past_the_outstanding_bound_are_counted_as_dropped() {
     );
     assert_eq!(total.timed_out, 10);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while accepted.load(SeqCst) < 10 && Instant::now() < deadline {
+    while count(&accepted) < 10 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(accepted.load(SeqCst), 10);
+    assert_eq!(count(&accepted), 10);
     server.abort();
 }
 
