@@ -15,7 +15,9 @@ use std::task::{Context, Poll};
 use actix_web::Error;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
+use admission_core::Caller;
 use admission_core::Lease;
+use admission_core::caller::WithCaller;
 use admission_core::request::Scoped;
 use bytes::Bytes;
 
@@ -80,7 +82,7 @@ pin_project_lite::pin_project! {
             // The scope runs the inner service with the lease as the task's
             // context (pure work inherits it) and holds one share of it.
             #[pin]
-            call: Scoped<Call<S>>,
+            call: WithCaller<Scoped<Call<S>>>,
             // The share that moves into the response body. After `call`,
             // the one drop order of both adapters: what the response owns
             // goes before the slot.
@@ -116,14 +118,19 @@ impl<S, B> ResponseFuture<S, B>
 where
     S: Service<ServiceRequest>,
 {
-    pub(crate) fn admitted(service: Rc<S>, req: ServiceRequest, lease: Lease) -> Self {
+    pub(crate) fn admitted(
+        service: Rc<S>,
+        req: ServiceRequest,
+        lease: Lease,
+        caller: Caller,
+    ) -> Self {
         let call = Call::Pending {
             service,
             req: Some(req),
         };
         ResponseFuture {
             state: State::Admitted {
-                call: lease.clone().scope(call),
+                call: caller.scope(lease.clone().scope(call)),
                 lease: Some(lease),
             },
             _body: PhantomData,

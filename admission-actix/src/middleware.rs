@@ -5,12 +5,14 @@
 //! It must never wait for a lease and never create pools.
 
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use actix_web::Error;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, forward_ready};
 use admission_core::RequestPools;
-use admission_core::http::{Problem, RefusalStatus};
+use admission_core::http::{Problem, RefusalStatus, RequestCaller};
 
 use crate::body::LeasedBody;
 use crate::classify::Classify;
@@ -57,6 +59,7 @@ pub struct AdmissionMiddleware<S> {
     pools: RequestPools,
     classify: Classify,
     status: RefusalStatus,
+    malformed: Arc<AtomicU64>,
 }
 
 impl<S> AdmissionMiddleware<S> {
@@ -65,12 +68,14 @@ impl<S> AdmissionMiddleware<S> {
         pools: RequestPools,
         classify: Classify,
         status: RefusalStatus,
+        malformed: Arc<AtomicU64>,
     ) -> Self {
         AdmissionMiddleware {
             service,
             pools,
             classify,
             status,
+            malformed,
         }
     }
 }
@@ -98,12 +103,22 @@ where
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
         let class = self.classify.class(&req);
-        match self.pools.try_lease(class) {
-            Ok(lease) => ResponseFuture::admitted(Rc::clone(&self.service), req, lease),
+        let read = RequestCaller::from_headers(
+            req.headers()
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_bytes())),
+        );
+        if read.malformed {
+            self.malformed.fetch_add(1, Ordering::Relaxed);
+        }
+        let caller = read.caller;
+        match caller.scope_sync(|| self.pools.try_lease(class)) {
+            Ok(lease) => ResponseFuture::admitted(Rc::clone(&self.service), req, lease, caller),
             Err(refusal) => {
                 tracing::debug!(
                     pool = refusal.pool(),
                     code = refusal.code().as_str(),
+                    criticality = refusal.criticality().as_str(),
                     "request refused"
                 );
                 let problem = Problem::refusal(&refusal, self.status);

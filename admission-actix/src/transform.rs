@@ -7,6 +7,8 @@
 
 use std::future::{Ready, ready};
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use actix_web::Error;
 use actix_web::body::MessageBody;
@@ -93,6 +95,7 @@ pub struct AdmissionControl {
     pools: RequestPools,
     classify: Classify,
     status: RefusalStatus,
+    malformed: Arc<AtomicU64>,
 }
 
 impl AdmissionControl {
@@ -210,6 +213,23 @@ impl AdmissionControl {
         &self.pools
     }
 
+    /// How many requests came with a malformed or repeated budget header
+    /// (`x-admission-budget-ms`, `x-envoy-expected-rq-timeout-ms`,
+    /// `grpc-timeout`); each was served as if it had none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_actix::AdmissionControl;
+    /// use admission_core::RequestPools;
+    ///
+    /// let control = AdmissionControl::new(RequestPools::new(1, 1).unwrap());
+    /// assert_eq!(control.malformed_headers(), 0);
+    /// ```
+    pub fn malformed_headers(&self) -> u64 {
+        self.malformed.load(Ordering::Relaxed)
+    }
+
     /// Answers refusals with `status` instead of `503`: e.g.
     /// [`RefusalStatus::TooManyRequests`] for clients that expect `429`.
     ///
@@ -241,6 +261,7 @@ impl AdmissionControl {
             pools,
             classify,
             status: RefusalStatus::default(),
+            malformed: Arc::default(),
         }
     }
 }
@@ -262,6 +283,7 @@ where
             self.pools.clone(),
             self.classify.clone(),
             self.status,
+            Arc::clone(&self.malformed),
         )))
     }
 }

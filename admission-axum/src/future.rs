@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use admission_core::Lease;
+use admission_core::caller::WithCaller;
 use admission_core::request::Scoped;
 use bytes::Bytes;
 use http::Response;
@@ -43,7 +44,7 @@ pin_project_lite::pin_project! {
     enum State<F> {
         Admitted {
             #[pin]
-            future: Scoped<F>,
+            future: WithCaller<Scoped<F>>,
             // The request's lease lives here until the response exists, then
             // moves into its body: the request holds its slot until the body
             // has been sent, not only until the handler returns. After
@@ -60,7 +61,7 @@ pin_project_lite::pin_project! {
 }
 
 impl<F> ResponseFuture<F> {
-    pub(crate) fn admitted(future: Scoped<F>, lease: Lease) -> Self {
+    pub(crate) fn admitted(future: WithCaller<Scoped<F>>, lease: Lease) -> Self {
         ResponseFuture {
             state: State::Admitted { future, lease },
         }

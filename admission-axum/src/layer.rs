@@ -6,9 +6,11 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use admission_core::http::RefusalStatus;
-use admission_core::{Class, RequestPools};
+use admission_core::http::{RefusalStatus, RequestCaller};
+use admission_core::{Caller, Class, RequestPools};
+use http::HeaderMap;
 use http::request::Parts;
 use tower_layer::Layer;
 
@@ -22,6 +24,24 @@ pub(crate) struct Shared {
     pub(crate) pools: RequestPools,
     pub(crate) classify: Classify,
     pub(crate) status: RefusalStatus,
+    /// Requests whose budget header was malformed (and ignored).
+    pub(crate) malformed: Arc<AtomicU64>,
+}
+
+impl Shared {
+    /// The caller a request's headers describe; a malformed budget is
+    /// ignored and counted, never refused.
+    pub(crate) fn caller(&self, headers: &HeaderMap) -> Caller {
+        let read = RequestCaller::from_headers(
+            headers
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_bytes())),
+        );
+        if read.malformed {
+            self.malformed.fetch_add(1, Ordering::Relaxed);
+        }
+        read.caller
+    }
 }
 
 /// A tower [`Layer`] that makes every request hold a request lease for its
@@ -173,6 +193,32 @@ impl AdmissionLayer {
         &self.shared.pools
     }
 
+    /// How many requests came with a malformed or repeated budget header
+    /// (`x-admission-budget-ms`, `x-envoy-expected-rq-timeout-ms`,
+    /// `grpc-timeout`); each was served as if it had none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_axum::AdmissionLayer;
+    /// use admission_core::RequestPools;
+    /// use axum::{Router, body::Body, http::{Request, StatusCode}, routing::get};
+    /// use tower::ServiceExt;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let layer = AdmissionLayer::new(RequestPools::new(1, 1).unwrap());
+    /// let app = Router::new().route("/", get(|| async { "ok" })).layer(layer.clone());
+    /// let request = Request::get("/").header("x-admission-budget-ms", "soon").body(Body::empty());
+    /// let response = app.oneshot(request.unwrap()).await.unwrap();
+    /// assert_eq!(response.status(), StatusCode::OK);
+    /// assert_eq!(layer.malformed_headers(), 1);
+    /// # }
+    /// ```
+    pub fn malformed_headers(&self) -> u64 {
+        self.shared.malformed.load(Ordering::Relaxed)
+    }
+
     /// Answers refusals with `status` instead of `503`: e.g.
     /// [`RefusalStatus::TooManyRequests`] for clients that expect `429`.
     ///
@@ -198,13 +244,17 @@ impl AdmissionLayer {
     /// ```
     pub fn refusal_status(self, status: RefusalStatus) -> Self {
         let Shared {
-            pools, classify, ..
+            pools,
+            classify,
+            malformed,
+            ..
         } = &*self.shared;
         AdmissionLayer {
             shared: Arc::new(Shared {
                 pools: pools.clone(),
                 classify: classify.clone(),
                 status,
+                malformed: Arc::clone(malformed),
             }),
         }
     }
@@ -215,6 +265,7 @@ impl AdmissionLayer {
                 pools,
                 classify,
                 status: RefusalStatus::default(),
+                malformed: Arc::default(),
             }),
         }
     }

@@ -140,6 +140,7 @@
 #![doc(test(attr(deny(warnings))))]
 
 pub mod body;
+mod caller;
 mod classify;
 pub mod future;
 mod layer;
@@ -148,6 +149,7 @@ mod rejection;
 pub mod serve;
 mod service;
 
+pub use crate::caller::{CallerLayer, CallerService};
 pub use crate::layer::AdmissionLayer;
 pub use crate::rejection::Rejection;
 pub use crate::serve::serve;

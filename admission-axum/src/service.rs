@@ -95,18 +95,21 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<S::Future> {
+        let caller = self.shared.caller(request.headers());
         let (class, request) = self.shared.classify.class(request);
-        match self.shared.pools.try_lease(class) {
+        match caller.scope_sync(|| self.shared.pools.try_lease(class)) {
             Ok(lease) => {
-                // The inner call runs under the lease too: a layer below
-                // that admits in `call` shares it.
-                let future = lease.scope_sync(|| self.inner.call(request));
-                ResponseFuture::admitted(lease.clone().scope(future), lease)
+                // The inner call runs under the lease and for the caller
+                // too: a layer below that admits in `call` shares the lease,
+                // and work the handler runs is admitted for this caller.
+                let future = caller.scope_sync(|| lease.scope_sync(|| self.inner.call(request)));
+                ResponseFuture::admitted(caller.scope(lease.clone().scope(future)), lease)
             }
             Err(refusal) => {
                 tracing::debug!(
                     pool = refusal.pool(),
                     code = refusal.code().as_str(),
+                    criticality = refusal.criticality().as_str(),
                     "request refused"
                 );
                 let problem = Problem::refusal(&refusal, self.shared.status);

@@ -13,6 +13,13 @@
 
 use std::fmt::Write as _;
 
+mod caller;
+
+pub use self::caller::{
+    BUDGET_HEADER, CRITICALITY_HEADER, ENVOY_TIMEOUT_HEADER, GRPC_TIMEOUT_HEADER, Malformed,
+    RequestCaller, parse_budget_ms, parse_grpc_timeout,
+};
+
 use crate::caller::Criticality;
 use crate::pool::WorkError;
 use crate::refusal::{Code, Refusal};

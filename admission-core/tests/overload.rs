@@ -102,7 +102,10 @@ async fn sheddable_work_fills_only_its_share_and_critical_work_the_whole_pool() 
 async fn a_plain_pool_gives_every_slot_to_callers_that_say_nothing() {
     let pool = Pool::new("shares-default", 3).unwrap();
     let held: Vec<_> = (0..3).map(|_| pool.try_admit().unwrap()).collect();
-    assert_eq!(pool.try_admit().unwrap_err().criticality(), Criticality::Default);
+    assert_eq!(
+        pool.try_admit().unwrap_err().criticality(),
+        Criticality::Default
+    );
     drop(held);
 }
 
@@ -129,10 +132,7 @@ fn shares_out_of_range_are_refused_at_construction() {
         .unwrap_err();
     assert!(above.to_string().contains("sheddable work 60%"), "{above}");
     let queue = Pool::builder("queue-bad")
-        .queue(QueuePolicy {
-            bound: 0,
-            ..POLICY
-        })
+        .queue(QueuePolicy { bound: 0, ..POLICY })
         .build()
         .unwrap_err();
     assert!(matches!(queue, ConfigError::BadQueue { .. }), "{queue}");
@@ -164,7 +164,13 @@ async fn waiters_are_served_most_critical_first_and_in_order_within_a_level() {
     }
     assert_eq!(
         seen,
-        ["critical-1", "critical-2", "default-1", "default-2", "shed-1"]
+        [
+            "critical-1",
+            "critical-2",
+            "default-1",
+            "default-2",
+            "shed-1"
+        ]
     );
 }
 
@@ -173,9 +179,21 @@ async fn a_patient_walker_is_served_before_the_queue_of_its_level() {
     let pool = queued_pool("walker-first", 1);
     let held = pool.try_admit().unwrap();
     let (order, mut admitted) = mpsc::unbounded_channel();
-    let queued = waiter(&pool, Criticality::Default, Admission::Queue, "queued", &order);
+    let queued = waiter(
+        &pool,
+        Criticality::Default,
+        Admission::Queue,
+        "queued",
+        &order,
+    );
     until_waiting(&pool, 1).await;
-    let walker = waiter(&pool, Criticality::Default, Admission::Wait, "walker", &order);
+    let walker = waiter(
+        &pool,
+        Criticality::Default,
+        Admission::Wait,
+        "walker",
+        &order,
+    );
     until_waiting(&pool, 2).await;
     drop(held);
     walker.await.unwrap().unwrap();
@@ -190,7 +208,13 @@ async fn a_sheddable_waiter_gets_a_slot_only_once_its_share_has_room() {
     let first = pool.try_admit().unwrap();
     let second = pool.try_admit().unwrap();
     let (order, mut admitted) = mpsc::unbounded_channel();
-    let shed = waiter(&pool, Criticality::Sheddable, Admission::Wait, "shed", &order);
+    let shed = waiter(
+        &pool,
+        Criticality::Sheddable,
+        Admission::Wait,
+        "shed",
+        &order,
+    );
     until_waiting(&pool, 1).await;
     drop(first);
     // One slot of two in use: the sheddable share (half) is still full.
@@ -210,7 +234,13 @@ async fn the_queue_serves_a_burst_and_refuses_past_its_bound_at_once() {
     let (order, mut admitted) = mpsc::unbounded_channel();
     let mut queued = Vec::new();
     for tag in ["q1", "q2", "q3"] {
-        queued.push(waiter(&pool, Criticality::Default, Admission::Queue, tag, &order));
+        queued.push(waiter(
+            &pool,
+            Criticality::Default,
+            Admission::Queue,
+            tag,
+            &order,
+        ));
         until_waiting(&pool, queued.len()).await;
     }
     let before = Instant::now();
@@ -225,7 +255,11 @@ async fn the_queue_serves_a_burst_and_refuses_past_its_bound_at_once() {
     while let Ok(tag) = admitted.try_recv() {
         seen.push(tag);
     }
-    assert_eq!(seen, ["q1", "q2", "q3"], "a queue that empties is served oldest first");
+    assert_eq!(
+        seen,
+        ["q1", "q2", "q3"],
+        "a queue that empties is served oldest first"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -235,7 +269,11 @@ async fn a_queued_caller_is_refused_when_its_wait_reaches_the_interval() {
     let started = Instant::now();
     let refusal = pool.admit_with(Admission::Queue).await.unwrap_err();
     assert_eq!(refusal.code(), Code::WaitTimedOut);
-    assert_eq!(started.elapsed(), POLICY.interval, "refused at the limit, not later");
+    assert_eq!(
+        started.elapsed(),
+        POLICY.interval,
+        "refused at the limit, not later"
+    );
     assert_eq!(pool.stats().waiting, 0, "and out of line");
     assert_eq!(pool.stats().refused, 1);
 }
@@ -249,16 +287,19 @@ async fn a_standing_queue_serves_the_newest_first_and_gives_newcomers_the_target
     // The queue goes non-empty at t=0 and never empties: `old` joins at
     // 60 ms (limit 100 ms, the queue does not stand yet), `first` leaves at
     // 100 ms, and at 101 ms the queue has stood longer than the interval.
-    let first = waiter(&pool, Criticality::Default, Admission::Queue, "first", &order);
+    let first = waiter(
+        &pool,
+        Criticality::Default,
+        Admission::Queue,
+        "first",
+        &order,
+    );
     until_waiting(&pool, 1).await;
     tokio::time::advance(Duration::from_millis(60)).await;
     let old = waiter(&pool, Criticality::Default, Admission::Queue, "old", &order);
     until_waiting(&pool, 2).await;
     tokio::time::advance(Duration::from_millis(41)).await;
-    assert_eq!(
-        first.await.unwrap().unwrap_err().code(),
-        Code::WaitTimedOut
-    );
+    assert_eq!(first.await.unwrap().unwrap_err().code(), Code::WaitTimedOut);
     let joined = Instant::now();
     let new = waiter(&pool, Criticality::Default, Admission::Queue, "new", &order);
     until_waiting(&pool, 2).await;
@@ -276,10 +317,22 @@ async fn a_newcomer_to_a_queue_that_stood_past_its_interval_waits_only_the_targe
     let _held = held_elsewhere(&pool);
     let (order, _admitted) = mpsc::unbounded_channel();
     // Two callers keep the queue non-empty for longer than the interval.
-    let early = waiter(&pool, Criticality::Default, Admission::Queue, "early", &order);
+    let early = waiter(
+        &pool,
+        Criticality::Default,
+        Admission::Queue,
+        "early",
+        &order,
+    );
     until_waiting(&pool, 1).await;
     tokio::time::advance(Duration::from_millis(90)).await;
-    let late = waiter(&pool, Criticality::Default, Admission::Queue, "late", &order);
+    let late = waiter(
+        &pool,
+        Criticality::Default,
+        Admission::Queue,
+        "late",
+        &order,
+    );
     until_waiting(&pool, 2).await;
     tokio::time::advance(Duration::from_millis(20)).await;
     assert_eq!(early.await.unwrap().unwrap_err().code(), Code::WaitTimedOut);
@@ -287,7 +340,11 @@ async fn a_newcomer_to_a_queue_that_stood_past_its_interval_waits_only_the_targe
     let started = Instant::now();
     let refusal = pool.admit_with(Admission::Queue).await.unwrap_err();
     assert_eq!(refusal.code(), Code::WaitTimedOut);
-    assert_eq!(started.elapsed(), POLICY.target, "the target, not the interval");
+    assert_eq!(
+        started.elapsed(),
+        POLICY.target,
+        "the target, not the interval"
+    );
     drop(late);
 }
 
@@ -326,7 +383,11 @@ async fn a_budget_shorter_than_the_typical_work_is_refused_at_once_with_its_own_
     assert_eq!(pool.stats().refused_by_criticality, [1, 0, 0]);
 
     let problem = Problem::refusal(&refusal, RefusalStatus::default());
-    assert!(problem.body().contains(r#""code":"ADMISSION_BUDGET_TOO_SHORT""#));
+    assert!(
+        problem
+            .body()
+            .contains(r#""code":"ADMISSION_BUDGET_TOO_SHORT""#)
+    );
     assert!(problem.body().contains(r#""criticality":"critical""#));
 
     let long = Caller::new(Criticality::Critical)
@@ -338,7 +399,11 @@ async fn a_budget_shorter_than_the_typical_work_is_refused_at_once_with_its_own_
         .with_deadline(Instant::now())
         .scope(pool.run(|| Ok::<_, std::fmt::Error>(()), Admission::FailFast))
         .await;
-    assert_eq!(refused(spent).code(), Code::BudgetTooShort, "a passed deadline");
+    assert_eq!(
+        refused(spent).code(),
+        Code::BudgetTooShort,
+        "a passed deadline"
+    );
 }
 
 #[tokio::test]
@@ -374,7 +439,15 @@ async fn a_waiter_with_callers_ahead_and_too_little_budget_is_refused_at_once() 
     let held = held_elsewhere(&pool);
     let (order, _admitted) = mpsc::unbounded_channel();
     let ahead: Vec<_> = (0..3)
-        .map(|_| waiter(&pool, Criticality::Default, Admission::Wait, "ahead", &order))
+        .map(|_| {
+            waiter(
+                &pool,
+                Criticality::Default,
+                Admission::Wait,
+                "ahead",
+                &order,
+            )
+        })
         .collect();
     until_waiting(&pool, 3).await;
     // Three callers ahead on one slot: about 120 ms of waiting, 40 of work.
@@ -400,7 +473,13 @@ async fn a_cancelled_queued_waiter_leaves_the_line_and_loses_no_slot() {
     let pool = queued_pool("queue-cancel", 1);
     let held = pool.try_admit().unwrap();
     let (order, _admitted) = mpsc::unbounded_channel();
-    let gone = waiter(&pool, Criticality::Default, Admission::Queue, "gone", &order);
+    let gone = waiter(
+        &pool,
+        Criticality::Default,
+        Admission::Queue,
+        "gone",
+        &order,
+    );
     until_waiting(&pool, 1).await;
     gone.abort();
     assert!(gone.await.unwrap_err().is_cancelled());
@@ -418,7 +497,10 @@ async fn the_caller_scope_reaches_work_run_inside_it_and_not_outside() {
         .scope(async { pool.try_admit().map(drop) })
         .await;
     assert_eq!(inside.unwrap_err().criticality(), Criticality::Sheddable);
-    assert!(pool.try_admit().is_ok(), "outside, the caller is default again");
+    assert!(
+        pool.try_admit().is_ok(),
+        "outside, the caller is default again"
+    );
     let nested = Caller::new(Criticality::Critical)
         .with_budget(Duration::from_secs(1))
         .scope(async {
@@ -428,5 +510,8 @@ async fn the_caller_scope_reaches_work_run_inside_it_and_not_outside() {
         })
         .await
         .unwrap();
-    assert!(nested <= Duration::from_secs(1), "the earlier deadline wins");
+    assert!(
+        nested <= Duration::from_secs(1),
+        "the earlier deadline wins"
+    );
 }

@@ -19,9 +19,6 @@ use std::time::{Duration, Instant};
 /// The request header that carries the caller's budget.
 pub const GRPC_TIMEOUT: &str = "grpc-timeout";
 
-/// The most digits a `grpc-timeout` value may have.
-const MAX_DIGITS: usize = 8;
-
 /// The caller's deadline: the budget its `grpc-timeout` header gave, and
 /// the instant that budget runs out, counted from when the layer saw the
 /// call.
@@ -143,26 +140,7 @@ impl std::error::Error for MalformedTimeout {}
 /// }
 /// ```
 pub fn parse_timeout(value: &[u8]) -> Result<Duration, MalformedTimeout> {
-    let Some((&unit, digits)) = value.split_last() else {
-        return Err(MalformedTimeout(()));
-    };
-    if digits.is_empty() || digits.len() > MAX_DIGITS || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(MalformedTimeout(()));
-    }
-    // At most 8 digits: at most 99 999 999, which no unit below overflows
-    // (99 999 999 hours is about 3.6e11 s).
-    let n = digits
-        .iter()
-        .fold(0u64, |n, digit| n * 10 + u64::from(digit - b'0'));
-    Ok(match unit {
-        b'H' => Duration::from_secs(n * 3600),
-        b'M' => Duration::from_secs(n * 60),
-        b'S' => Duration::from_secs(n),
-        b'm' => Duration::from_millis(n),
-        b'u' => Duration::from_micros(n),
-        b'n' => Duration::from_nanos(n),
-        _ => return Err(MalformedTimeout(())),
-    })
+    admission_core::http::parse_grpc_timeout(value).map_err(|_| MalformedTimeout(()))
 }
 
 /// What a request's `grpc-timeout` headers said.

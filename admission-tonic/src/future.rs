@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use admission_core::Lease;
+use admission_core::caller::WithCaller;
 use admission_core::request::Scoped;
 use http::Response;
 
@@ -45,7 +46,7 @@ pin_project_lite::pin_project! {
     enum State<F> {
         Admitted {
             #[pin]
-            future: Scoped<F>,
+            future: WithCaller<Scoped<F>>,
             // The call's lease lives here until the response exists, then
             // moves into its body: the call holds its slot until the last
             // message and the trailers have been sent, not only until the
@@ -62,7 +63,7 @@ pin_project_lite::pin_project! {
 }
 
 impl<F> ResponseFuture<F> {
-    pub(crate) fn admitted(future: Scoped<F>, lease: Lease) -> Self {
+    pub(crate) fn admitted(future: WithCaller<Scoped<F>>, lease: Lease) -> Self {
         ResponseFuture {
             state: State::Admitted { future, lease },
         }

@@ -13,6 +13,8 @@ use http::{Request, Response};
 use tonic::server::NamedService;
 use tower_service::Service;
 
+use admission_core::http::RequestCaller;
+
 use crate::body::LeasedBody;
 use crate::classify::Call;
 use crate::deadline::{Deadline, Timeout};
@@ -118,17 +120,25 @@ where
         };
         let call = Call::new(request.uri().path(), request.headers(), deadline);
         let class = self.shared.classify.class(&call);
-        // Deadline-aware admission (the overload issue) takes `deadline`
-        // here: a call whose budget cannot cover the wait is refused at once.
-        match self.shared.pools.try_lease(class) {
+        // The caller: its criticality header and the shortest of its
+        // budgets (`grpc-timeout` among them) as the deadline, so that the
+        // lease and the work the handler runs are admitted for it.
+        let caller = RequestCaller::from_headers(
+            request
+                .headers()
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_bytes())),
+        )
+        .caller;
+        match caller.scope_sync(|| self.shared.pools.try_lease(class)) {
             Ok(lease) => {
                 if let Some(deadline) = deadline {
                     request.extensions_mut().insert(deadline);
                 }
-                // The inner call runs under the lease too: a layer below
-                // that admits in `call` shares it.
-                let future = lease.scope_sync(|| self.inner.call(request));
-                ResponseFuture::admitted(lease.clone().scope(future), lease)
+                // The inner call runs under the lease and for the caller
+                // too: a layer below that admits in `call` shares the lease.
+                let future = caller.scope_sync(|| lease.scope_sync(|| self.inner.call(request)));
+                ResponseFuture::admitted(caller.scope(lease.clone().scope(future)), lease)
             }
             Err(refusal) => {
                 tracing::debug!(

@@ -440,11 +440,11 @@ impl<G> Permits<G> {
         // is set and cleared.
         let mut line = self.lock();
         let others = (self.state.load(SeqCst) & !LINE).saturating_sub(1);
-        if !self.closed.load(SeqCst) {
-            if let Some(waiter) = line.pop(others, &self.limits, self.queue.interval) {
-                self.left_line(&line);
-                return Some(waiter.grant);
-            }
+        if !self.closed.load(SeqCst)
+            && let Some(waiter) = line.pop(others, &self.limits, self.queue.interval)
+        {
+            self.left_line(&line);
+            return Some(waiter.grant);
         }
         self.state.fetch_sub(1, SeqCst);
         None

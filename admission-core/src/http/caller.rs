@@ -1,0 +1,247 @@
+//! What a request's headers say about its caller: its criticality and how
+//! long it will wait.
+//!
+//! This module owns the header names and their strict parsing, shared by
+//! every adapter so that each reads the same headers the same way. It must
+//! never fail a request: an unknown criticality is the default, and a
+//! malformed or repeated budget is ignored and reported (for a counter),
+//! never answered with an error; and it never keeps a header's text.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::caller::{Caller, Criticality};
+
+/// The request header naming the caller's criticality: `critical`,
+/// `default` or `sheddable` (ASCII case-insensitive; anything else is
+/// `default`).
+pub const CRITICALITY_HEADER: &str = "x-admission-criticality";
+
+/// This project's own budget header: the milliseconds the client will wait
+/// for its answer, 1 to 9 ASCII digits (`x-admission-budget-ms: 250`). A
+/// client or proxy that knows its timeout sets it; the server refuses at
+/// once what could not be answered in time.
+pub const BUDGET_HEADER: &str = "x-admission-budget-ms";
+
+/// The budget Envoy's router sets on each request it forwards: the route's
+/// timeout in milliseconds, same grammar as [`BUDGET_HEADER`].
+pub const ENVOY_TIMEOUT_HEADER: &str = "x-envoy-expected-rq-timeout-ms";
+
+/// gRPC's deadline header (see [`parse_grpc_timeout`]).
+pub const GRPC_TIMEOUT_HEADER: &str = "grpc-timeout";
+
+/// A header value outside its grammar.
+///
+/// # Examples
+///
+/// ```
+/// use admission_core::http::parse_budget_ms;
+///
+/// assert!(parse_budget_ms(b"-5").is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Malformed(());
+
+impl std::fmt::Display for Malformed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("malformed budget header value")
+    }
+}
+
+impl std::error::Error for Malformed {}
+
+/// The longest budget in milliseconds the budget headers carry: 9 digits,
+/// about 11.5 days.
+const MAX_MS_DIGITS: usize = 9;
+
+/// The digits `grpc-timeout` allows.
+const MAX_GRPC_DIGITS: usize = 8;
+
+/// Parses a millisecond budget ([`BUDGET_HEADER`], [`ENVOY_TIMEOUT_HEADER`]):
+/// 1 to 9 ASCII digits and nothing else (no sign, no space, no unit).
+///
+/// # Errors
+///
+/// [`Malformed`] for anything else.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admission_core::http::parse_budget_ms;
+///
+/// assert_eq!(parse_budget_ms(b"250"), Ok(Duration::from_millis(250)));
+/// for bad in [&b""[..], b" 250", b"250ms", b"+1", b"1234567890", b"2.5"] {
+///     assert!(parse_budget_ms(bad).is_err(), "{bad:?}");
+/// }
+/// ```
+pub fn parse_budget_ms(value: &[u8]) -> Result<Duration, Malformed> {
+    digits(value, MAX_MS_DIGITS).map(Duration::from_millis)
+}
+
+/// Parses a `grpc-timeout` value strictly, as the gRPC over HTTP/2
+/// specification writes it: 1 to 8 ASCII digits and one unit, `H`, `M`,
+/// `S`, `m`, `u` or `n`. A zero value is a budget already spent (refused at
+/// once), not the absence of one.
+///
+/// # Errors
+///
+/// [`Malformed`] for anything else: no digits, a ninth digit, a sign, white
+/// space, a unit in the wrong case or missing, a second unit.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admission_core::http::parse_grpc_timeout;
+///
+/// assert_eq!(parse_grpc_timeout(b"2H"), Ok(Duration::from_secs(7200)));
+/// assert_eq!(parse_grpc_timeout(b"250m"), Ok(Duration::from_millis(250)));
+/// assert_eq!(parse_grpc_timeout(b"1000n"), Ok(Duration::from_nanos(1000)));
+/// for bad in [&b""[..], b"S", b"5", b"5s", b"+5S", b" 5S", b"123456789m", b"5mS"] {
+///     assert!(parse_grpc_timeout(bad).is_err(), "{bad:?}");
+/// }
+/// ```
+pub fn parse_grpc_timeout(value: &[u8]) -> Result<Duration, Malformed> {
+    let Some((&unit, number)) = value.split_last() else {
+        return Err(Malformed(()));
+    };
+    // At most 8 digits: 99 999 999 hours (about 3.6e11 s) overflows nothing.
+    let n = digits(number, MAX_GRPC_DIGITS)?;
+    Ok(match unit {
+        b'H' => Duration::from_secs(n * 3600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
+        _ => return Err(Malformed(())),
+    })
+}
+
+fn digits(value: &[u8], max: usize) -> Result<u64, Malformed> {
+    if value.is_empty() || value.len() > max || !value.iter().all(u8::is_ascii_digit) {
+        return Err(Malformed(()));
+    }
+    Ok(value
+        .iter()
+        .fold(0, |n, digit| n * 10 + u64::from(digit - b'0')))
+}
+
+/// The caller a request's headers describe.
+///
+/// # Examples
+///
+/// ```
+/// use admission_core::Criticality;
+/// use admission_core::http::RequestCaller;
+///
+/// let read = RequestCaller::from_headers([
+///     ("x-admission-criticality", &b"sheddable"[..]),
+///     ("x-envoy-expected-rq-timeout-ms", b"15000"),
+///     ("x-admission-budget-ms", b"250"),
+/// ]);
+/// assert_eq!(read.caller.criticality(), Criticality::Sheddable);
+/// assert!(read.caller.remaining().unwrap().as_millis() <= 250, "the shorter budget wins");
+/// assert!(!read.malformed);
+///
+/// let bad = RequestCaller::from_headers([("x-admission-budget-ms", &b"soon"[..])]);
+/// assert!(bad.malformed && bad.caller.deadline().is_none());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestCaller {
+    /// The criticality named (default when absent or unknown) with the
+    /// shortest well-formed budget as its deadline.
+    pub caller: Caller,
+    /// A budget header was malformed or repeated and was ignored; adapters
+    /// count these.
+    pub malformed: bool,
+}
+
+impl RequestCaller {
+    /// Reads the criticality from [`CRITICALITY_HEADER`] (its first value)
+    /// and the deadline from the shortest of [`BUDGET_HEADER`],
+    /// [`ENVOY_TIMEOUT_HEADER`] and [`GRPC_TIMEOUT_HEADER`], counted from
+    /// now. `headers` are (name, value) pairs, names in any case; a budget
+    /// header that appears twice is ignored as malformed.
+    pub fn from_headers<'a>(headers: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Self {
+        let mut criticality = None;
+        let mut budgets: [Budget; 3] = [Budget::Absent; 3];
+        for (name, value) in headers {
+            if criticality.is_none() && name.eq_ignore_ascii_case(CRITICALITY_HEADER) {
+                criticality = Some(
+                    std::str::from_utf8(value)
+                        .ok()
+                        .and_then(Criticality::parse)
+                        .unwrap_or_default(),
+                );
+            } else if let Some(i) = [BUDGET_HEADER, ENVOY_TIMEOUT_HEADER, GRPC_TIMEOUT_HEADER]
+                .iter()
+                .position(|budget| name.eq_ignore_ascii_case(budget))
+            {
+                let parsed = if i == 2 {
+                    parse_grpc_timeout(value)
+                } else {
+                    parse_budget_ms(value)
+                };
+                budgets[i] = match (budgets[i], parsed) {
+                    (Budget::Absent, Ok(budget)) => Budget::Is(budget),
+                    _ => Budget::Malformed,
+                };
+            }
+        }
+        let mut caller = Caller::new(criticality.unwrap_or_default());
+        let shortest = budgets
+            .iter()
+            .filter_map(|budget| match budget {
+                Budget::Is(budget) => Some(*budget),
+                _ => None,
+            })
+            .min();
+        if let Some(budget) = shortest {
+            let now = Instant::now();
+            caller = caller.with_deadline(now.checked_add(budget).unwrap_or(now));
+        }
+        RequestCaller {
+            caller,
+            malformed: budgets.contains(&Budget::Malformed),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Budget {
+    Absent,
+    Is(Duration),
+    Malformed,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeated_budget_is_malformed_and_ignored_while_the_others_count() {
+        let read = RequestCaller::from_headers([
+            ("X-Admission-Budget-Ms", &b"100"[..]),
+            ("x-admission-budget-ms", b"100"),
+            ("grpc-timeout", b"2S"),
+        ]);
+        assert!(read.malformed);
+        let left = read.caller.remaining().unwrap();
+        assert!(left > Duration::from_millis(1500) && left <= Duration::from_secs(2));
+    }
+
+    #[test]
+    fn an_unknown_or_repeated_criticality_is_never_an_error() {
+        let read = RequestCaller::from_headers([
+            (CRITICALITY_HEADER, &b"<script>"[..]),
+            (CRITICALITY_HEADER, b"critical"),
+        ]);
+        assert_eq!(read.caller.criticality(), Criticality::Default, "the first wins");
+        assert!(!read.malformed);
+        let none = RequestCaller::from_headers([]);
+        assert_eq!(none.caller, Caller::default());
+    }
+}
