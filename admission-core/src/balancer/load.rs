@@ -171,6 +171,22 @@ struct Window {
     eps: f64,
 }
 
+impl Default for LoadReport {
+    /// A report on no pool: zero load, full weight (for an app whose work
+    /// runs behind no admission pool).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::balancer::LoadReport;
+    ///
+    /// assert_eq!(LoadReport::default().load().agent_weight(), 100);
+    /// ```
+    fn default() -> Self {
+        LoadReport::from_pools(Vec::new())
+    }
+}
+
 impl LoadReport {
     /// Reports on every pool `owner` has (a [`Pool`], the request pools, a
     /// reservation or a loop owner).
