@@ -182,6 +182,9 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         ),
         Backend::Admission(_) | Backend::Coalesced(_) | Backend::Queue(_) => walks,
     };
+    // Walks run for the caller the request's headers describe (criticality,
+    // budget); only the admission gates act on it. `/healthz` is outside.
+    let walks = walks.layer(admission_axum::CallerLayer::new());
     walks
         .route("/healthz", get(healthz))
         .fallback(not_found)

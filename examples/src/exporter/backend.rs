@@ -30,7 +30,7 @@ pub(crate) struct FullWalk;
 #[derive(Debug)]
 pub(crate) enum Backend {
     /// Admission: a pool of N slots and N threads.
-    Admission(Pool),
+    Admission(Gated),
     /// Admission with coalescing: a caller that arrives while a fresh walk
     /// runs shares its result; anyone else goes through the pool as above.
     Coalesced(Coalescing<FullWalk, Walked, fmt::Error>),
@@ -38,6 +38,15 @@ pub(crate) enum Backend {
     Queue(UnboundedQueue),
     /// tokio's blocking pool; the limit lives in tower layers on the routes.
     Tower,
+}
+
+/// An admission pool and how HTTP walks are admitted to it.
+#[derive(Debug)]
+pub(crate) struct Gated {
+    pool: Pool,
+    /// `true`: HTTP walks (asked for with [`Admission::FailFast`]) wait in
+    /// the pool's bounded queue instead ([`Gate::AdmissionQueue`]).
+    queue: bool,
 }
 
 /// Why a walk produced no output.
@@ -99,7 +108,14 @@ impl Backend {
         queued: prometheus_client::metrics::gauge::Gauge,
     ) -> Result<Backend, Box<dyn std::error::Error + Send + Sync>> {
         Ok(match (gate, coalesce) {
-            (Gate::Admission, None) => Backend::Admission(Pool::new("registry", workers)?),
+            (Gate::Admission, None) => Backend::Admission(Gated {
+                pool: Pool::new("registry", workers)?,
+                queue: false,
+            }),
+            (Gate::AdmissionQueue, None) => Backend::Admission(Gated {
+                pool: Pool::new("registry", workers)?,
+                queue: true,
+            }),
             (Gate::Admission, Some(staleness)) => Backend::Coalesced(Coalescing::new(
                 &Pool::new("registry", workers)?,
                 staleness,
@@ -115,7 +131,7 @@ impl Backend {
     /// The admission pool, when this backend has one.
     pub(crate) fn pool(&self) -> Option<&Pool> {
         match self {
-            Backend::Admission(pool) => Some(pool),
+            Backend::Admission(gated) => Some(&gated.pool),
             Backend::Coalesced(scrapes) => Some(scrapes.pool()),
             Backend::Queue(_) | Backend::Tower => None,
         }
@@ -143,8 +159,8 @@ impl Backend {
         // from then on as orphaned.
         let waiting = caller.waiting();
         let walked = match self {
-            Backend::Admission(pool) => pool
-                .run(work, admission)
+            Backend::Admission(Gated { pool, queue }) => pool
+                .run(work, http_admission(admission, *queue))
                 .await
                 .map_err(WalkError::Admission),
             Backend::Coalesced(scrapes) => scrapes
@@ -162,5 +178,14 @@ impl Backend {
         };
         waiting.answered();
         walked
+    }
+}
+
+/// The admission a walk asked for, with fail-fast turned into the bounded
+/// queue when the gate queues; the background walker's `Wait` is kept.
+fn http_admission(asked: Admission, queue: bool) -> Admission {
+    match asked {
+        Admission::FailFast if queue => Admission::Queue,
+        other => other,
     }
 }

@@ -30,6 +30,12 @@ pub enum Gate {
     /// tokio's blocking pool. The permit is released when the response future
     /// is dropped, not when the walk ends.
     TowerLimit,
+    /// The admission pool of [`Gate::Admission`], but HTTP walks wait in
+    /// the pool's bounded queue ([`Admission::Queue`](admission_core::Admission::Queue):
+    /// a bound, a delay target, newest first while the queue stands)
+    /// instead of failing fast; a refused waiter still gets `503` +
+    /// `Retry-After`.
+    AdmissionQueue,
 }
 
 impl Gate {
@@ -42,6 +48,7 @@ impl Gate {
             Gate::Admission => "admission",
             Gate::UnboundedQueue => "unbounded-queue",
             Gate::TowerLimit => "tower-limit+shed",
+            Gate::AdmissionQueue => "admission-queue",
         }
     }
 }
@@ -60,7 +67,7 @@ impl fmt::Display for UnknownGate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "unknown gate `{}`; expected `admission`, `queue` or `tower`",
+            "unknown gate `{}`; expected `admission`, `admission-queue`, `queue` or `tower`",
             self.0
         )
     }
@@ -76,6 +83,7 @@ impl FromStr for Gate {
             "admission" => Ok(Gate::Admission),
             "queue" | "unbounded-queue" => Ok(Gate::UnboundedQueue),
             "tower" | "tower-limit+shed" => Ok(Gate::TowerLimit),
+            "admission-queue" => Ok(Gate::AdmissionQueue),
             other => Err(UnknownGate(other.to_owned())),
         }
     }

@@ -1,59 +1,21 @@
 //! Which criticality each open-loop request carries.
 //!
-//! This module owns [`Criticality`] as the generator names it and [`Mix`],
-//! the shares of the three levels, parsed from `--mix`. It draws a level
+//! This module owns [`Mix`], the shares of core's three [`Criticality`]
+//! levels, parsed from `--mix`. It draws a level
 //! from a number the caller supplies and never touches the network.
 
 use std::fmt;
 use std::str::FromStr;
 
-/// The header that carries a request's criticality.
-pub const CRITICALITY_HEADER: &str = "x-admission-criticality";
+pub use admission_core::Criticality;
+pub use admission_core::http::{BUDGET_HEADER, CRITICALITY_HEADER};
 
-/// The header that carries a request's remaining time budget, in whole
-/// milliseconds.
-pub const BUDGET_HEADER: &str = "x-admission-budget-ms";
-
-/// How much a request matters to its caller, as the generator sends it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Criticality {
-    /// Served up to the pool's whole capacity.
-    Critical,
-    /// Ordinary traffic; also what a request without the header counts as.
-    Default,
-    /// Shed first.
-    Sheddable,
-}
-
-impl Criticality {
-    /// Every level, most critical first.
-    pub const ALL: [Criticality; 3] = [
-        Criticality::Critical,
-        Criticality::Default,
-        Criticality::Sheddable,
-    ];
-
-    /// The header value (`critical`, `default`, `sheddable`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Criticality::Critical => "critical",
-            Criticality::Default => "default",
-            Criticality::Sheddable => "sheddable",
-        }
-    }
-
-    pub(super) const fn index(self) -> usize {
-        match self {
-            Criticality::Critical => 0,
-            Criticality::Default => 1,
-            Criticality::Sheddable => 2,
-        }
-    }
-}
-
-impl fmt::Display for Criticality {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+/// `level`'s place in [`Criticality::ALL`]: the index of its counts.
+pub(super) const fn slot(level: Criticality) -> usize {
+    match level {
+        Criticality::Critical => 0,
+        Criticality::Default => 1,
+        Criticality::Sheddable => 2,
     }
 }
 
@@ -116,7 +78,7 @@ impl Mix {
     /// Every request carries `level`.
     pub fn only(level: Criticality) -> Mix {
         let mut shares = [0.0; 3];
-        shares[level.index()] = 1.0;
+        shares[slot(level)] = 1.0;
         Mix {
             shares,
             header: true,
@@ -139,7 +101,7 @@ impl Mix {
             if !weight.is_finite() || *weight < 0.0 {
                 return Err(bad());
             }
-            shares[level.index()] += weight;
+            shares[slot(*level)] += weight;
         }
         let sum: f64 = shares.iter().sum();
         if sum <= 0.0 {
@@ -156,7 +118,7 @@ impl Mix {
 
     /// The share of requests that carry `level`, in 0..=1.
     pub fn share(&self, level: Criticality) -> f64 {
-        self.shares[level.index()]
+        self.shares[slot(level)]
     }
 
     /// Whether requests carry the criticality header.
@@ -168,7 +130,7 @@ impl Mix {
     pub(super) fn pick(&self, u: f64) -> Criticality {
         let mut below = 0.0;
         for level in Criticality::ALL {
-            below += self.shares[level.index()];
+            below += self.shares[slot(level)];
             if u < below {
                 return level;
             }
@@ -177,7 +139,7 @@ impl Mix {
         Criticality::ALL
             .into_iter()
             .rev()
-            .find(|l| self.shares[l.index()] > 0.0)
+            .find(|l| self.shares[slot(*l)] > 0.0)
             .unwrap_or(Criticality::Default)
     }
 }

@@ -84,8 +84,11 @@ pub struct OpenLoop {
     /// Which criticality each request carries (`--mix`; default: no
     /// header).
     pub mix: Mix,
-    /// The time budget each request announces in [`BUDGET_HEADER`]
-    /// (`--budget-ms`; default: no header). Usually the client timeout.
+    /// The time budget of each request, counted from its scheduled
+    /// arrival (`--budget-ms`; default: no header). Usually the client
+    /// timeout. Each request announces in [`BUDGET_HEADER`] what is left of
+    /// it when the request is written (after its connection opened), in
+    /// whole milliseconds rounded down.
     pub budget: Option<Duration>,
     /// At most this many requests waiting at once (`--max-outstanding`,
     /// default 4096); an arrival beyond it is counted as dropped, not sent
@@ -128,7 +131,6 @@ impl OpenLoop {
     pub async fn run(&self) -> Report {
         let mut report = Report::new(self.duration, self.timeout);
         let mut rng = SmallRng::seed_from_u64(self.seed);
-        let budget = self.budget.map(|b| b.as_millis().to_string());
         let mut requests: JoinSet<(Criticality, End)> = JoinSet::new();
         let start = Instant::now();
         let end = start + self.duration;
@@ -167,14 +169,14 @@ impl OpenLoop {
             if self.mix.sends_header() {
                 headers.push((CRITICALITY_HEADER, level.as_str().to_owned()));
             }
-            if let Some(budget) = &budget {
-                headers.push((BUDGET_HEADER, budget.clone()));
-            }
             let target = self.target.clone();
             let deadline = next + self.timeout;
             let scheduled = next;
-            requests
-                .spawn(async move { (level, one(&target, &headers, scheduled, deadline).await) });
+            let budget = self.budget;
+            requests.spawn(async move {
+                let end = one(&target, &headers, budget, scheduled, deadline).await;
+                (level, end)
+            });
         }
         while let Some(done) = requests.join_next().await {
             count(&mut report, &done);
@@ -193,20 +195,30 @@ fn count(report: &mut Report, done: &Result<(Criticality, End), tokio::task::Joi
     }
 }
 
-/// One request on a new connection, bounded by `deadline`.
+/// One request on a new connection, bounded by `deadline`; `budget`, if
+/// any, is announced as what is left of it when the request is written.
 async fn one(
     target: &Target,
     headers: &[(&'static str, String)],
+    budget: Option<Duration>,
     scheduled: Instant,
     deadline: Instant,
 ) -> End {
-    let headers: Vec<(&'static str, &str)> =
-        headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
-    let Ok(request) = target.request_with(&headers) else {
-        return End::Error;
-    };
     let answered = timeout_at(deadline, async {
         let mut conn = Conn::open(target).await.map_err(drop)?;
+        // The time left, in whole milliseconds rounded down, as a client
+        // that has already spent part of its budget would say it.
+        let left = budget.map(|b| {
+            b.saturating_sub(scheduled.elapsed())
+                .as_millis()
+                .to_string()
+        });
+        let mut all: Vec<(&'static str, &str)> =
+            headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        if let Some(left) = &left {
+            all.push((BUDGET_HEADER, left));
+        }
+        let request = target.request_with(&all).map_err(drop)?;
         conn.send(request).await.map_err(drop)
         // The connection closes here, or at the timeout when this future
         // is dropped: either way the server sees the client leave.

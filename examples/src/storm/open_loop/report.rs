@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use super::Criticality;
+use super::mix::slot;
 
 /// How one request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,7 +152,7 @@ impl Report {
     }
 
     pub(super) fn level_mut(&mut self, level: Criticality) -> &mut Outcomes {
-        &mut self.levels[level.index()]
+        &mut self.levels[slot(level)]
     }
 
     pub(super) fn finish(&mut self) {
@@ -163,7 +164,7 @@ impl Report {
     /// The requests that carried `level` (without a mix: all of them are
     /// `default`).
     pub fn level(&self, level: Criticality) -> &Outcomes {
-        &self.levels[level.index()]
+        &self.levels[slot(level)]
     }
 
     /// The levels that had any arrivals, most critical first.

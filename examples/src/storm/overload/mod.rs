@@ -82,9 +82,10 @@ impl Default for OverloadConfig {
 }
 
 /// The gates of the sweep, in the table's order, with their labels.
-pub const SWEEP_GATES: [(&str, Gate); 3] = [
+pub const SWEEP_GATES: [(&str, Gate); 4] = [
     ("tower limit+shed", Gate::TowerLimit),
     ("admission fail-fast", Gate::Admission),
+    (QUEUE_GATE, Gate::AdmissionQueue),
     ("unbounded queue", Gate::UnboundedQueue),
 ];
 
@@ -214,6 +215,7 @@ async fn criticality(
     for (label, gate) in [
         ("tower limit+shed", Gate::TowerLimit),
         ("admission fail-fast", Gate::Admission),
+        (QUEUE_GATE, Gate::AdmissionQueue),
     ] {
         let mut load = open_loop(config, (critical + sheddable) * capacity);
         load.timeout = config.timeout;
@@ -236,7 +238,10 @@ async fn deadline(
 ) -> io::Result<Vec<Point>> {
     let timeout = config.walk_delay * 3 / 2;
     let mut points = Vec::new();
-    for (label, gate) in [("admission fail-fast", Gate::Admission)] {
+    for (label, gate) in [
+        ("admission fail-fast", Gate::Admission),
+        (QUEUE_GATE, Gate::AdmissionQueue),
+    ] {
         for budget in [false, true] {
             let mut load = open_loop(config, 5.0 * capacity);
             load.timeout = timeout;
