@@ -183,5 +183,5 @@ pub use admission_macros::admitted_actix as admitted;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::Rejection;
-    pub use admission_core::{Class, RequestPools};
+    pub use admission_core::{Admission, Caller, Class, Criticality, RequestPools};
 }

@@ -181,6 +181,27 @@ impl Caller {
         }
     }
 
+    /// The same caller at another criticality, its deadline kept.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use admission_core::{Caller, Criticality};
+    ///
+    /// let caller = Caller::default().with_budget(Duration::from_secs(1));
+    /// let critical = caller.with_criticality(Criticality::Critical);
+    /// assert_eq!(critical.criticality(), Criticality::Critical);
+    /// assert_eq!(critical.deadline(), caller.deadline());
+    /// ```
+    #[must_use]
+    pub const fn with_criticality(self, criticality: Criticality) -> Caller {
+        Caller {
+            criticality,
+            ..self
+        }
+    }
+
     /// The caller's criticality.
     pub const fn criticality(&self) -> Criticality {
         self.criticality

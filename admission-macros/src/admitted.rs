@@ -25,6 +25,8 @@ mod kw {
     syn::custom_keyword!(pools);
     syn::custom_keyword!(wait);
     syn::custom_keyword!(wait_ms);
+    syn::custom_keyword!(queue);
+    syn::custom_keyword!(criticality);
 }
 
 /// What to write instead, repeated in several messages.
@@ -77,8 +79,27 @@ struct Args {
     /// The path of pools that live for the whole program (a `static`).
     pools: Option<ExprPath>,
     krate: Option<Path>,
-    /// A bounded wait for the lease, in milliseconds; fail fast when absent.
-    wait_ms: Option<u64>,
+    /// How the lease is taken: fail fast (the default), a bounded wait, or
+    /// the pool's queue.
+    wait: Wait,
+    /// The criticality the handler's admissions are made at, if fixed.
+    criticality: Option<(Criticality, Span)>,
+}
+
+/// How `#[admitted]` takes the lease.
+#[derive(Clone, Copy)]
+enum Wait {
+    FailFast,
+    Millis(u64),
+    Queue,
+}
+
+/// A criticality, as the attribute spells it.
+#[derive(Clone, Copy)]
+enum Criticality {
+    Critical,
+    Default,
+    Sheddable,
 }
 
 /// Expands `#[admitted(args)] item` for `adapter`.
@@ -106,8 +127,10 @@ fn parse_args(input: ParseStream<'_>) -> syn::Result<Args> {
         class: None,
         pools: None,
         krate: None,
-        wait_ms: None,
+        wait: Wait::FailFast,
+        criticality: None,
     };
+    let mut seen_criticality = false;
     let mut seen_class = false;
     let mut seen_pools = false;
     let mut seen_crate = false;
@@ -136,15 +159,37 @@ fn parse_args(input: ParseStream<'_>) -> syn::Result<Args> {
             common::parse_eq(input, "wait_ms", "250")?;
             let value = parse_wait_ms(input);
             if let Some(ms) = errors.take(value) {
-                args.wait_ms.get_or_insert(ms);
+                args.wait = Wait::Millis(ms);
             }
             errors.take(wait_key(&mut wait, key.span));
+        } else if lookahead.peek(kw::queue) {
+            // A bare flag: the lease waits in the pool's bounded queue.
+            let key: kw::queue = input.parse()?;
+            if input.peek(Token![=]) {
+                return Err(syn::Error::new(
+                    key.span,
+                    "`queue` is a flag: write `#[admitted(class = work, queue)]`",
+                ));
+            }
+            args.wait = Wait::Queue;
+            errors.take(wait_key(&mut wait, key.span));
+        } else if lookahead.peek(kw::criticality) {
+            let key: kw::criticality = input.parse()?;
+            common::parse_eq(input, "criticality", "critical")?;
+            let value = parse_criticality(input);
+            errors.record(
+                &mut seen_criticality,
+                &mut args.criticality,
+                key.span,
+                "criticality",
+                value,
+            );
         } else if lookahead.peek(kw::wait) {
             let key: kw::wait = input.parse()?;
             common::parse_eq(input, "wait", "\"250ms\"")?;
             let value = parse_wait(input);
             if let Some(ms) = errors.take(value) {
-                args.wait_ms.get_or_insert(ms);
+                args.wait = Wait::Millis(ms);
             }
             errors.take(wait_key(&mut wait, key.span));
         } else if lookahead.peek(Token![crate]) {
@@ -157,8 +202,8 @@ fn parse_args(input: ParseStream<'_>) -> syn::Result<Args> {
             return Err(syn::Error::new(
                 key.span(),
                 format!(
-                    "unknown key `{key}`: valid keys are `class`, `pools`, `wait`, `wait_ms` \
-                     and `crate`"
+                    "unknown key `{key}`: valid keys are `class`, `pools`, `wait`, `wait_ms`, \
+                     `queue`, `criticality` and `crate`"
                 ),
             ));
         } else {
@@ -203,6 +248,36 @@ fn parse_class(input: ParseStream<'_>) -> syn::Result<(Class, Span)> {
         other => Err(syn::Error::new(
             ident.span(),
             format!("unknown class `{other}`: expected `work` or `control`"),
+        )),
+    }
+}
+
+/// Parses the value of `criticality`: `critical`, `default` or
+/// `sheddable`, unquoted.
+fn parse_criticality(input: ParseStream<'_>) -> syn::Result<(Criticality, Span)> {
+    const VALUES: &str = "`criticality` is `critical`, `default` or `sheddable`";
+    if input.peek(LitStr) {
+        let lit: LitStr = input.parse()?;
+        return Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "write the criticality without quotes: `criticality = {}`",
+                lit.value()
+            ),
+        ));
+    }
+    if !input.peek(Ident::peek_any) {
+        let expr: Expr = input.parse()?;
+        return Err(syn::Error::new_spanned(&expr, VALUES));
+    }
+    let ident = input.call(Ident::parse_any)?;
+    match ident.to_string().as_str() {
+        "critical" => Ok((Criticality::Critical, ident.span())),
+        "default" => Ok((Criticality::Default, ident.span())),
+        "sheddable" => Ok((Criticality::Sheddable, ident.span())),
+        other => Err(syn::Error::new(
+            ident.span(),
+            format!("unknown criticality `{other}`: {VALUES}"),
         )),
     }
 }
@@ -309,7 +384,7 @@ fn wait_key(seen: &mut Option<Span>, span: Span) -> syn::Result<()> {
     if seen.is_some() {
         return Err(syn::Error::new(
             span,
-            "`wait` and `wait_ms` specified more than once: give one of them",
+            "`wait`, `wait_ms` and `queue` given more than once: give one of them",
         ));
     }
     *seen = Some(span);
@@ -441,29 +516,67 @@ fn generate(mut function: ItemFn, args: Args, adapter: Adapter) -> TokenStream {
         }),
     );
 
-    // A refusal becomes the adapter's `Rejection` through `?`.
-    let admit = match args.wait_ms {
-        None => quote! {
+    // The caller the handler's admissions are made for: the request's own
+    // (its deadline kept) at the fixed criticality, when one is given.
+    let caller = Ident::new("__admission_caller", Span::mixed_site());
+    let (set_caller, scoped) = match args.criticality {
+        Some((level, span)) => {
+            let level = match level {
+                Criticality::Critical => quote_spanned!(span=> Critical),
+                Criticality::Default => quote_spanned!(span=> Default),
+                Criticality::Sheddable => quote_spanned!(span=> Sheddable),
+            };
+            (
+                quote! {
+                    let #caller = #private::Caller::current()
+                        .with_criticality(#private::Criticality::#level);
+                },
+                quote!(#caller.scope),
+            )
+        }
+        None => (quote!(), quote!(::core::convert::identity)),
+    };
+    // A refusal becomes the adapter's `Rejection` through `?`. A waiting
+    // future owns its clone of the pools (two `Arc`s), so no borrow is held
+    // across the `.await`.
+    let admit = match args.wait {
+        Wait::FailFast if args.criticality.is_some() => quote! {
+            #caller.scope_sync(|| {
+                #take
+                #pools.try_lease(#class)
+            })?
+        },
+        Wait::FailFast => quote! {
             {
                 #take
                 #pools.try_lease(#class)
             }?
         },
-        // The waiting future owns its clone of the pools (two `Arc`s), so
-        // no borrow is held across the `.await`.
-        Some(ms) => quote! {
-            {
+        Wait::Millis(ms) => quote! {
+            #scoped({
                 #take
                 ::core::clone::Clone::clone(#pools)
             }
-            .lease_timeout(#class, ::core::time::Duration::from_millis(#ms))
+            .lease_with(
+                #class,
+                #private::Admission::WaitFor(::core::time::Duration::from_millis(#ms)),
+            ))
+            .await?
+        },
+        Wait::Queue => quote! {
+            #scoped({
+                #take
+                ::core::clone::Clone::clone(#pools)
+            }
+            .lease_with(#class, #private::Admission::Queue))
             .await?
         },
     };
     let stmts = std::mem::take(&mut function.block.stmts);
     *function.block = syn::parse_quote! {{
+        #set_caller
         let #lease = #admit;
-        ::core::result::Result::Ok(#lease.scope(async move { #(#stmts)* }).await)
+        ::core::result::Result::Ok(#scoped(#lease.scope(async move { #(#stmts)* })).await)
     }};
     quote!(#function)
 }

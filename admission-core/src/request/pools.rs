@@ -12,7 +12,7 @@ use super::scope::{self, Context};
 use super::{Class, Lease};
 use crate::error::ConfigError;
 use crate::pool::job::{Hold, Job};
-use crate::pool::{HasPools, Pool, RegistryWork, RetryHint, WorkError};
+use crate::pool::{Admission, HasPools, Pool, RegistryWork, RetryHint, WorkError};
 use crate::refusal::{Code, Refusal};
 use crate::stats::PoolStats;
 
@@ -172,6 +172,41 @@ impl RequestPools {
             return Ok(lease);
         }
         pool.try_admit().map(|slot| Lease::new(slot, class))
+    }
+
+    /// Takes a lease of `class` the way `admission` says: fail fast, wait,
+    /// wait at most a bound, or wait in the class pool's bounded queue. A
+    /// request that already holds a lease of `class` shares it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a caller dropped while it waits takes nothing and
+    /// leaves the line.
+    ///
+    /// # Errors
+    ///
+    /// A [`Refusal`] as [`Pool::admit_with`] gives.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Admission, Class, RequestPools};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let requests = RequestPools::new(1, 1).unwrap();
+    /// let lease = requests.lease_with(Class::Work, Admission::Queue).await.unwrap();
+    /// assert_eq!(lease.class(), Class::Work);
+    /// # }
+    /// ```
+    pub async fn lease_with(&self, class: Class, admission: Admission) -> Result<Lease, Refusal> {
+        let pool = self.pool(class);
+        if let Some(lease) = scope::inherited(pool) {
+            return Ok(lease);
+        }
+        pool.admit_with(admission)
+            .await
+            .map(|slot| Lease::new(slot, class))
     }
 
     /// Waits for a lease of `class`; inside a lease of the same class, shares
