@@ -21,8 +21,13 @@
 //! the connection that has waited longest for a request head, or is closed
 //! at once), `--header-timeout-ms MS` (10000) for a whole request head, and
 //! `--idle-timeout-ms MS` (60000) for a kept-alive connection with nothing
-//! in flight. It prints `listening on ADDR` on stdout once bound; logs go
-//! to stderr.
+//! in flight. Behind a balancer: `GET /readyz` is `200` until the signal
+//! and `503` from it on, `--drain-delay-ms MS` (0) keeps serving that long
+//! after the signal before the listener closes (the deadline counts from
+//! its end), `--agent-check ADDR` answers HAProxy's agent checks there
+//! (`up ready W%` from the walk pool's free slots, `drain` from the signal
+//! on), and every response carries `endpoint-load-metrics` (ORCA `TEXT`).
+//! It prints `listening on ADDR` on stdout once bound; logs go to stderr.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -35,7 +40,7 @@ use admission_examples::exporter::{self, Config, Gate};
 const USAGE: &str = "usage: exporter [--listen ADDR] [--workers N] [--series N] \
 [--walk-delay-ms MS] [--cardinality-interval-ms MS] [--shutdown-deadline-ms MS] \
 [--gate admission|queue|tower] [--coalesce-ms MS] [--max-connections N] \
-[--header-timeout-ms MS] [--idle-timeout-ms MS]";
+[--header-timeout-ms MS] [--idle-timeout-ms MS] [--drain-delay-ms MS] [--agent-check ADDR]";
 
 const CLI: Cli = Cli {
     name: "exporter",
@@ -67,6 +72,10 @@ fn config(mut args: Args) -> Result<Config, ArgError> {
             Some(ms) => Some(Duration::from_millis(ms)),
         },
         connections: connection_limits(&mut args, defaults.connections)?,
+        drain_delay: ms(args.value("drain-delay-ms")?, defaults.drain_delay),
+        agent_check: args
+            .value::<SocketAddr>("agent-check")?
+            .or(defaults.agent_check),
     };
     args.finish()?;
     if config.coalesce.is_some() && config.gate != Gate::Admission {

@@ -19,7 +19,13 @@
 //! 4096, over all HTTP workers), `--header-timeout-ms MS` (5000: a request
 //! head must arrive in time, else `408`) and `--idle-timeout-ms MS` (5000,
 //! kept-alive connections). A client that closes its side (FIN) counts as
-//! gone. Every error answer is a problem document with no request data in
+//! gone. Behind a balancer: `GET /readyz` is `200` until the signal and
+//! `503` from it on, `--drain-delay-ms MS` (0) keeps serving that long
+//! after the signal before the listener closes (the deadline counts from
+//! its end), `--agent-check ADDR` answers HAProxy's agent checks there
+//! (`up ready W%` from the request pools' free slots, `drain` from the
+//! signal on), and every response carries `endpoint-load-metrics` (ORCA
+//! `TEXT`). Every error answer is a problem document with no request data in
 //! it, and malformed requests from clients are logged as one `WARN` line
 //! per 10 s at most, with a count. It prints `listening on ADDR` on stdout
 //! once bound; logs go to stderr.
@@ -33,7 +39,8 @@ use admission_examples::workflow::{Config, NativeCapacities, Workflow};
 
 const USAGE: &str = "usage: workflow [--listen ADDR] [--work-slots N] [--control-slots N] \
 [--cycle-ms MS] [--native-capacities N,N,...] [--shutdown-deadline-ms MS] [--http-workers N] \
-[--max-connections N] [--header-timeout-ms MS] [--idle-timeout-ms MS]";
+[--max-connections N] [--header-timeout-ms MS] [--idle-timeout-ms MS] [--drain-delay-ms MS] \
+[--agent-check ADDR]";
 
 const CLI: Cli = Cli {
     name: "workflow",
@@ -70,6 +77,10 @@ fn config(mut args: Args) -> Result<Config, ArgError> {
             positive(&mut args, "idle-timeout-ms")?,
             defaults.idle_timeout,
         ),
+        drain_delay: ms(args.value("drain-delay-ms")?, defaults.drain_delay),
+        agent_check: args
+            .value::<SocketAddr>("agent-check")?
+            .or(defaults.agent_check),
     };
     args.finish()?;
     Ok(config)

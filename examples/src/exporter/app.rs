@@ -2,11 +2,13 @@
 //!
 //! This module owns the router. Handlers are one-liners over [`App`]; the
 //! walk routes go through the gate, `/healthz` never touches the registry
-//! and is never refused.
+//! and is never refused, and `/readyz` says what the readiness says
+//! (never the pool's load: a saturated exporter stays ready).
 
 use std::sync::Arc;
 
 use admission_core::Admission;
+use admission_core::balancer::Readiness;
 use axum::Router;
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::State;
@@ -33,6 +35,7 @@ pub(crate) struct App {
     pub(crate) gauge: WalkGauge,
     pub(crate) cardinality: Gauge,
     pub(crate) workers: usize,
+    pub(crate) readiness: Readiness,
 }
 
 /// A scrape's body with its content type. The body is the walk's own
@@ -116,6 +119,16 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
+/// `200` while the exporter takes new work, `503` from the stop signal on
+/// (through the drain delay, while `/healthz` still answers `200`).
+async fn readyz(State(app): State<Arc<App>>) -> (StatusCode, &'static str) {
+    if app.readiness.is_ready() {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining\n")
+    }
+}
+
 /// `HEAD /metrics`: the head of a scrape without a walk (a `HEAD` has no
 /// body, so walking the registry for it would be all cost).
 async fn metrics_head() -> impl IntoResponse {
@@ -187,6 +200,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
     let walks = walks.layer(admission_axum::CallerLayer::new());
     walks
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(app)

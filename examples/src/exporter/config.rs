@@ -104,6 +104,7 @@ impl FromStr for Gate {
 /// assert_eq!(config.gate, Gate::Admission);
 /// assert_eq!(config.coalesce, None, "coalescing is opt-in");
 /// assert_eq!(config.connections.get_header_read_timeout(), Duration::from_secs(10));
+/// assert_eq!((config.drain_delay, config.agent_check), (Duration::ZERO, None));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -137,6 +138,16 @@ pub struct Config {
     /// connections closed after `--idle-timeout-ms` (60000) of silence.
     /// See [`admission_axum::serve()`].
     pub connections: ConnectionLimits,
+    /// The preStop delay (`--drain-delay-ms`, default 0): from the signal,
+    /// `/readyz` answers `503` and the agent says `drain`, while the
+    /// listener stays open and every route (`/healthz` included) is served
+    /// for this long; the shutdown deadline starts after it. See
+    /// [`Readiness::withdraw_for`](admission_core::balancer::Readiness::withdraw_for).
+    pub drain_delay: Duration,
+    /// Where to answer HAProxy's agent checks (`--agent-check ADDR`, off
+    /// by default): a weight from the walk pool's free slots, `drain` from
+    /// the signal on. See [`AgentCheck`](admission_core::balancer::AgentCheck).
+    pub agent_check: Option<SocketAddr>,
 }
 
 impl Default for Config {
@@ -151,6 +162,8 @@ impl Default for Config {
             gate: Gate::Admission,
             coalesce: None,
             connections: ConnectionLimits::new(),
+            drain_delay: Duration::ZERO,
+            agent_check: None,
         }
     }
 }

@@ -1,17 +1,21 @@
 //! Building the exporter, serving it, and stopping it under one deadline.
 //!
-//! This module owns [`Exporter`], [`serve`] and [`Stopped`]. Shutdown counts
-//! its deadline from the signal, stops accepting at once, drains the walk
-//! pool and the connections concurrently, and never waits past the deadline
-//! for either: blocked worker threads cannot be joined, so the caller's
-//! process exit is the fallback.
+//! This module owns [`Exporter`], [`serve`] and [`Stopped`]. At the signal
+//! readiness turns (`/readyz` `503`, the agent says `drain`) and the
+//! exporter serves on through the drain delay; then shutdown counts its
+//! deadline, stops accepting, drains the walk pool and the connections
+//! concurrently, and never waits past the deadline for either: blocked
+//! worker threads cannot be joined, so the caller's process exit is the
+//! fallback.
 
 use std::future::{Future, IntoFuture};
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use admission_axum::load_report::ReportLoad;
 use admission_axum::serve::ConnectionStats;
+use admission_core::balancer::{AgentCheck, LoadReport, Readiness};
 use admission_core::metrics::AdmissionMetrics;
 use admission_core::shutdown::{CancellationToken, ShutdownReport};
 use admission_core::{Admission, Shutdown};
@@ -154,6 +158,7 @@ impl Exporter {
             gauge,
             cardinality,
             workers: config.workers,
+            readiness: Readiness::new(&shutdown),
         });
         Ok(Exporter {
             app,
@@ -168,8 +173,14 @@ impl Exporter {
         self.app.gauge.clone()
     }
 
-    /// Serves on `listener` until `shutdown_signal` completes, then shuts
-    /// down by the configured deadline counted from that moment.
+    /// Serves on `listener` until `shutdown_signal` completes, then turns
+    /// not ready, serves on for the drain delay, and shuts down by the
+    /// configured deadline counted from the end of the delay.
+    ///
+    /// With the admission gate every response carries the walk pool's load
+    /// in `endpoint-load-metrics` ([`ReportLoad`]); with `agent_check` set,
+    /// HAProxy's agent checks are answered there ([`AgentCheck`]) until
+    /// shutdown ends.
     ///
     /// Connections are admitted as `config.connections` says (see
     /// [`admission_axum::serve()`]). On the signal it stops accepting
@@ -185,7 +196,8 @@ impl Exporter {
     ///
     /// # Errors
     ///
-    /// An [`io::Error`] when the server stopped before any signal.
+    /// An [`io::Error`] when the agent-check address cannot be bound, or
+    /// when the server stopped before any signal.
     pub async fn serve(
         self,
         listener: TcpListener,
@@ -197,10 +209,24 @@ impl Exporter {
             config,
             connections,
         } = self;
+        let readiness = app.readiness.clone();
+        let report = app.backend.pool().map(LoadReport::new);
+        let agent = match config.agent_check {
+            Some(addr) => {
+                let agent = AgentCheck::new(readiness.clone(), report.clone().unwrap_or_default());
+                let bound = TcpListener::bind(addr).await?;
+                Some(tokio::spawn(agent.serve(bound)))
+            }
+            None => None,
+        };
         spawn_cardinality(&shutdown, Arc::clone(&app), config.cardinality_interval);
 
+        let routes = match report {
+            Some(report) => router(Arc::clone(&app)).layer(ReportLoad::new(report)),
+            None => router(Arc::clone(&app)),
+        };
         let stop_accepting = CancellationToken::new();
-        let server = admission_axum::serve(listener, router(Arc::clone(&app)))
+        let server = admission_axum::serve(listener, routes)
             .limits(config.connections)
             .with_graceful_shutdown(stop_accepting.clone().cancelled_owned());
         let counted = server.connections();
@@ -218,7 +244,10 @@ impl Exporter {
                 });
             }
         };
-        let deadline = signalled + config.shutdown_deadline;
+        // The preStop delay: not ready at once, still serving (and
+        // accepting) so the balancer looks and routes elsewhere first.
+        readiness.withdraw_for(config.drain_delay).await;
+        let deadline = Instant::now() + config.shutdown_deadline;
         tracing::info!(
             deadline_ms = config.shutdown_deadline.as_millis() as u64,
             "shutdown signal: no new connections; draining by the deadline"
@@ -235,6 +264,9 @@ impl Exporter {
         let connections_cut = served.is_err();
         if connections_cut {
             server.abort();
+        }
+        if let Some(agent) = agent {
+            agent.abort();
         }
         Ok(Stopped {
             gate: config.gate,

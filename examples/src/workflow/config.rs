@@ -57,6 +57,15 @@ pub struct Config {
     /// 60 s because actix-web cannot evict an idle connection for a
     /// newcomer: at the bound, idle connections are what newcomers wait on.
     pub idle_timeout: Duration,
+    /// The preStop delay (`--drain-delay-ms`, default 0): from the signal,
+    /// `/readyz` answers `503` and the agent says `drain`, while every
+    /// route (`/healthz` included) is still served for this long; the
+    /// shutdown deadline starts after it.
+    pub drain_delay: Duration,
+    /// Where to answer HAProxy's agent checks (`--agent-check ADDR`, off
+    /// by default): a weight from the request pools' free slots, `drain`
+    /// from the signal on.
+    pub agent_check: Option<SocketAddr>,
 }
 
 /// Three quarters of the soft open-file limit (1024 where it cannot be
@@ -104,6 +113,8 @@ impl Default for Config {
             max_connections: default_max_connections(),
             header_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(5),
+            drain_delay: Duration::ZERO,
+            agent_check: None,
         }
     }
 }

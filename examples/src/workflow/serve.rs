@@ -2,10 +2,12 @@
 //! deadline.
 //!
 //! This module owns [`Workflow`], `AppState` and [`Stopped`]. The
-//! admission middleware wraps only the `/operations` scope, so `/healthz`
-//! and `/status` are never refused. Shutdown counts its deadline from the
-//! signal and never waits past it: blocked worker threads cannot be joined,
-//! so the caller's process exit is the fallback.
+//! admission middleware wraps only the `/operations` scope, so `/healthz`,
+//! `/readyz` and `/status` are never refused; every response carries the
+//! request pools' load (`endpoint-load-metrics`). At the signal readiness
+//! turns and the service serves on through the drain delay; then shutdown
+//! counts its deadline and never waits past it: blocked worker threads
+//! cannot be joined, so the caller's process exit is the fallback.
 
 use std::future::Future;
 use std::io;
@@ -14,6 +16,8 @@ use std::time::Duration;
 
 use actix_web::{App, HttpServer, Resource, Route, web};
 use admission_actix::AdmissionControl;
+use admission_actix::load_report::ReportLoad;
+use admission_core::balancer::{AgentCheck, LoadReport, Readiness};
 use admission_core::shutdown::ShutdownReport;
 use admission_core::{ConfigError, RequestPools, Shutdown};
 use tokio::time::Instant;
@@ -38,6 +42,7 @@ pub(crate) struct AppState {
     pub(crate) requests: RequestPools,
     pub(crate) store: Store,
     pub(crate) loops: Loops,
+    pub(crate) readiness: Readiness,
 }
 
 /// A built workflow service, not yet serving: pools, reservations and their
@@ -120,6 +125,7 @@ impl Workflow {
         }
         Ok(Workflow {
             state: Arc::new(AppState {
+                readiness: Readiness::new(&shutdown),
                 requests,
                 store: Store::default(),
                 loops,
@@ -147,12 +153,16 @@ impl Workflow {
                     .default_service(web::to(problem::not_found)),
             )
             .service(only("/healthz", web::get().to(status::healthz)))
+            .service(only("/readyz", web::get().to(status::readyz)))
             .service(only("/status", web::get().to(status::status)));
     }
 
     /// Starts the loops, serves on `listener` until `signal` completes (or
-    /// the server fails), then stops the server and shuts down every pool
-    /// and loop concurrently, by one deadline counted from the signal.
+    /// the server fails), turns not ready and serves on for the drain
+    /// delay, then stops the server and shuts down every pool and loop
+    /// concurrently, by one deadline counted from the end of the delay.
+    /// With `agent_check` set, HAProxy's agent checks are answered there
+    /// until shutdown ends.
     ///
     /// Call it inside an actix system (`#[actix_web::main]`).
     ///
@@ -177,11 +187,21 @@ impl Workflow {
         } = self;
         let routes = Arc::clone(&state);
         let workers = config.http_workers.max(1);
+        let report = LoadReport::new(&state.requests);
+        let agent = match config.agent_check {
+            Some(addr) => {
+                let agent = AgentCheck::new(state.readiness.clone(), report.clone());
+                let bound = tokio::net::TcpListener::bind(addr).await?;
+                Some(actix_web::rt::spawn(agent.serve(bound)))
+            }
+            None => None,
+        };
         let server = HttpServer::new(move || {
             let routes = Arc::clone(&routes);
             App::new()
                 .configure(move |cfg| Workflow::configure(&routes, cfg))
                 .default_service(web::to(problem::not_found))
+                .wrap(ReportLoad::new(report.clone()))
         })
         .workers(workers)
         // Connection admission, actix-web's way: the bound is per worker
@@ -216,13 +236,21 @@ impl Workflow {
             }
         }
         let signalled = Instant::now();
-        let deadline = signalled + config.shutdown_deadline;
+        // The preStop delay: not ready at once, still serving (and
+        // accepting) so the balancer looks and routes elsewhere first.
+        if failed.is_none() {
+            state.readiness.withdraw_for(config.drain_delay).await;
+        }
+        let deadline = Instant::now() + config.shutdown_deadline;
         let stop_server = async {
             tokio::time::timeout_at(deadline, handle.stop(true))
                 .await
                 .is_ok()
         };
         let (server_stopped, report) = tokio::join!(stop_server, shutdown.shutdown_by(deadline));
+        if let Some(agent) = agent {
+            agent.abort();
+        }
         let stopped = Stopped {
             report,
             server_stopped,

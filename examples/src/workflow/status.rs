@@ -1,4 +1,5 @@
-//! `GET /status` and `GET /healthz`: never behind admission, never refused.
+//! `GET /status`, `GET /healthz` and `GET /readyz`: never behind admission,
+//! never refused.
 //!
 //! This module owns the status document. It must never take a lease nor
 //! run pure work: it reads counters only.
@@ -12,6 +13,21 @@ use super::serve::AppState;
 /// `GET /healthz`: `200 ok`, touching nothing.
 pub(crate) async fn healthz() -> HttpResponse {
     HttpResponse::Ok().content_type("text/plain").body("ok\n")
+}
+
+/// `GET /readyz`: `200` while the service takes new work, `503` from the
+/// stop signal on (through the drain delay, while `/healthz` stays `200`).
+/// Saturated request pools never change it.
+pub(crate) async fn readyz(app: web::Data<AppState>) -> HttpResponse {
+    if app.readiness.is_ready() {
+        HttpResponse::Ok()
+            .content_type("text/plain")
+            .body("ready\n")
+    } else {
+        HttpResponse::ServiceUnavailable()
+            .content_type("text/plain")
+            .body("draining\n")
+    }
 }
 
 /// `GET /status`: every loop's counters and every pool's occupancy.
