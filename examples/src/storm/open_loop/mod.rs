@@ -227,6 +227,9 @@ async fn one(
     match answered {
         Err(_timed_out) => End::TimedOut,
         Ok(Err(())) => End::Error,
+        // An answer that the task saw only after the deadline (the
+        // generator was busy) was not in time for the client either.
+        Ok(Ok(_)) if Instant::now() > deadline => End::TimedOut,
         Ok(Ok(status)) => {
             let latency = scheduled.elapsed();
             if status.is_success() {
