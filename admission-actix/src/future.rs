@@ -15,13 +15,15 @@ use std::task::{Context, Poll};
 use actix_web::Error;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
-use admission_core::Caller;
 use admission_core::Lease;
 use admission_core::caller::WithCaller;
+use admission_core::http::{Problem, RefusalStatus};
 use admission_core::request::Scoped;
+use admission_core::{Caller, Refusal};
 use bytes::Bytes;
 
 use crate::body::LeasedBody;
+use crate::rejection::problem_response;
 
 pin_project_lite::pin_project! {
     /// The response of a request that went through
@@ -91,6 +93,15 @@ pin_project_lite::pin_project! {
         Refused {
             response: Option<ServiceResponse<Bytes>>,
         },
+        // Waiting in the class pool's queue; the inner service is called
+        // once the lease comes, or the request refused if it does not.
+        Queued {
+            lease: Pin<Box<dyn Future<Output = Result<Lease, Refusal>>>>,
+            service: Option<Rc<S>>,
+            req: Option<ServiceRequest>,
+            caller: Caller,
+            status: RefusalStatus,
+        },
         Done,
     }
 }
@@ -137,6 +148,25 @@ where
         }
     }
 
+    pub(crate) fn queued(
+        service: Rc<S>,
+        req: ServiceRequest,
+        lease: Pin<Box<dyn Future<Output = Result<Lease, Refusal>>>>,
+        caller: Caller,
+        status: RefusalStatus,
+    ) -> Self {
+        ResponseFuture {
+            state: State::Queued {
+                lease,
+                service: Some(service),
+                req: Some(req),
+                caller,
+                status,
+            },
+            _body: PhantomData,
+        }
+    }
+
     pub(crate) fn refused(response: ServiceResponse<Bytes>) -> Self {
         ResponseFuture {
             state: State::Refused {
@@ -156,6 +186,35 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.project().state;
+        if let StateProj::Queued {
+            lease,
+            service,
+            req,
+            caller,
+            status,
+        } = state.as_mut().project()
+        {
+            let waited = std::task::ready!(lease.as_mut().poll(cx));
+            let (Some(service), Some(req)) = (service.take(), req.take()) else {
+                panic!("`ResponseFuture` polled after completion");
+            };
+            let next = match waited {
+                Ok(lease) => State::Admitted {
+                    call: caller.scope(lease.clone().scope(Call::Pending {
+                        service,
+                        req: Some(req),
+                    })),
+                    lease: Some(lease),
+                },
+                Err(refusal) => {
+                    let problem = Problem::refusal(&refusal, *status);
+                    State::Refused {
+                        response: Some(req.into_response(problem_response(problem, |b| b))),
+                    }
+                }
+            };
+            state.set(next);
+        }
         let output = match state.as_mut().project() {
             StateProj::Admitted { call, lease } => {
                 let result = std::task::ready!(call.poll(cx));
@@ -171,7 +230,9 @@ where
                 Some(response) => Ok(response.map_body(|_, body| LeasedBody::problem(body))),
                 None => panic!("`ResponseFuture` polled after completion"),
             },
-            StateProj::Done => panic!("`ResponseFuture` polled after completion"),
+            StateProj::Queued { .. } | StateProj::Done => {
+                panic!("`ResponseFuture` polled after completion")
+            }
         };
         // Drops the scope and its share of the lease now: from here on the
         // response body alone holds the request's slot.
@@ -208,6 +269,7 @@ where
         let state = match &self.state {
             State::Admitted { .. } => "Admitted",
             State::Refused { .. } => "Refused",
+            State::Queued { .. } => "Queued",
             State::Done => "Done",
         };
         f.debug_struct("ResponseFuture")

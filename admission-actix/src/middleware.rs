@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use actix_web::Error;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, forward_ready};
-use admission_core::RequestPools;
 use admission_core::http::{Problem, RefusalStatus, RequestCaller};
+use admission_core::{Admission, RequestPools};
 
 use crate::body::LeasedBody;
 use crate::classify::Classify;
@@ -60,6 +60,8 @@ pub struct AdmissionMiddleware<S> {
     classify: Classify,
     status: RefusalStatus,
     malformed: Arc<AtomicU64>,
+    /// Wait in the class pool's queue instead of failing fast.
+    queue: bool,
 }
 
 impl<S> AdmissionMiddleware<S> {
@@ -69,6 +71,7 @@ impl<S> AdmissionMiddleware<S> {
         classify: Classify,
         status: RefusalStatus,
         malformed: Arc<AtomicU64>,
+        queue: bool,
     ) -> Self {
         AdmissionMiddleware {
             service,
@@ -76,6 +79,7 @@ impl<S> AdmissionMiddleware<S> {
             classify,
             status,
             malformed,
+            queue,
         }
     }
 }
@@ -112,6 +116,19 @@ where
             self.malformed.fetch_add(1, Ordering::Relaxed);
         }
         let caller = read.caller;
+        if self.queue {
+            let pools = self.pools.clone();
+            let lease = Box::pin(
+                caller.scope(async move { pools.lease_with(class, Admission::Queue).await }),
+            );
+            return ResponseFuture::queued(
+                Rc::clone(&self.service),
+                req,
+                lease,
+                caller,
+                self.status,
+            );
+        }
         match caller.scope_sync(|| self.pools.try_lease(class)) {
             Ok(lease) => ResponseFuture::admitted(Rc::clone(&self.service), req, lease, caller),
             Err(refusal) => {

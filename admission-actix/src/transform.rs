@@ -96,6 +96,7 @@ pub struct AdmissionControl {
     classify: Classify,
     status: RefusalStatus,
     malformed: Arc<AtomicU64>,
+    queue: bool,
 }
 
 impl AdmissionControl {
@@ -213,6 +214,43 @@ impl AdmissionControl {
         &self.pools
     }
 
+    /// Lets a request whose class is full wait in the class pool's bounded
+    /// queue ([`Admission::Queue`](admission_core::Admission::Queue))
+    /// instead of being refused at once: ordinary bursts are served, and
+    /// under overload a request is refused with the same `503` and
+    /// `Retry-After` when the queue is full or it has waited the queue's
+    /// limit, never answered late.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use actix_web::{App, HttpResponse, test, web};
+    /// use admission_actix::AdmissionControl;
+    /// use admission_core::{Class, RequestPools};
+    ///
+    /// # #[actix_web::main]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let app = test::init_service(
+    ///     App::new()
+    ///         .wrap(AdmissionControl::class(pools.clone(), Class::Work).queue())
+    ///         .default_service(web::to(HttpResponse::Ok)),
+    /// )
+    /// .await;
+    /// // The only slot is held past the queue's limit: refused when the
+    /// // wait runs out (100 ms by default), with a 503.
+    /// let _held = pools.try_lease(Class::Work).unwrap();
+    /// let res = test::call_service(&app, test::TestRequest::get().to_request()).await;
+    /// assert_eq!(res.status(), 503);
+    /// # }
+    /// ```
+    pub fn queue(self) -> AdmissionControl {
+        AdmissionControl {
+            queue: true,
+            ..self
+        }
+    }
+
     /// How many requests came with a malformed or repeated budget header
     /// (`x-admission-budget-ms`, `x-envoy-expected-rq-timeout-ms`,
     /// `grpc-timeout`); each was served as if it had none.
@@ -262,6 +300,7 @@ impl AdmissionControl {
             classify,
             status: RefusalStatus::default(),
             malformed: Arc::default(),
+            queue: false,
         }
     }
 }
@@ -284,6 +323,7 @@ where
             self.classify.clone(),
             self.status,
             Arc::clone(&self.malformed),
+            self.queue,
         )))
     }
 }

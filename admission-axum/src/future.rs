@@ -55,12 +55,35 @@ pin_project_lite::pin_project! {
         Refused {
             response: Response<Bytes>,
         },
+        // Waiting in the class pool's queue: the lease and the inner call's
+        // future once it comes, or the refusal's answer.
+        Queued {
+            wait: Wait<F>,
+        },
         // Completed: the inner future and its share of the lease are gone.
         Done,
     }
 }
 
+/// What a queued request's wait ends with.
+pub(crate) type Queued<F> = Result<(WithCaller<Scoped<F>>, Lease), Response<Bytes>>;
+
+/// A queued request's wait for its lease.
+pub(crate) struct Wait<F>(Pin<Box<dyn Future<Output = Queued<F>> + Send>>);
+
+impl<F> std::fmt::Debug for Wait<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Wait(..)")
+    }
+}
+
 impl<F> ResponseFuture<F> {
+    pub(crate) fn queued(wait: Pin<Box<dyn Future<Output = Queued<F>> + Send>>) -> Self {
+        ResponseFuture {
+            state: State::Queued { wait: Wait(wait) },
+        }
+    }
+
     pub(crate) fn admitted(future: WithCaller<Scoped<F>>, lease: Lease) -> Self {
         ResponseFuture {
             state: State::Admitted { future, lease },
@@ -82,6 +105,13 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.project().state;
+        if let StateProj::Queued { wait } = state.as_mut().project() {
+            let next = match ready!(wait.0.as_mut().poll(cx)) {
+                Ok((future, lease)) => State::Admitted { future, lease },
+                Err(response) => State::Refused { response },
+            };
+            state.set(next);
+        }
         if let StateProj::Admitted { future, .. } = state.as_mut().project() {
             let output = ready!(future.poll(cx));
             // Drop the finished inner future (and the scope's share of the

@@ -26,6 +26,8 @@ pub(crate) struct Shared {
     pub(crate) status: RefusalStatus,
     /// Requests whose budget header was malformed (and ignored).
     pub(crate) malformed: Arc<AtomicU64>,
+    /// Wait in the class pool's queue instead of failing fast.
+    pub(crate) queue: bool,
 }
 
 impl Shared {
@@ -243,19 +245,58 @@ impl AdmissionLayer {
     /// # }
     /// ```
     pub fn refusal_status(self, status: RefusalStatus) -> Self {
+        self.with(|shared| shared.status = status)
+    }
+
+    /// Lets a request whose class is full wait in the class pool's bounded
+    /// queue ([`Admission::Queue`](admission_core::Admission::Queue))
+    /// instead of being refused at once: ordinary bursts are served, and
+    /// under overload a request is refused with the same `503` and
+    /// `Retry-After` when the queue is full or it has waited the queue's
+    /// limit, never answered late.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_axum::AdmissionLayer;
+    /// use admission_core::{Class, RequestPools};
+    /// use axum::{Router, body::Body, http::{Request, StatusCode}, routing::get};
+    /// use tower::ServiceExt;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let layer = AdmissionLayer::class(pools.clone(), Class::Work).queue();
+    /// let app = Router::new().route("/", get(|| async { "ok" })).layer(layer);
+    /// // The only slot is held past the queue's limit (100 ms by default).
+    /// let _held = pools.try_lease(Class::Work).unwrap();
+    /// let response = app.oneshot(Request::get("/").body(Body::empty()).unwrap()).await.unwrap();
+    /// assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    /// # }
+    /// ```
+    pub fn queue(self) -> Self {
+        self.with(|shared| shared.queue = true)
+    }
+
+    /// The same layer with one setting changed (the counter stays shared).
+    fn with(self, change: impl FnOnce(&mut Shared)) -> Self {
         let Shared {
             pools,
             classify,
+            status,
             malformed,
-            ..
+            queue,
         } = &*self.shared;
+        let mut shared = Shared {
+            pools: pools.clone(),
+            classify: classify.clone(),
+            status: *status,
+            malformed: Arc::clone(malformed),
+            queue: *queue,
+        };
+        change(&mut shared);
         AdmissionLayer {
-            shared: Arc::new(Shared {
-                pools: pools.clone(),
-                classify: classify.clone(),
-                status,
-                malformed: Arc::clone(malformed),
-            }),
+            shared: Arc::new(shared),
         }
     }
 
@@ -266,6 +307,7 @@ impl AdmissionLayer {
                 classify,
                 status: RefusalStatus::default(),
                 malformed: Arc::default(),
+                queue: false,
             }),
         }
     }

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use admission_core::Admission;
 use admission_core::http::Problem;
 use http::{Request, Response};
 use tower_service::Service;
@@ -84,7 +85,8 @@ impl<S> AdmissionService<S> {
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for AdmissionService<S>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    ReqBody: Send + 'static,
 {
     type Response = Response<LeasedBody<ResBody>>;
     type Error = S::Error;
@@ -97,6 +99,29 @@ where
     fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<S::Future> {
         let caller = self.shared.caller(request.headers());
         let (class, request) = self.shared.classify.class(request);
+        if self.shared.queue {
+            // The service that was made ready goes with the request; this
+            // one keeps a clone for the next (tower's pattern for a call
+            // made after an await).
+            let clone = self.inner.clone();
+            let mut inner = std::mem::replace(&mut self.inner, clone);
+            let (pools, status) = (self.shared.pools.clone(), self.shared.status);
+            return ResponseFuture::queued(Box::pin(async move {
+                match caller
+                    .scope(pools.lease_with(class, Admission::Queue))
+                    .await
+                {
+                    Ok(lease) => {
+                        let future = caller.scope_sync(|| lease.scope_sync(|| inner.call(request)));
+                        Ok((caller.scope(lease.clone().scope(future)), lease))
+                    }
+                    Err(refusal) => Err(problem_response(
+                        Problem::refusal(&refusal, status),
+                        |bytes| bytes,
+                    )),
+                }
+            }));
+        }
         match caller.scope_sync(|| self.shared.pools.try_lease(class)) {
             Ok(lease) => {
                 // The inner call runs under the lease and for the caller

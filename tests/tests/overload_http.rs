@@ -292,3 +292,85 @@ async fn the_actix_middleware_sheds_by_the_header_and_counts_a_bad_budget() {
     drop(held);
     server.stop(false).await;
 }
+
+mod queued_layers {
+    use actix_web::dev::ServerHandle;
+    use actix_web::{App, HttpResponse, HttpServer, web};
+    use admission_actix::AdmissionControl;
+    use admission_axum::AdmissionLayer;
+    use axum::Router;
+    use axum::routing::get;
+
+    use super::*;
+
+    pub(super) static AXUM: LazyLock<RequestPools> =
+        LazyLock::new(|| RequestPools::new(1, 1).expect("valid pools"));
+    pub(super) static ACTIX: LazyLock<RequestPools> =
+        LazyLock::new(|| RequestPools::new(1, 1).expect("valid pools"));
+
+    pub(super) async fn serve_axum() -> String {
+        let app = Router::new()
+            .route("/", get(|| async { "served" }))
+            .layer(AdmissionLayer::class(AXUM.clone(), Class::Work).queue());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind port 0");
+        let addr = listener.local_addr().expect("bound address");
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}/")
+    }
+
+    pub(super) fn serve_actix() -> (String, ServerHandle) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+        let addr = listener.local_addr().expect("bound address");
+        let server = HttpServer::new(|| {
+            App::new()
+                .wrap(AdmissionControl::class(ACTIX.clone(), Class::Work).queue())
+                .default_service(web::to(|| async { HttpResponse::Ok().body("served") }))
+        })
+        .workers(1)
+        .listen(listener)
+        .expect("listen on the bound socket")
+        .run();
+        let handle = server.handle();
+        actix_rt::spawn(server);
+        (format!("http://{addr}/"), handle)
+    }
+}
+
+/// A queued layer: a request waits while the class is full and is served
+/// when the slot comes back; the next, with the slot held on, is refused at
+/// the queue's limit with the fail-fast answer.
+async fn a_queued_layer_serves_a_burst_and_refuses_at_the_limit(url: String, pools: &RequestPools) {
+    let pool = pools.pool(Class::Work).clone();
+    let held = pools.try_lease(Class::Work).unwrap();
+    let waiting = tokio::spawn({
+        let url = url.clone();
+        async move { get(&url, &[]).await }
+    });
+    until_waiting(&pool, 1).await;
+    drop(held);
+    let response = waiting.await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.text().await.unwrap(), "served");
+    assert_eq!(pool.stats().refused, 0);
+
+    let _held = pools.try_lease(Class::Work).unwrap();
+    let body = refusal_body(get(&url, &[(CRITICALITY_HEADER, "critical")]).await).await;
+    assert_eq!(body["code"], "ADMISSION_WAIT_TIMEOUT");
+    assert_eq!(body["criticality"], "critical");
+    assert_eq!(pool.stats().waiting, 0);
+}
+
+#[tokio::test]
+async fn the_axum_layer_with_the_queue_serves_a_burst_and_refuses_at_the_limit() {
+    let url = queued_layers::serve_axum().await;
+    a_queued_layer_serves_a_burst_and_refuses_at_the_limit(url, &queued_layers::AXUM).await;
+}
+
+#[actix_web::test]
+async fn the_actix_middleware_with_the_queue_serves_a_burst_and_refuses_at_the_limit() {
+    let (url, server) = queued_layers::serve_actix();
+    a_queued_layer_serves_a_burst_and_refuses_at_the_limit(url, &queued_layers::ACTIX).await;
+    server.stop(false).await;
+}
