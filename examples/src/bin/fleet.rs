@@ -19,11 +19,12 @@
 //! Flags: `--rate R` arrivals per second (default: twice the measured
 //! capacity of one replica), `--duration-ms MS` per row (4000),
 //! `--restart-duration-ms MS` per rolling-restart row (10000),
-//! `--timeout-ms MS` the client's timeout per request (3000), `--workers N`
+//! `--timeout-ms MS` the client's timeout per request (5000), `--workers N`
 //! (2), `--series N` (1000), `--walk-delay-ms MS` (20), `--drain-delay-ms
 //! MS` (500), `--shutdown-deadline-ms MS` (2000), `--seed N` (1), and
 //! `--exporter PATH` (default: the `exporter` beside this binary, built
-//! first with the same profile when run by `cargo run`).
+//! first with the same profile when run by `cargo run`), and `--only TEXT`
+//! to run only the rows whose name contains TEXT (e.g. `envoy`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -34,18 +35,19 @@ use admission_examples::fleet::{self, FleetConfig, Front, Scenario, Tool};
 
 const USAGE: &str = "usage: fleet [--rate R] [--duration-ms MS] [--restart-duration-ms MS] \
 [--timeout-ms MS] [--workers N] [--series N] [--walk-delay-ms MS] [--drain-delay-ms MS] \
-[--shutdown-deadline-ms MS] [--seed N] [--exporter PATH]";
+[--shutdown-deadline-ms MS] [--seed N] [--exporter PATH] [--only TEXT]";
 
 const CLI: Cli = Cli {
     name: "fleet",
     usage: USAGE,
 };
 
-/// The settings, and the rate when `--rate` was given.
-fn config(mut args: Args) -> Result<(FleetConfig, Option<f64>), ArgError> {
+/// The settings, the rate when `--rate` was given, and `--only`.
+fn config(mut args: Args) -> Result<(FleetConfig, Option<f64>, Option<String>), ArgError> {
     let ms = |v: Option<u64>, d: u64| Duration::from_millis(v.unwrap_or(d));
     let rate = args.value::<f64>("rate")?;
     let exporter = args.value::<PathBuf>("exporter")?;
+    let only = args.value::<String>("only")?;
     let config = FleetConfig {
         exporter: exporter.unwrap_or_default(),
         haproxy: None,
@@ -57,7 +59,7 @@ fn config(mut args: Args) -> Result<(FleetConfig, Option<f64>), ArgError> {
         shutdown_deadline: ms(args.value("shutdown-deadline-ms")?, 2000),
         duration: ms(args.value("duration-ms")?, 4000),
         restart_duration: ms(args.value("restart-duration-ms")?, 10_000),
-        timeout: ms(args.value("timeout-ms")?, 3000),
+        timeout: ms(args.value("timeout-ms")?, 5000),
         rate: 0.0,
         seed: args.value("seed")?.unwrap_or(1),
     };
@@ -65,7 +67,7 @@ fn config(mut args: Args) -> Result<(FleetConfig, Option<f64>), ArgError> {
     if rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
         return Err(ArgError::new("`--rate` must be a positive number"));
     }
-    Ok((config, rate))
+    Ok((config, rate, only))
 }
 
 /// The `exporter` beside this binary; under `cargo run` (which sets
@@ -99,7 +101,7 @@ fn sibling_exporter() -> Result<PathBuf, String> {
 
 #[tokio::main]
 async fn main() {
-    let Some((mut config, rate)) = CLI.start(tracing::Level::WARN, config) else {
+    let Some((mut config, rate, only)) = CLI.start(tracing::Level::WARN, config) else {
         return;
     };
     if config.exporter.as_os_str().is_empty() {
@@ -138,7 +140,10 @@ async fn main() {
             Front::Haproxy { .. } => config.haproxy.is_some(),
             Front::Envoy => config.envoy.is_some(),
         };
-        if !available {
+        let chosen = only
+            .as_deref()
+            .is_none_or(|only| scenario.name.contains(only));
+        if !available || !chosen {
             continue;
         }
         eprintln!("fleet: {} ...", scenario.name);

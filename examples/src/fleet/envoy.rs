@@ -185,6 +185,51 @@ impl Envoy {
     }
 }
 
+impl Envoy {
+    /// The cluster's retries (`upstream_rq_retry`) and, of them, those
+    /// that waited out a `Retry-After` (`upstream_rq_retry_backoff_ratelimited`),
+    /// from the admin page's `/stats`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    ///
+    /// # Errors
+    ///
+    /// The admin page did not answer `200`.
+    pub async fn retries(&self) -> io::Result<(u64, u64)> {
+        let (status, text) = probe::get(
+            self.spec.admin,
+            "/stats?filter=cluster%5C.exporters%5C.upstream_rq_retry",
+            Duration::from_secs(2),
+        )
+        .await?;
+        if status != 200 {
+            return Err(io::Error::other(format!("Envoy admin answered {status}")));
+        }
+        Ok((
+            stat(&text, "cluster.exporters.upstream_rq_retry"),
+            stat(
+                &text,
+                "cluster.exporters.upstream_rq_retry_backoff_ratelimited",
+            ),
+        ))
+    }
+}
+
+/// The value of `name: N` in Envoy's text stats (0 when absent).
+fn stat(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|line| {
+            line.strip_prefix(name)?
+                .strip_prefix(": ")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
 /// `(host, flags)` of each `exporters::HOST::health_flags::FLAGS` line.
 fn parse_health(clusters: &str) -> Vec<(String, String)> {
     clusters
@@ -199,7 +244,25 @@ fn parse_health(clusters: &str) -> Vec<(String, String)> {
 
 #[cfg(test)]
 mod tests {
-    use super::{EnvoySpec, parse_health};
+    use super::{EnvoySpec, parse_health, stat};
+
+    #[test]
+    fn a_stat_is_read_by_its_whole_name() {
+        let text = "cluster.exporters.upstream_rq_retry: 7\n\
+                    cluster.exporters.upstream_rq_retry_backoff_ratelimited: 2\n";
+        assert_eq!(stat(text, "cluster.exporters.upstream_rq_retry"), 7);
+        assert_eq!(
+            stat(
+                text,
+                "cluster.exporters.upstream_rq_retry_backoff_ratelimited"
+            ),
+            2
+        );
+        assert_eq!(
+            stat(text, "cluster.exporters.upstream_rq_retry_overflow"),
+            0
+        );
+    }
 
     #[test]
     fn every_placeholder_is_filled_or_named() {

@@ -34,6 +34,9 @@ pub struct HaproxySpec {
     /// Retries on 503, connection failures and empty responses, each on
     /// another replica (unset `FLEET_NO_RETRIES`).
     pub retries: bool,
+    /// At most `maxconn` (the pool's size) requests at once per replica,
+    /// the rest queued in HAProxy (unset `FLEET_NO_MAXCONN`).
+    pub maxconn: bool,
     /// Agent checks set each replica's weight (unset `FLEET_NO_AGENT`).
     pub agent_weights: bool,
 }
@@ -55,6 +58,9 @@ impl HaproxySpec {
         if !self.retries {
             env.push(("FLEET_NO_RETRIES".to_owned(), "1".to_owned()));
         }
+        if !self.maxconn {
+            env.push(("FLEET_NO_MAXCONN".to_owned(), "1".to_owned()));
+        }
         if !self.agent_weights {
             env.push(("FLEET_NO_AGENT".to_owned(), "1".to_owned()));
         }
@@ -65,6 +71,7 @@ impl HaproxySpec {
         let mut command = Command::new(binary);
         command
             .env_remove("FLEET_NO_RETRIES")
+            .env_remove("FLEET_NO_MAXCONN")
             .env_remove("FLEET_NO_AGENT")
             .envs(self.env());
         command

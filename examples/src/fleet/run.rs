@@ -31,6 +31,8 @@ pub enum Front {
     Haproxy {
         /// `retry-on` + `option redispatch` on.
         retries: bool,
+        /// `maxconn` per replica (its pool's size) and HAProxy's queue on.
+        maxconn: bool,
         /// Agent-check weights on.
         agent_weights: bool,
     },
@@ -54,9 +56,10 @@ pub struct Scenario {
 impl Scenario {
     /// The demo's rows, in order: a single replica, then three behind
     /// HAProxy without retries, with retries, with retries and agent
-    /// weights, that again under a rolling restart, then Envoy as
-    /// configured, and Envoy under a rolling restart.
-    pub const ALL: [Scenario; 7] = [
+    /// weights, with all that and `maxconn` (the file as shipped), that
+    /// again under a rolling restart, then Envoy as shipped, and Envoy
+    /// under a rolling restart.
+    pub const ALL: [Scenario; 8] = [
         Scenario {
             name: "1 replica, direct",
             replicas: 1,
@@ -68,6 +71,7 @@ impl Scenario {
             replicas: 3,
             front: Front::Haproxy {
                 retries: false,
+                maxconn: false,
                 agent_weights: false,
             },
             rolling_restart: false,
@@ -77,7 +81,18 @@ impl Scenario {
             replicas: 3,
             front: Front::Haproxy {
                 retries: true,
+                maxconn: false,
                 agent_weights: false,
+            },
+            rolling_restart: false,
+        },
+        Scenario {
+            name: "haproxy, 3, retries+agent",
+            replicas: 3,
+            front: Front::Haproxy {
+                retries: true,
+                maxconn: false,
+                agent_weights: true,
             },
             rolling_restart: false,
         },
@@ -92,13 +107,14 @@ impl Scenario {
         Scenario::ENVOY_RESTART,
     ];
 
-    /// Three replicas behind HAProxy with retries and agent weights: the
-    /// configuration as shipped.
+    /// Three replicas behind HAProxy with retries, `maxconn` and agent
+    /// weights: the configuration as shipped.
     pub const HAPROXY: Scenario = Scenario {
-        name: "haproxy, 3, retries+agent",
+        name: "haproxy, 3, retries+agent+maxconn",
         replicas: 3,
         front: Front::Haproxy {
             retries: true,
+            maxconn: true,
             agent_weights: true,
         },
         rolling_restart: false,
@@ -106,7 +122,7 @@ impl Scenario {
 
     /// [`Scenario::HAPROXY`] under a rolling restart.
     pub const HAPROXY_RESTART: Scenario = Scenario {
-        name: "haproxy, 3, retries+agent, rolling restart",
+        name: "haproxy, 3, retries+agent+maxconn, rolling restart",
         rolling_restart: true,
         ..Scenario::HAPROXY
     };
@@ -165,7 +181,9 @@ pub struct Row {
     pub peak_walks: Vec<Option<u64>>,
     /// The pool size each replica had.
     pub workers: usize,
-    /// HAProxy's retries (`wretr`) and redispatches (`wredis`), summed.
+    /// The balancer's retries: HAProxy's retries (`wretr`) and
+    /// redispatches (`wredis`), summed over the replicas; Envoy's retries
+    /// and, of them, those that waited out a `Retry-After`.
     pub balancer_retries: Option<(u64, u64)>,
     /// Per restarted replica: how long from SIGTERM to exit, and its exit
     /// status was success.
@@ -287,6 +305,7 @@ pub async fn run(config: &FleetConfig, scenario: Scenario) -> io::Result<Row> {
         Front::Direct => Running::Direct(specs[0].http),
         Front::Haproxy {
             retries,
+            maxconn,
             agent_weights,
         } => {
             let spec = HaproxySpec {
@@ -294,6 +313,7 @@ pub async fn run(config: &FleetConfig, scenario: Scenario) -> io::Result<Row> {
                 stats: free_port()?,
                 replicas: specs.iter().map(|s| (s.http, s.agent)).collect(),
                 retries,
+                maxconn,
                 agent_weights,
             };
             let binary = tool(config.haproxy.as_ref(), Tool::Haproxy)?;
@@ -340,7 +360,8 @@ pub async fn run(config: &FleetConfig, scenario: Scenario) -> io::Result<Row> {
                 .iter()
                 .fold((0, 0), |(r, d), s| (r + s.retries, d + s.redispatches))
         }),
-        Running::Direct(_) | Running::Envoy(_) => None,
+        Running::Envoy(e) => e.retries().await.ok(),
+        Running::Direct(_) => None,
     };
     for (i, replica) in replicas.into_iter().enumerate() {
         let stopped = replica

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::Row;
+use super::{Front, Row};
 
 /// The rows as one Markdown table, then one line per rolling restart.
 ///
@@ -20,12 +20,12 @@ use super::Row;
 pub fn render(rows: &[Row]) -> String {
     let mut out = String::from(
         "| run | offered/s | sent | 503s % | goodput/s | timeouts | errors | admitted p99 ms \
-         | peak walks per replica (pool) | haproxy retries / redispatches |\n\
+         | peak walks per replica (pool) | balancer retries |\n\
          | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n",
     );
     for row in rows {
         let o = &row.outcomes;
-        let p99 = o.good_p(0.99).map_or_else(
+        let p99 = o.good_p(99.0).map_or_else(
             || "-".to_owned(),
             |d| format!("{:.1}", d.as_secs_f64() * 1e3),
         );
@@ -35,9 +35,11 @@ pub fn render(rows: &[Row]) -> String {
             .map(|p| p.map_or_else(|| "?".to_owned(), |p| p.to_string()))
             .collect::<Vec<_>>()
             .join(" / ");
-        let retries = row
-            .balancer_retries
-            .map_or_else(|| "-".to_owned(), |(r, d)| format!("{r} / {d}"));
+        let retries = match (row.scenario.front, row.balancer_retries) {
+            (Front::Haproxy { .. }, Some((r, d))) => format!("{r} retried, {d} redispatched"),
+            (Front::Envoy, Some((r, w))) => format!("{r} retried, {w} after Retry-After"),
+            _ => "-".to_owned(),
+        };
         let _ = writeln!(
             out,
             "| {} | {:.0} | {} | {:.2} | {:.1} | {} | {} | {p99} | {peaks} ({}) | {retries} |",
