@@ -26,7 +26,7 @@ use tower_service::Service;
 ///
 /// ```
 /// use admission_axum::CallerLayer;
-/// use admission_core::{Caller, Criticality};
+/// use admission_core::Caller;
 /// use axum::{Router, body::Body, http::Request, routing::get};
 /// use tower::ServiceExt;
 ///

@@ -515,3 +515,144 @@ async fn the_caller_scope_reaches_work_run_inside_it_and_not_outside() {
         "the earlier deadline wins"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_full_queue_makes_room_for_a_more_critical_caller_by_refusing_a_sheddable_one() {
+    // Bound 3, one slot held: three sheddable callers fill the queue.
+    let pool = Pool::builder("queue-evict")
+        .capacity(2)
+        .share(Criticality::Sheddable, 100)
+        .queue(POLICY)
+        .build()
+        .unwrap();
+    let held = [held_elsewhere(&pool), held_elsewhere(&pool)];
+    let (order, mut admitted) = mpsc::unbounded_channel();
+    let mut shed = Vec::new();
+    for tag in ["shed-1", "shed-2", "shed-3"] {
+        shed.push(waiter(
+            &pool,
+            Criticality::Sheddable,
+            Admission::Queue,
+            tag,
+            &order,
+        ));
+        until_waiting(&pool, shed.len()).await;
+    }
+    let default = waiter(
+        &pool,
+        Criticality::Default,
+        Admission::Queue,
+        "default",
+        &order,
+    );
+    let oldest = shed.remove(0).await.unwrap().unwrap_err();
+    assert_eq!(
+        (oldest.code(), oldest.criticality()),
+        (Code::Saturated, Criticality::Sheddable),
+        "the oldest sheddable caller gave up its place, refused at once"
+    );
+    until_waiting(&pool, 3).await;
+    // A sheddable newcomer finds no one less critical to displace.
+    let full = Caller::new(Criticality::Sheddable)
+        .scope(pool.admit_with(Admission::Queue))
+        .await
+        .unwrap_err();
+    assert_eq!(full.code(), Code::Saturated);
+
+    drop(held);
+    default.await.unwrap().unwrap();
+    for waiter in shed {
+        waiter.await.unwrap().unwrap();
+    }
+    assert_eq!(admitted.recv().await, Some("default"), "served first");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_standing_sheddable_queue_does_not_shorten_a_critical_callers_wait() {
+    let pool = Pool::builder("queue-levels")
+        .capacity(1)
+        .share(Criticality::Sheddable, 100)
+        .queue(QueuePolicy { bound: 8, ..POLICY })
+        .build()
+        .unwrap();
+    let _held = held_elsewhere(&pool);
+    let (order, _admitted) = mpsc::unbounded_channel();
+    // Sheddable callers keep their queue non-empty past the interval.
+    let first = waiter(
+        &pool,
+        Criticality::Sheddable,
+        Admission::Queue,
+        "s1",
+        &order,
+    );
+    until_waiting(&pool, 1).await;
+    tokio::time::advance(Duration::from_millis(60)).await;
+    let _second = waiter(
+        &pool,
+        Criticality::Sheddable,
+        Admission::Queue,
+        "s2",
+        &order,
+    );
+    until_waiting(&pool, 2).await;
+    tokio::time::advance(Duration::from_millis(45)).await;
+    assert!(
+        first.await.unwrap().is_err(),
+        "the sheddable queue stands now"
+    );
+
+    let started = Instant::now();
+    let critical = Caller::new(Criticality::Critical)
+        .scope(pool.admit_with(Admission::Queue))
+        .await
+        .unwrap_err();
+    assert_eq!(critical.code(), Code::WaitTimedOut);
+    assert_eq!(
+        started.elapsed(),
+        POLICY.interval,
+        "a critical caller waits its own (empty) queue's interval, not the target"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_policy_a_queued_caller_waits_about_one_typical_work_time() {
+    let pool = Pool::new("queue-adaptive", 1).unwrap();
+    // Before any work is seen: the 100 ms default.
+    let held = held_elsewhere(&pool);
+    let started = Instant::now();
+    let cold = pool.admit_with(Admission::Queue).await.unwrap_err();
+    assert_eq!(cold.code(), Code::WaitTimedOut);
+    assert_eq!(started.elapsed(), Duration::from_millis(100));
+    drop(held);
+
+    teach(&pool, Duration::from_millis(40)).await;
+    let typical = pool.stats().recent_work;
+    let _held = held_elsewhere(&pool);
+    let started = Instant::now();
+    let warm = pool.admit_with(Admission::Queue).await.unwrap_err();
+    assert_eq!(warm.code(), Code::WaitTimedOut);
+    // tokio's timers tick in whole milliseconds.
+    let waited = started.elapsed();
+    assert!(
+        waited >= typical && waited <= typical + Duration::from_millis(2),
+        "one typical work time ({typical:?}), waited {waited:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queued_caller_with_a_budget_waits_as_long_as_the_budget_allows() {
+    let pool = queued_pool("queue-budget", 1);
+    let _held = held_elsewhere(&pool);
+    let started = Instant::now();
+    let refusal = Caller::new(Criticality::Default)
+        .with_budget(Duration::from_millis(300))
+        .scope(pool.admit_with(Admission::Queue))
+        .await
+        .unwrap_err();
+    assert_eq!(refusal.code(), Code::WaitTimedOut);
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_millis(300),
+        "past the 100 ms interval: the client said it would wait"
+    );
+}

@@ -114,6 +114,8 @@ struct PoolInner {
     kind: Kind,
     capacity: usize,
     permits: Permits<Grant>,
+    /// The queue's fixed times; `None` derives them from the work.
+    queue: Option<QueuePolicy>,
     holders: Holders,
     counters: Counters,
     /// What the pool has seen of its work, and the retry hint from it.
@@ -186,10 +188,10 @@ impl Pool {
                 percent,
             }
         })?;
-        let queue = queue.unwrap_or(QueuePolicy::for_capacity(capacity));
-        if !queue.is_valid() {
+        if queue.is_some_and(|queue| !queue.is_valid()) {
             return Err(ConfigError::BadQueue { pool: name });
         }
+        let bound = queue.map_or(capacity.saturating_mul(2), |queue| queue.bound);
         let name = crate::refusal::intern(name);
         let workers = Workers::spawn(name, capacity).map_err(|err| ConfigError::Spawn {
             pool: name.to_string(),
@@ -200,7 +202,8 @@ impl Pool {
                 name,
                 kind,
                 capacity,
-                permits: Permits::new(limits, queue),
+                permits: Permits::new(limits, bound),
+                queue,
                 holders: Holders::new(capacity),
                 counters: Counters::default(),
                 retry: Estimator::new(retry.rule(), capacity),
@@ -350,12 +353,16 @@ impl Pool {
             }
             Err(NoSlot::Full) => {}
         }
+        let (target, interval) = match patience {
+            Patience::Queued => self.queue_times(),
+            Patience::Patient => (Duration::ZERO, Duration::ZERO),
+        };
         let Ticket {
             id,
             grant,
             ahead,
             standing,
-        } = match self.inner.permits.enqueue(level, patience) {
+        } = match self.inner.permits.enqueue(level, patience, interval) {
             Enqueued::Acquired => return Ok(()),
             Enqueued::Closed => return Err(self.refuse(Code::ShuttingDown)),
             Enqueued::Full => return Err(self.refuse(self.saturated_code())),
@@ -368,14 +375,6 @@ impl Pool {
             id,
             armed: true,
         };
-        if patience == Patience::Queued {
-            let queue = self.inner.permits.queue();
-            limit = Some(if standing {
-                queue.target
-            } else {
-                queue.interval
-            });
-        }
         if let Some(left) = left {
             // The callers ahead share the slots: each round of them takes
             // about the typical work.
@@ -385,8 +384,15 @@ impl Pool {
                 drop(place);
                 return Err(self.refuse(Code::BudgetTooShort));
             }
-            limit = Some(limit.map_or(left, |limit| limit.min(left)));
         }
+        limit = match (patience, left) {
+            // A standing queue serves the newest: the rest wait the target.
+            (Patience::Queued, left) if standing => Some(left.map_or(target, |l| l.min(target))),
+            // Otherwise a caller with a deadline waits as long as it allows.
+            (Patience::Queued, left) => Some(left.unwrap_or(interval)),
+            (Patience::Patient, Some(left)) => Some(limit.map_or(left, |l| l.min(left))),
+            (Patience::Patient, None) => limit,
+        };
         let granted = match limit {
             None => grant.await,
             Some(limit) => match tokio::time::timeout(limit, grant).await {
@@ -403,7 +409,10 @@ impl Pool {
                 grant.keep();
                 Ok(())
             }
-            Err(_closed) => Err(self.refuse(Code::ShuttingDown)),
+            // Told without a slot: the pool closed, or a more critical
+            // caller took this one's place in a full queue.
+            Err(_dropped) if self.is_closed() => Err(self.refuse(Code::ShuttingDown)),
+            Err(_dropped) => Err(self.refuse(self.saturated_code())),
         }
     }
 
@@ -543,6 +552,25 @@ impl Pool {
     ) -> Result<Slot, Refusal> {
         self.wait_for_permit(patience, limit).await?;
         Ok(Slot::new(self.clone(), None))
+    }
+
+    /// The queue's target and interval: the fixed policy's, or from the
+    /// typical work (a quarter of it and all of it, at least 1 ms and 5 ms),
+    /// or the defaults before any work was seen.
+    fn queue_times(&self) -> (Duration, Duration) {
+        if let Some(queue) = self.inner.queue {
+            return (queue.target, queue.interval);
+        }
+        match self.inner.retry.typical() {
+            typical if typical.is_zero() => {
+                let queue = QueuePolicy::for_capacity(self.inner.capacity);
+                (queue.target, queue.interval)
+            }
+            typical => (
+                (typical / 4).max(Duration::from_millis(1)),
+                typical.max(Duration::from_millis(5)),
+            ),
+        }
     }
 
     pub(crate) fn saturated_code(&self) -> Code {

@@ -21,17 +21,27 @@ use crate::caller::Criticality;
 use crate::loom::sync::Mutex;
 use crate::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 
-/// A pool's waiting queue for [`Admission::Queue`](crate::Admission::Queue)
-/// callers: how many may wait, and how long.
+/// Fixed limits for a pool's waiting queue, the one
+/// [`Admission::Queue`](crate::Admission::Queue) callers wait in.
 ///
-/// While the queue keeps emptying, a queued caller waits at most
+/// While a level's queue keeps emptying, a queued caller waits at most
 /// `interval`. Once it has not been empty for longer than `interval` (a
-/// standing queue: the pool is overloaded, not bursty), newcomers wait at
-/// most `target` and are served newest first, so the callers still waiting
-/// are the ones whose clients are still there (the adaptive-LIFO queue of
-/// CoDel's idea that Meta describes in "Fail at Scale"). A caller the queue
-/// cannot take, or one that waited its limit out, is refused like a
-/// fail-fast caller, at that moment.
+/// standing queue: the pool is overloaded, not bursty), newcomers of that
+/// level wait at most `target` and are served newest first, so the callers
+/// still waiting are the ones whose clients are still there (the
+/// adaptive-LIFO queue of CoDel's idea that Meta describes in "Fail at
+/// Scale"). A full queue makes room for a caller by refusing the oldest
+/// queued caller of a less critical level; with none, the caller is
+/// refused. Refusals come at that moment, like a fail-fast one, never late.
+///
+/// Without a policy a pool queues up to twice its capacity and derives the
+/// times from its own work: a queued caller waits at most one typical work
+/// time (the median of recent work), so an admitted caller's answer takes at
+/// most about twice the work, and a newcomer to a standing queue a quarter
+/// of it; until the pool has seen its work (and for request-lease pools,
+/// whose leases run none), the times of [`QueuePolicy::for_capacity`]. A
+/// caller with a deadline may wait as long as its deadline allows, less the
+/// typical work, while its queue does not stand.
 ///
 /// # Examples
 ///
@@ -53,21 +63,22 @@ use crate::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueuePolicy {
-    /// How many callers may wait in the queue at once; the next is refused.
+    /// How many callers may wait in the queue at once.
     pub bound: usize,
-    /// The longest a newcomer waits once the queue stands.
+    /// The longest a newcomer waits once its level's queue stands.
     pub target: Duration,
-    /// How long the queue may go without emptying before it counts as
-    /// standing; also the longest any queued caller waits.
+    /// How long a level's queue may go without emptying before it stands;
+    /// also the longest a queued caller without a deadline waits.
     pub interval: Duration,
 }
 
 impl QueuePolicy {
-    /// The default for a pool of `capacity` slots: four waiters per slot,
-    /// a 5 ms target and a 100 ms interval (CoDel's and Meta's figures).
+    /// Twice `capacity` waiters, a 5 ms target and a 100 ms interval
+    /// (CoDel's and Meta's figures): what a pool uses before it has seen
+    /// its work.
     pub const fn for_capacity(capacity: usize) -> QueuePolicy {
         QueuePolicy {
-            bound: capacity.saturating_mul(4),
+            bound: capacity.saturating_mul(2),
             target: Duration::from_millis(5),
             interval: Duration::from_millis(100),
         }
@@ -203,52 +214,73 @@ impl<G> Level<G> {
 #[derive(Debug)]
 struct Line<G> {
     levels: [Level<G>; 3],
-    /// Queued (not patient) waiters across the levels.
-    queued: usize,
-    /// When the queue last went from empty to not empty.
-    since: Option<Instant>,
+    /// Queued (not patient) waiters, per level.
+    queued: [usize; 3],
+    /// Per level, when its queue last went from empty to not empty: each
+    /// level stands or drains on its own, so a flood of sheddable callers
+    /// never shortens a critical caller's wait.
+    since: [Option<Instant>; 3],
+    /// How long a queue may go without emptying before it stands (the
+    /// newest joiner's interval).
+    interval: Duration,
     next_id: u64,
 }
 
 impl<G> Line<G> {
-    fn standing(&self, now: Instant, interval: Duration) -> bool {
-        self.queued > 0
-            && self
-                .since
-                .is_some_and(|since| now.duration_since(since) > interval)
+    fn standing(&self, level: usize, now: Instant) -> bool {
+        self.queued[level] > 0
+            && self.since[level].is_some_and(|since| now.duration_since(since) > self.interval)
     }
 
-    fn took_queued(&mut self) {
-        self.queued -= 1;
-        if self.queued == 0 {
-            self.since = None;
+    fn total_queued(&self) -> usize {
+        self.queued.iter().sum()
+    }
+
+    fn took_queued(&mut self, level: usize) {
+        self.queued[level] -= 1;
+        if self.queued[level] == 0 {
+            self.since[level] = None;
         }
     }
 
     /// Takes the next waiter a slot may go to while `others` slots are in
     /// use: the most critical level whose share leaves room, its patient
-    /// waiters first, then its queue (newest first when the queue stands).
-    fn pop(&mut self, others: usize, limits: &[usize; 3], interval: Duration) -> Option<Waiter<G>> {
-        let standing = self.queued > 0 && self.standing(Instant::now(), interval);
+    /// waiters first, then its queue (newest first when that queue stands).
+    fn pop(&mut self, others: usize, limits: &[usize; 3]) -> Option<Waiter<G>> {
         for (level, &limit) in limits.iter().enumerate() {
             if others >= limit {
                 continue;
             }
-            let line = &mut self.levels[level];
-            if let Some(waiter) = line.patient.pop_front() {
+            if let Some(waiter) = self.levels[level].patient.pop_front() {
                 return Some(waiter);
             }
-            let queued = if standing {
-                line.queued.pop_back()
+            if self.queued[level] == 0 {
+                continue;
+            }
+            let queue = &mut self.levels[level].queued;
+            let waiter = if self.since[level].is_some_and(|since| since.elapsed() > self.interval) {
+                queue.pop_back()
             } else {
-                line.queued.pop_front()
+                queue.pop_front()
             };
-            if let Some(waiter) = queued {
-                self.took_queued();
+            if let Some(waiter) = waiter {
+                self.took_queued(level);
                 return Some(waiter);
             }
         }
         None
+    }
+
+    /// Makes room in a full queue for a caller of `level` by dropping the
+    /// oldest queued caller of the least critical level below it, if any
+    /// (that caller is refused as if the queue had been full for it).
+    fn evict_below(&mut self, level: usize) -> bool {
+        let Some(lower) = (level + 1..3).rev().find(|&l| self.queued[l] > 0) else {
+            return false;
+        };
+        drop(self.levels[lower].queued.pop_front());
+        self.took_queued(lower);
+        true
     }
 }
 
@@ -276,22 +308,24 @@ pub(crate) struct Permits<G> {
     /// its lock).
     waiting: AtomicUsize,
     closed: AtomicBool,
-    queue: QueuePolicy,
+    /// How many callers may wait in the queue at once.
+    bound: usize,
     line: Mutex<Line<G>>,
 }
 
 impl<G> Permits<G> {
-    pub(crate) fn new(limits: [usize; 3], queue: QueuePolicy) -> Self {
+    pub(crate) fn new(limits: [usize; 3], bound: usize) -> Self {
         Permits {
             limits,
             state: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
-            queue,
+            bound,
             line: Mutex::new(Line {
                 levels: Default::default(),
-                queued: 0,
-                since: None,
+                queued: [0; 3],
+                since: [None; 3],
+                interval: Duration::ZERO,
                 next_id: 0,
             }),
         }
@@ -307,10 +341,6 @@ impl<G> Permits<G> {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(SeqCst)
-    }
-
-    pub(crate) fn queue(&self) -> QueuePolicy {
-        self.queue
     }
 
     fn lock(&self) -> crate::loom::sync::MutexGuard<'_, Line<G>> {
@@ -344,12 +374,22 @@ impl<G> Permits<G> {
     /// Joins the line, unless a slot is free after all: under the lock, the
     /// caller either takes a slot or marks the line as not empty, each by a
     /// compare-and-swap against the count it saw.
-    pub(crate) fn enqueue(&self, level: Criticality, patience: Patience) -> Enqueued<G> {
+    /// A queued caller's `interval` is the queue's interval from now on
+    /// (the pool derives it from its typical work).
+    pub(crate) fn enqueue(
+        &self,
+        level: Criticality,
+        patience: Patience,
+        interval: Duration,
+    ) -> Enqueued<G> {
         let mut line = self.lock();
         if self.closed.load(SeqCst) {
             return Enqueued::Closed;
         }
-        if patience == Patience::Queued && line.queued >= self.queue.bound {
+        if patience == Patience::Queued
+            && line.total_queued() >= self.bound
+            && !self.evicted_below(&mut line, level)
+        {
             // The bound counts waiters, not slots: a free slot is still
             // taken at once.
             return match self.try_acquire(level) {
@@ -383,11 +423,13 @@ impl<G> Permits<G> {
         let mut standing = false;
         if patience == Patience::Queued {
             let now = Instant::now();
-            line.queued += 1;
-            if line.queued == 1 {
-                line.since = Some(now);
+            let at = level.index();
+            line.interval = interval;
+            line.queued[at] += 1;
+            if line.queued[at] == 1 {
+                line.since[at] = Some(now);
             }
-            standing = line.standing(now, self.queue.interval);
+            standing = line.standing(at, now);
         }
         Enqueued::Waiting(Ticket {
             id,
@@ -406,9 +448,20 @@ impl<G> Permits<G> {
         if let Some(at) = waiters.iter().position(|w| w.id == id) {
             waiters.remove(at);
             if patience == Patience::Queued {
-                line.took_queued();
+                line.took_queued(level.index());
             }
             self.left_line(&line);
+        }
+    }
+
+    /// Drops a less critical queued caller to make room for `level`.
+    fn evicted_below(&self, line: &mut Line<G>, level: Criticality) -> bool {
+        if line.evict_below(level.index()) {
+            // The line is not empty: the joiner is about to be in it.
+            self.waiting.fetch_sub(1, SeqCst);
+            true
+        } else {
+            false
         }
     }
 
@@ -441,7 +494,7 @@ impl<G> Permits<G> {
         let mut line = self.lock();
         let others = (self.state.load(SeqCst) & !LINE).saturating_sub(1);
         if !self.closed.load(SeqCst)
-            && let Some(waiter) = line.pop(others, &self.limits, self.queue.interval)
+            && let Some(waiter) = line.pop(others, &self.limits)
         {
             self.left_line(&line);
             return Some(waiter.grant);
@@ -457,8 +510,8 @@ impl<G> Permits<G> {
         let mut line = self.lock();
         let dropped: usize = line.levels.iter().map(Level::len).sum();
         line.levels = Default::default();
-        line.queued = 0;
-        line.since = None;
+        line.queued = [0; 3];
+        line.since = [None; 3];
         self.waiting.fetch_sub(dropped, SeqCst);
         self.state.fetch_and(!LINE, SeqCst);
     }
