@@ -21,7 +21,13 @@
 //!   of the specification; a malformed value is ignored and counted, see
 //!   [`AdmissionLayer::malformed_timeouts`]) into a [`Deadline`](deadline::Deadline)
 //!   the handler finds in its request's extensions and the classifier in
-//!   [`Call::deadline`].
+//!   [`Call::deadline`]. The call is admitted for its
+//!   [`Caller`](admission_core::Caller): the `x-admission-criticality`
+//!   metadata and the shortest of `grpc-timeout`, `x-admission-budget-ms`
+//!   and `x-envoy-expected-rq-timeout-ms`, so a call whose deadline cannot
+//!   cover the pool's typical work is refused at once with
+//!   `DEADLINE_EXCEEDED` (`ADMISSION_BUDGET_TOO_SHORT`, no pushback: a
+//!   retry with the same deadline would be refused again).
 //! * [`status`]: the refusal's status code option
 //!   ([`RefusalStatus`](status::RefusalStatus)) and, for clients,
 //!   [`Pushback`](status::Pushback), the `grpc-retry-pushback-ms` trailer

@@ -181,6 +181,12 @@ fn refused(code: Code, pool: Option<&str>, retry_after_secs: u32, status: Refusa
         }
         None => format!("{code}: {}; retry in {retry_after_secs} s", code.title()),
     };
+    if code == Code::BudgetTooShort {
+        // The call's own deadline is too short for the work: a retry with
+        // the same deadline would be refused again, so the status is the
+        // one retry policies leave alone, and there is no pushback.
+        return Status::deadline_exceeded(message);
+    }
     let mut metadata = MetadataMap::new();
     let pushback_ms = u64::from(retry_after_secs) * 1000;
     metadata.insert(RETRY_PUSHBACK_MS, MetadataValue::from(pushback_ms));
@@ -195,6 +201,20 @@ mod tests {
     fn saturated(pool: &Pool) -> Refusal {
         let _held = pool.try_admit().unwrap();
         pool.try_admit().unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn a_budget_too_short_is_deadline_exceeded_without_pushback() {
+        let pool = Pool::new("tonic-budget", 1).unwrap();
+        let refusal = admission_core::Caller::default()
+            .with_budget(std::time::Duration::ZERO)
+            .scope(async { pool.try_admit().unwrap_err() })
+            .await;
+        assert_eq!(refusal.code(), Code::BudgetTooShort);
+        let status = Rejection::from(refusal).to_status();
+        assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
+        assert!(status.message().starts_with("ADMISSION_BUDGET_TOO_SHORT"));
+        assert!(status.metadata().get(RETRY_PUSHBACK_MS).is_none());
     }
 
     #[test]
