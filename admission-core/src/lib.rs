@@ -25,12 +25,22 @@
 //! slots with `#[reserved(slots = N)]` ([`LoopOwner`]); [`Shutdown`] drains
 //! every pool and loop under one deadline.
 //!
+//! # Under heavy overload
+//!
+//! | you want | do | what happens |
+//! | --- | --- | --- |
+//! | serve what matters first | run the request for a [`Caller`] of its [`Criticality`] (adapters read `x-admission-criticality`; [`Caller::scope`] by hand) | sheddable work fills at most half a pool ([`PoolBuilder::share`](pool::PoolBuilder::share)), waiters are served critical first |
+//! | never start work the client will not wait for | give the caller a deadline (adapters read `x-admission-budget-ms`, `x-envoy-expected-rq-timeout-ms`, `grpc-timeout`) | refused at once with `ADMISSION_BUDGET_TOO_SHORT` when the time left cannot cover the expected wait and the pool's typical work; no wait outlasts the deadline |
+//! | serve ordinary bursts instead of refusing them | [`Admission::Queue`] (the layers' `queue()`, `#[admitted(queue)]`) | a bounded queue that turns newest-first and short once it stands ([`QueuePolicy`](pool::QueuePolicy)); refusals stay immediate `503`s |
+//!
 //! The root holds the names most code types; the modules hold the rest:
-//! [`pool`] (the slot, builder, retry hint, [`HasPools`](pool::HasPools)),
-//! [`request`] (the lease's scope and builder), [`shutdown`] (report types),
-//! [`stats`] (counters), [`http`] (the answer adapters send), [`log`]
-//! (failures named by class and code) and, with the `prometheus` feature,
-//! `metrics`.
+//! [`pool`] (the slot, builder, queue policy, retry hint,
+//! [`HasPools`](pool::HasPools)), [`request`] (the lease's scope and
+//! builder), [`caller`] (the caller's scoped future), [`shutdown`] (report
+//! types), [`stats`] (counters), [`http`] (the answer adapters send and the
+//! headers they read), [`balancer`] (readiness, the HAProxy agent and the
+//! load report), [`log`] (failures named by class and code) and, with the
+//! `prometheus` feature, `metrics`.
 //!
 //! # Examples
 //!
