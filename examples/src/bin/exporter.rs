@@ -11,8 +11,9 @@
 //! Flags: `--listen ADDR` (default `127.0.0.1:9464`; port 0 picks one),
 //! `--workers N` (2), `--series N` (10000), `--walk-delay-ms MS` (0),
 //! `--cardinality-interval-ms MS` (10000), `--shutdown-deadline-ms MS` (5000),
-//! `--gate admission|queue|tower` (admission; the other two are the
-//! failure modes `storm` compares against), and `--coalesce-ms MS` (0, off):
+//! `--gate admission|admission-queue|queue|tower` (admission;
+//! `admission-queue` lets scrapes wait in the pool's bounded queue, the other
+//! two are the failure modes `storm` compares against), and `--coalesce-ms MS` (0, off):
 //! with admission, scrapes of `/metrics` and `/` that arrive while a walk
 //! started at most MS ago is running share that walk's result instead of
 //! starting or being refused their own (`admission_coalesced_total` counts
@@ -39,7 +40,7 @@ use admission_examples::exporter::{self, Config, Gate};
 
 const USAGE: &str = "usage: exporter [--listen ADDR] [--workers N] [--series N] \
 [--walk-delay-ms MS] [--cardinality-interval-ms MS] [--shutdown-deadline-ms MS] \
-[--gate admission|queue|tower] [--coalesce-ms MS] [--max-connections N] \
+[--gate admission|admission-queue|queue|tower] [--coalesce-ms MS] [--max-connections N] \
 [--header-timeout-ms MS] [--idle-timeout-ms MS] [--drain-delay-ms MS] [--agent-check ADDR]";
 
 const CLI: Cli = Cli {
