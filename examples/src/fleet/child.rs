@@ -178,3 +178,57 @@ async fn drain(stdout: impl AsyncRead + Unpin, log: File) {
     let mut stdout = stdout;
     let _ = tokio::io::copy(&mut stdout, &mut log).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::process::Command;
+
+    use super::Supervised;
+    use crate::fleet::Workdir;
+
+    /// `Some(state)` from `/proc/PID/stat` (`R`, `S`, `Z`, ...), `None`
+    /// once the process is gone.
+    fn state(pid: u32) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(") ")?.1.chars().next()
+    }
+
+    #[tokio::test]
+    async fn a_child_is_killed_when_its_owner_panics() {
+        let dir = Workdir::new().unwrap();
+        let mut sleeper = Command::new("sleep");
+        sleeper.arg("60");
+        let child = Supervised::spawn("sleeper", sleeper, dir.path(), false).unwrap();
+        let pid = child.id().unwrap();
+        assert!(matches!(state(pid), Some('S' | 'R')), "it runs first");
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let _owned = child;
+            panic!("the owner panics");
+        }));
+        assert!(unwound.is_err());
+        // SIGKILL has been sent; the process is dead (a zombie until tokio
+        // reaps it) within a bound, never left sleeping.
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        while matches!(state(pid), Some(s) if s != 'Z') {
+            assert!(std::time::Instant::now() < end, "pid {pid} still runs");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn terminate_sends_sigterm_and_wait_sees_the_exit() {
+        let dir = Workdir::new().unwrap();
+        let mut sleeper = Command::new("sleep");
+        sleeper.arg("60");
+        let mut child = Supervised::spawn("sleeper", sleeper, dir.path(), false).unwrap();
+        child.terminate().unwrap();
+        let status = child.wait(Duration::from_secs(10)).await.unwrap();
+        assert!(!status.success(), "sleep ends by the signal: {status}");
+        assert!(
+            child.terminate().is_err(),
+            "a reaped child is not signalled again"
+        );
+    }
+}

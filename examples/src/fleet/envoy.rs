@@ -25,6 +25,21 @@ use super::tools::Tool;
 const START: Duration = Duration::from_secs(15);
 
 /// The ports `envoy.yaml` leaves as placeholders (all on 127.0.0.1).
+///
+/// # Examples
+///
+/// ```
+/// use admission_examples::fleet::EnvoySpec;
+///
+/// let spec = EnvoySpec {
+///     listen: "127.0.0.1:10000".parse().unwrap(),
+///     admin: "127.0.0.1:10001".parse().unwrap(),
+///     replicas: vec!["127.0.0.1:9001".parse().unwrap()],
+/// };
+/// let text = spec.render("port_value: {{FLEET_REPLICA_1_PORT}}").unwrap();
+/// assert_eq!(text, "port_value: 9001");
+/// assert!(spec.render("{{FLEET_REPLICA_2_PORT}}").is_err(), "no port for it");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvoySpec {
     /// `{{FLEET_LISTEN_PORT}}`: where clients connect.

@@ -23,6 +23,25 @@ use super::tools::Tool;
 const START: Duration = Duration::from_secs(10);
 
 /// The environment `haproxy.cfg` reads.
+///
+/// # Examples
+///
+/// ```
+/// use admission_examples::fleet::HaproxySpec;
+///
+/// let spec = HaproxySpec {
+///     listen: "127.0.0.1:8080".parse().unwrap(),
+///     stats: "127.0.0.1:8081".parse().unwrap(),
+///     replicas: vec![("127.0.0.1:9001".parse().unwrap(), "127.0.0.1:9101".parse().unwrap())],
+///     retries: true,
+///     maxconn: true,
+///     agent_weights: false,
+/// };
+/// let env = spec.env();
+/// assert!(env.contains(&("FLEET_AGENT_PORT_1".into(), "9101".into())));
+/// assert!(env.contains(&("FLEET_NO_AGENT".into(), "1".into())));
+/// assert!(!env.iter().any(|(k, _)| k == "FLEET_NO_RETRIES"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HaproxySpec {
     /// `FLEET_LISTEN`: where clients connect.

@@ -25,6 +25,28 @@ const START: Duration = Duration::from_secs(10);
 const PROBE: Duration = Duration::from_secs(2);
 
 /// The flags one replica runs with.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admission_examples::fleet::ReplicaSpec;
+///
+/// let spec = ReplicaSpec {
+///     exporter: "target/release/exporter".into(),
+///     http: "127.0.0.1:9464".parse().unwrap(),
+///     agent: "127.0.0.1:9465".parse().unwrap(),
+///     workers: 2,
+///     series: 1000,
+///     walk_delay: Duration::from_millis(20),
+///     drain_delay: Duration::from_millis(500),
+///     shutdown_deadline: Duration::from_secs(2),
+/// };
+/// let args = spec.args().join(" ");
+/// assert!(args.contains("--agent-check 127.0.0.1:9465"));
+/// assert!(args.contains("--drain-delay-ms 500"));
+/// assert_eq!(spec.exit_bound(), Duration::from_millis(4500));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplicaSpec {
     /// The `exporter` binary.

@@ -41,6 +41,16 @@ pub enum Front {
 }
 
 /// One row of the fleet table.
+///
+/// # Examples
+///
+/// ```
+/// use admission_examples::fleet::{Front, Scenario};
+///
+/// assert_eq!(Scenario::ALL[0].front, Front::Direct);
+/// assert!(Scenario::ALL.contains(&Scenario::HAPROXY_RESTART));
+/// assert!(Scenario::HAPROXY_RESTART.rolling_restart);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scenario {
     /// The row's name.

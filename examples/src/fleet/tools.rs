@@ -96,12 +96,28 @@ impl std::error::Error for Missing {}
 /// Whether a missing balancer must fail the run: `CI` is set to anything
 /// but `false` or `0` (`.ci/run` sets `CI=true`). Outside CI the fleet
 /// test says it cannot run instead.
+///
+/// # Examples
+///
+/// ```
+/// let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+/// assert_eq!(admission_examples::fleet::required(), ci);
+/// ```
 pub fn required() -> bool {
     env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
 /// `examples/fleet/`: the configuration files the demo runs and the README
 /// shows.
+///
+/// # Examples
+///
+/// ```
+/// use admission_examples::fleet::{Tool, config_dir};
+///
+/// assert!(config_dir().join("haproxy.cfg").is_file());
+/// assert_eq!(Tool::Envoy.config_file(), config_dir().join("envoy.yaml"));
+/// ```
 pub fn config_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fleet")
 }

@@ -10,6 +10,19 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 /// A directory of its own for one fleet run, removed when dropped.
+///
+/// # Examples
+///
+/// ```
+/// use admission_examples::fleet::{Workdir, free_port};
+///
+/// let dir = Workdir::new().unwrap();
+/// let path = dir.path().to_path_buf();
+/// assert!(path.is_dir());
+/// drop(dir);
+/// assert!(!path.exists());
+/// assert!(free_port().unwrap().ip().is_loopback());
+/// ```
 #[derive(Debug)]
 pub struct Workdir {
     path: PathBuf,
