@@ -279,7 +279,7 @@ async fn a_queued_caller_is_refused_when_its_wait_reaches_the_interval() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_standing_queue_serves_the_newest_first_and_gives_newcomers_the_target() {
+async fn a_standing_queue_sheds_its_stale_callers_and_serves_the_newest_first() {
     let pool = queued_pool("queue-standing", 1);
     let held = pool.try_admit().unwrap();
     let (order, mut admitted) = mpsc::unbounded_channel();
@@ -300,15 +300,36 @@ async fn a_standing_queue_serves_the_newest_first_and_gives_newcomers_the_target
     until_waiting(&pool, 2).await;
     tokio::time::advance(Duration::from_millis(41)).await;
     assert_eq!(first.await.unwrap().unwrap_err().code(), Code::WaitTimedOut);
-    let joined = Instant::now();
-    let new = waiter(&pool, Criticality::Default, Admission::Queue, "new", &order);
+
+    // A newcomer to the standing queue: `old`, waiting 41 ms, past the 5 ms
+    // target, is refused at once rather than at its own 100 ms limit.
+    let shed_at = Instant::now();
+    let newer = waiter(
+        &pool,
+        Criticality::Default,
+        Admission::Queue,
+        "newer",
+        &order,
+    );
+    let stale = old.await.unwrap().unwrap_err();
+    assert_eq!(stale.code(), Code::WaitTimedOut);
+    assert_eq!(shed_at.elapsed(), Duration::ZERO, "shed at once");
+    until_waiting(&pool, 1).await;
+    tokio::time::advance(Duration::from_millis(1)).await;
+    let newest = waiter(
+        &pool,
+        Criticality::Default,
+        Admission::Queue,
+        "newest",
+        &order,
+    );
     until_waiting(&pool, 2).await;
+
     drop(held);
-    new.await.unwrap().unwrap();
-    assert_eq!(admitted.recv().await, Some("new"), "newest first");
-    old.await.unwrap().unwrap();
-    assert_eq!(admitted.recv().await, Some("old"));
-    assert!(joined.elapsed() < POLICY.target);
+    newest.await.unwrap().unwrap();
+    newer.await.unwrap().unwrap();
+    assert_eq!(admitted.recv().await, Some("newest"), "newest first");
+    assert_eq!(admitted.recv().await, Some("newer"));
 }
 
 #[tokio::test(start_paused = true)]

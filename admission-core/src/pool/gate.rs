@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::holders::{Cell, Holders};
-use super::permits::{Enqueued, NoSlot, Patience, Permits, QueuePolicy, Shares, Ticket};
+use super::permits::{Enqueued, NoSlot, Patience, Permits, QueuePolicy, Shares, Shed, Ticket};
 use super::retry::Estimator;
 use super::stats::Counters;
 use super::workers::{Closed, Job as QueuedJob, Workers};
@@ -282,20 +282,25 @@ impl Pool {
         }
     }
 
-    /// The caller's time left once the pool's typical work is done, or a
-    /// refusal when that is none: admitting would only make an orphan.
-    /// The typical work is the median of the pool's recent durations: the
-    /// question is whether this caller is more likely than not to get its
-    /// answer in time, and a median is not moved by a few slow outliers.
-    fn budget_left(&self, caller: &Caller) -> Result<Option<Duration>, Refusal> {
+    /// For a caller with a deadline: its time left, and how long it may
+    /// wait for a slot; a refusal when the time left is shorter than the
+    /// pool's typical work (the median of its last 16 durations): the
+    /// caller is then more likely than not to get no answer in time, and
+    /// admitting it would only make an orphan. A wait ends while the work
+    /// would still end in time nine times in ten (the 90th percentile of the
+    /// same window), so a caller that waited does not become the orphan.
+    fn budget_left(&self, caller: &Caller) -> Result<Option<Budget>, Refusal> {
         let Some(remaining) = caller.remaining() else {
             return Ok(None);
         };
-        let work = self.inner.retry.typical();
-        match remaining.checked_sub(work) {
-            Some(left) if !remaining.is_zero() => Ok(Some(left)),
-            _ => Err(self.refuse(Code::BudgetTooShort)),
+        let estimator = &self.inner.retry;
+        if remaining.is_zero() || remaining < estimator.typical() {
+            return Err(self.refuse(Code::BudgetTooShort));
         }
+        Ok(Some(Budget {
+            remaining,
+            wait: remaining.saturating_sub(estimator.long()),
+        }))
     }
 
     /// Waits for a slot, first come first served.
@@ -344,7 +349,7 @@ impl Pool {
     ) -> Result<(), Refusal> {
         let caller = Caller::current();
         let level = caller.criticality();
-        let left = self.budget_left(&caller)?;
+        let budget = self.budget_left(&caller)?;
         match self.inner.permits.try_acquire(level) {
             Ok(()) => return Ok(()),
             Err(NoSlot::Closed) => return Err(self.refuse(Code::ShuttingDown)),
@@ -354,7 +359,7 @@ impl Pool {
             Err(NoSlot::Full) => {}
         }
         let (target, interval) = match patience {
-            Patience::Queued => self.queue_times(),
+            Patience::Queued => self.queue_times(level),
             Patience::Patient => (Duration::ZERO, Duration::ZERO),
         };
         let Ticket {
@@ -362,7 +367,11 @@ impl Pool {
             grant,
             ahead,
             standing,
-        } = match self.inner.permits.enqueue(level, patience, interval) {
+        } = match self
+            .inner
+            .permits
+            .enqueue(level, patience, (target, interval))
+        {
             Enqueued::Acquired => return Ok(()),
             Enqueued::Closed => return Err(self.refuse(Code::ShuttingDown)),
             Enqueued::Full => return Err(self.refuse(self.saturated_code())),
@@ -375,16 +384,17 @@ impl Pool {
             id,
             armed: true,
         };
-        if let Some(left) = left {
+        if let Some(budget) = budget {
             // The callers ahead share the slots: each round of them takes
-            // about the typical work.
+            // about the typical work, and then this caller's own.
             #[expect(clippy::cast_precision_loss, reason = "a few thousand waiters at most")]
-            let rounds = ahead as f64 / self.inner.capacity as f64;
-            if left < self.inner.retry.typical().mul_f64(rounds) {
+            let rounds = ahead as f64 / self.inner.capacity as f64 + 1.0;
+            if budget.remaining < self.inner.retry.typical().mul_f64(rounds) {
                 drop(place);
                 return Err(self.refuse(Code::BudgetTooShort));
             }
         }
+        let left = budget.map(|budget| budget.wait);
         limit = match (patience, left) {
             // A standing queue serves the newest: the rest wait the target.
             (Patience::Queued, left) if standing => Some(left.map_or(target, |l| l.min(target))),
@@ -405,14 +415,16 @@ impl Pool {
         };
         place.disarm();
         match granted {
-            Ok(grant) => {
+            Ok(Ok(grant)) => {
                 grant.keep();
                 Ok(())
             }
-            // Told without a slot: the pool closed, or a more critical
-            // caller took this one's place in a full queue.
-            Err(_dropped) if self.is_closed() => Err(self.refuse(Code::ShuttingDown)),
-            Err(_dropped) => Err(self.refuse(self.saturated_code())),
+            // A more critical caller took this one's place in a full queue.
+            Ok(Err(Shed::Displaced)) => Err(self.refuse(self.saturated_code())),
+            // Its queue stands and it waited past the target.
+            Ok(Err(Shed::Stale)) => Err(self.refuse(Code::WaitTimedOut)),
+            // The pool closed.
+            Err(_closed) => Err(self.refuse(Code::ShuttingDown)),
         }
     }
 
@@ -554,10 +566,12 @@ impl Pool {
         Ok(Slot::new(self.clone(), None))
     }
 
-    /// The queue's target and interval: the fixed policy's, or from the
-    /// typical work (a quarter of it and all of it, at least 1 ms and 5 ms),
-    /// or the defaults before any work was seen.
-    fn queue_times(&self) -> (Duration, Duration) {
+    /// The queue's target and interval for a caller of `level`: the fixed
+    /// policy's, or from the typical work (an eighth of it and all of it, at
+    /// least 1 ms and 5 ms; a critical caller's interval twice that, since
+    /// its work is worth the wait), or the defaults before any work was
+    /// seen.
+    fn queue_times(&self, level: Criticality) -> (Duration, Duration) {
         if let Some(queue) = self.inner.queue {
             return (queue.target, queue.interval);
         }
@@ -566,10 +580,16 @@ impl Pool {
                 let queue = QueuePolicy::for_capacity(self.inner.capacity);
                 (queue.target, queue.interval)
             }
-            typical => (
-                (typical / 4).max(Duration::from_millis(1)),
-                typical.max(Duration::from_millis(5)),
-            ),
+            typical => {
+                let interval = typical.max(Duration::from_millis(5));
+                (
+                    (typical / 8).max(Duration::from_millis(1)),
+                    match level {
+                        Criticality::Critical => interval * 2,
+                        _ => interval,
+                    },
+                )
+            }
         }
     }
 
@@ -694,14 +714,16 @@ impl Pool {
         self.inner.counters.count_release();
         let mut next = self.inner.permits.release();
         while let Some(waiter) = next {
-            match waiter.send(Grant {
+            match waiter.send(Ok(Grant {
                 pool: Some(self.clone()),
-            }) {
+            })) {
                 Ok(()) => return,
                 // The waiter has gone: the slot is still counted in use,
                 // and goes to the next one or back to the pool.
-                Err(grant) => {
-                    grant.keep();
+                Err(answer) => {
+                    if let Ok(grant) = answer {
+                        grant.keep();
+                    }
                     next = self.inner.permits.release();
                 }
             }
@@ -726,6 +748,15 @@ impl Pool {
         self.inner.permits.close();
         self.inner.workers.close()
     }
+}
+
+/// A caller's deadline as admission sees it.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    /// The time left.
+    remaining: Duration,
+    /// How long it may wait for a slot.
+    wait: Duration,
 }
 
 /// A slot handed to a waiter: kept when the waiter takes it, given back to

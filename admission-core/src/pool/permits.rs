@@ -162,7 +162,8 @@ pub(crate) enum Enqueued<G> {
     Closed,
     /// The queue is at its bound.
     Full,
-    /// The caller waits; its grant arrives on `grant`.
+    /// The caller waits; its grant (or why it was dropped from the line)
+    /// arrives on `grant`.
     Waiting(Ticket<G>),
 }
 
@@ -170,7 +171,7 @@ pub(crate) enum Enqueued<G> {
 #[derive(Debug)]
 pub(crate) struct Ticket<G> {
     pub(crate) id: u64,
-    pub(crate) grant: oneshot::Receiver<G>,
+    pub(crate) grant: oneshot::Receiver<Answer<G>>,
     /// Waiters of this level or a more critical one ahead of this one.
     pub(crate) ahead: usize,
     /// The queue stands: a queued caller waits at most the target.
@@ -180,7 +181,21 @@ pub(crate) struct Ticket<G> {
 #[derive(Debug)]
 struct Waiter<G> {
     id: u64,
-    grant: oneshot::Sender<G>,
+    grant: oneshot::Sender<Answer<G>>,
+    /// When a queued caller joined (patient ones are never shed).
+    joined: Option<Instant>,
+}
+
+/// What a waiter is told: its slot, or why the line let it go.
+pub(crate) type Answer<G> = Result<G, Shed>;
+
+/// Why a queued caller was let go before a slot came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shed {
+    /// A more critical caller took its place in a full queue.
+    Displaced,
+    /// Its level's queue stands and it had waited longer than the target.
+    Stale,
 }
 
 #[derive(Debug)]
@@ -220,9 +235,16 @@ struct Line<G> {
     /// level stands or drains on its own, so a flood of sheddable callers
     /// never shortens a critical caller's wait.
     since: [Option<Instant>; 3],
+    /// Per level, when shedding last emptied its queue: an overloaded
+    /// queue emptied by shedding has not drained, so a joiner soon after
+    /// finds it still standing.
+    shed: [Option<Instant>; 3],
     /// How long a queue may go without emptying before it stands (the
     /// newest joiner's interval).
     interval: Duration,
+    /// How long a caller may wait in a standing queue (the newest
+    /// joiner's target).
+    target: Duration,
     next_id: u64,
 }
 
@@ -236,10 +258,33 @@ impl<G> Line<G> {
         self.queued.iter().sum()
     }
 
+    /// A queued caller of `level` was served or left.
     fn took_queued(&mut self, level: usize) {
         self.queued[level] -= 1;
         if self.queued[level] == 0 {
             self.since[level] = None;
+        }
+    }
+
+    /// A queued caller of `level` was shed: the queue keeps standing.
+    fn shed_one(&mut self, level: usize, now: Instant) {
+        self.queued[level] -= 1;
+        if self.queued[level] == 0 {
+            self.shed[level] = Some(now);
+        }
+    }
+
+    /// A caller of `level` joins the queue at `now`.
+    fn joined(&mut self, level: usize, now: Instant) {
+        self.queued[level] += 1;
+        if self.queued[level] > 1 {
+            return;
+        }
+        let shed_lately = self.shed[level]
+            .take()
+            .is_some_and(|shed| now.duration_since(shed) <= self.interval);
+        if !(shed_lately && self.since[level].is_some()) {
+            self.since[level] = Some(now);
         }
     }
 
@@ -271,6 +316,32 @@ impl<G> Line<G> {
         None
     }
 
+    /// Lets go of the callers of standing queues that have waited longer
+    /// than the target (they are refused at once rather than at their own
+    /// limit); returns how many.
+    fn shed_stale(&mut self, now: Instant) -> usize {
+        let mut shed = 0;
+        for level in 0..3 {
+            if !self.standing(level, now) {
+                continue;
+            }
+            while let Some(front) = self.levels[level].queued.front() {
+                if front
+                    .joined
+                    .is_none_or(|joined| now.duration_since(joined) <= self.target)
+                {
+                    break;
+                }
+                if let Some(waiter) = self.levels[level].queued.pop_front() {
+                    let _gone = waiter.grant.send(Err(Shed::Stale));
+                }
+                self.shed_one(level, now);
+                shed += 1;
+            }
+        }
+        shed
+    }
+
     /// Makes room in a full queue for a caller of `level` by dropping the
     /// oldest queued caller of the least critical level below it, if any
     /// (that caller is refused as if the queue had been full for it).
@@ -278,8 +349,10 @@ impl<G> Line<G> {
         let Some(lower) = (level + 1..3).rev().find(|&l| self.queued[l] > 0) else {
             return false;
         };
-        drop(self.levels[lower].queued.pop_front());
-        self.took_queued(lower);
+        if let Some(waiter) = self.levels[lower].queued.pop_front() {
+            let _gone = waiter.grant.send(Err(Shed::Displaced));
+        }
+        self.shed_one(lower, Instant::now());
         true
     }
 }
@@ -325,7 +398,9 @@ impl<G> Permits<G> {
                 levels: Default::default(),
                 queued: [0; 3],
                 since: [None; 3],
+                shed: [None; 3],
                 interval: Duration::ZERO,
+                target: Duration::ZERO,
                 next_id: 0,
             }),
         }
@@ -380,11 +455,16 @@ impl<G> Permits<G> {
         &self,
         level: Criticality,
         patience: Patience,
-        interval: Duration,
+        (target, interval): (Duration, Duration),
     ) -> Enqueued<G> {
         let mut line = self.lock();
         if self.closed.load(SeqCst) {
             return Enqueued::Closed;
+        }
+        if patience == Patience::Queued {
+            line.interval = interval;
+            line.target = target;
+            self.shed_stale(&mut line);
         }
         if patience == Patience::Queued
             && line.total_queued() >= self.bound
@@ -416,20 +496,18 @@ impl<G> Permits<G> {
         let id = line.next_id;
         line.next_id += 1;
         let (tx, rx) = oneshot::channel();
-        line.levels[level.index()]
-            .line(patience)
-            .push_back(Waiter { id, grant: tx });
+        let joined = (patience == Patience::Queued).then(Instant::now);
+        line.levels[level.index()].line(patience).push_back(Waiter {
+            id,
+            grant: tx,
+            joined,
+        });
         self.waiting.fetch_add(1, SeqCst);
         let mut standing = false;
         if patience == Patience::Queued {
             let now = Instant::now();
-            let at = level.index();
-            line.interval = interval;
-            line.queued[at] += 1;
-            if line.queued[at] == 1 {
-                line.since[at] = Some(now);
-            }
-            standing = line.standing(at, now);
+            line.joined(level.index(), now);
+            standing = line.standing(level.index(), now);
         }
         Enqueued::Waiting(Ticket {
             id,
@@ -451,6 +529,21 @@ impl<G> Permits<G> {
                 line.took_queued(level.index());
             }
             self.left_line(&line);
+        }
+    }
+
+    /// Lets go of stale callers of standing queues (see
+    /// [`Line::shed_stale`]) and counts them out of the line.
+    fn shed_stale(&self, line: &mut Line<G>) {
+        if line.total_queued() == 0 {
+            return;
+        }
+        let shed = line.shed_stale(Instant::now());
+        if shed > 0 {
+            self.waiting.fetch_sub(shed, SeqCst);
+            if line.levels.iter().all(|level| level.len() == 0) {
+                self.state.fetch_and(!LINE, SeqCst);
+            }
         }
     }
 
@@ -478,7 +571,7 @@ impl<G> Permits<G> {
     /// counted in use and now belongs to the returned waiter, who must be
     /// sent its grant, or the slot released again if it has gone), or to
     /// the pool.
-    pub(crate) fn release(&self) -> Option<oneshot::Sender<G>> {
+    pub(crate) fn release(&self) -> Option<oneshot::Sender<Answer<G>>> {
         let mut state = self.state.load(SeqCst);
         while state & LINE == 0 {
             match self
@@ -492,6 +585,7 @@ impl<G> Permits<G> {
         // Someone may be in line: decide under the lock, where the line bit
         // is set and cleared.
         let mut line = self.lock();
+        self.shed_stale(&mut line);
         let others = (self.state.load(SeqCst) & !LINE).saturating_sub(1);
         if !self.closed.load(SeqCst)
             && let Some(waiter) = line.pop(others, &self.limits)
@@ -512,6 +606,7 @@ impl<G> Permits<G> {
         line.levels = Default::default();
         line.queued = [0; 3];
         line.since = [None; 3];
+        line.shed = [None; 3];
         self.waiting.fetch_sub(dropped, SeqCst);
         self.state.fetch_and(!LINE, SeqCst);
     }

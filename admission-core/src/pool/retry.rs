@@ -130,6 +130,9 @@ pub(crate) struct Estimator {
     writer: Mutex<Recent>,
     /// The median of the window in microseconds; 0 until work finished.
     typical: AtomicU64,
+    /// The 90th percentile of the window in microseconds: how long work
+    /// takes when it takes long.
+    long: AtomicU64,
     /// The hint when no work is running: the typical duration in whole
     /// seconds under the rule (1 without history). Kept up to date by the
     /// writers so that the common refusal is one load.
@@ -161,15 +164,17 @@ impl Recent {
     }
 
     /// The lower median (of two middle values the shorter, so an even
-    /// split between short and long work does not say long).
-    fn median(&self) -> u64 {
+    /// split between short and long work does not say long) and the 90th
+    /// percentile (the value at or below which 90% of the window lies).
+    fn median_and_p90(&self) -> (u64, u64) {
         let mut sorted = self.ring;
         let sorted = &mut sorted[..self.len];
         sorted.sort_unstable();
-        sorted
-            .get(self.len.saturating_sub(1) / 2)
-            .copied()
-            .unwrap_or(0)
+        let at = |i: usize| sorted.get(i).copied().unwrap_or(0);
+        (
+            at(self.len.saturating_sub(1) / 2),
+            at((self.len * 9).div_ceil(10).saturating_sub(1)),
+        )
     }
 }
 
@@ -186,6 +191,7 @@ impl Estimator {
             epoch: Instant::now(),
             writer: Mutex::new(Recent::default()),
             typical: AtomicU64::new(0),
+            long: AtomicU64::new(0),
             idle_secs: AtomicU32::new(rule.secs(0)),
             seq: AtomicU64::new(0),
             running: AtomicUsize::new(0),
@@ -249,8 +255,9 @@ impl Estimator {
             });
         }
         recent.push(now.saturating_sub(started.0));
-        let typical = recent.median();
+        let (typical, long) = recent.median_and_p90();
         self.typical.store(typical, Ordering::Relaxed);
+        self.long.store(long, Ordering::Relaxed);
         self.idle_secs
             .store(self.rule.secs(typical), Ordering::Relaxed);
     }
@@ -269,6 +276,12 @@ impl Estimator {
     /// before any finished.
     pub(crate) fn typical(&self) -> Duration {
         Duration::from_micros(self.typical.load(Ordering::Relaxed))
+    }
+
+    /// The 90th percentile of the last [`WINDOW`] durations, zero before
+    /// any finished.
+    pub(crate) fn long(&self) -> Duration {
+        Duration::from_micros(self.long.load(Ordering::Relaxed))
     }
 
     /// The hint in whole seconds now, for a pool with `in_use` slots held

@@ -212,13 +212,16 @@ async fn criticality(
 ) -> io::Result<Vec<Point>> {
     let (critical, sheddable) = (0.5, 10.0);
     let mut points = Vec::new();
-    for (label, gate) in [
-        ("tower limit+shed", Gate::TowerLimit),
-        ("admission fail-fast", Gate::Admission),
-        (QUEUE_GATE, Gate::AdmissionQueue),
+    for (label, gate, budget) in [
+        ("tower limit+shed", Gate::TowerLimit, false),
+        ("admission fail-fast", Gate::Admission, false),
+        (QUEUE_GATE, Gate::AdmissionQueue, false),
+        // As behind Envoy, which tells each request's timeout.
+        (QUEUE_GATE, Gate::AdmissionQueue, true),
     ] {
         let mut load = open_loop(config, (critical + sheddable) * capacity);
         load.timeout = config.timeout;
+        load.budget = budget.then_some(config.timeout);
         load.mix = Mix::new(&[
             (Criticality::Critical, critical),
             (Criticality::Sheddable, sheddable),
