@@ -358,9 +358,9 @@ impl Pool {
             }
             Err(NoSlot::Full) => {}
         }
-        let (target, interval) = match patience {
+        let times = match patience {
             Patience::Queued => self.queue_times(level),
-            Patience::Patient => (Duration::ZERO, Duration::ZERO),
+            Patience::Patient => QueueTimes::default(),
         };
         let Ticket {
             id,
@@ -370,7 +370,7 @@ impl Pool {
         } = match self
             .inner
             .permits
-            .enqueue(level, patience, (target, interval))
+            .enqueue(level, patience, (times.target, times.window))
         {
             Enqueued::Acquired => return Ok(()),
             Enqueued::Closed => return Err(self.refuse(Code::ShuttingDown)),
@@ -397,9 +397,11 @@ impl Pool {
         let left = budget.map(|budget| budget.wait);
         limit = match (patience, left) {
             // A standing queue serves the newest: the rest wait the target.
-            (Patience::Queued, left) if standing => Some(left.map_or(target, |l| l.min(target))),
+            (Patience::Queued, left) if standing => {
+                Some(left.map_or(times.target, |l| l.min(times.target)))
+            }
             // Otherwise a caller with a deadline waits as long as it allows.
-            (Patience::Queued, left) => Some(left.unwrap_or(interval)),
+            (Patience::Queued, left) => Some(left.unwrap_or(times.wait)),
             (Patience::Patient, Some(left)) => Some(limit.map_or(left, |l| l.min(left))),
             (Patience::Patient, None) => limit,
         };
@@ -566,30 +568,33 @@ impl Pool {
         Ok(Slot::new(self.clone(), None))
     }
 
-    /// The queue's target and interval for a caller of `level`: the fixed
-    /// policy's, or from the typical work (an eighth of it and all of it, at
-    /// least 1 ms and 5 ms; a critical caller's interval twice that, since
-    /// its work is worth the wait), or the defaults before any work was
-    /// seen.
-    fn queue_times(&self, level: Criticality) -> (Duration, Duration) {
+    /// The queue's times for a caller of `level`: the fixed policy's (its
+    /// interval both the longest wait and the standing window), or from the
+    /// typical work: a wait of one work time (two for a critical caller,
+    /// whose work is worth it), a queue that stands once it has not emptied
+    /// for four, and a target of an eighth of one (at least 5, 20 and 1 ms);
+    /// or the defaults before any work was seen.
+    fn queue_times(&self, level: Criticality) -> QueueTimes {
+        let fixed = |queue: QueuePolicy| QueueTimes {
+            target: queue.target,
+            wait: queue.interval,
+            window: queue.interval,
+        };
         if let Some(queue) = self.inner.queue {
-            return (queue.target, queue.interval);
+            return fixed(queue);
         }
-        match self.inner.retry.typical() {
-            typical if typical.is_zero() => {
-                let queue = QueuePolicy::for_capacity(self.inner.capacity);
-                (queue.target, queue.interval)
-            }
-            typical => {
-                let interval = typical.max(Duration::from_millis(5));
-                (
-                    (typical / 8).max(Duration::from_millis(1)),
-                    match level {
-                        Criticality::Critical => interval * 2,
-                        _ => interval,
-                    },
-                )
-            }
+        let typical = self.inner.retry.typical();
+        if typical.is_zero() {
+            return fixed(QueuePolicy::for_capacity(self.inner.capacity));
+        }
+        let wait = typical.max(Duration::from_millis(5));
+        QueueTimes {
+            target: (typical / 8).max(Duration::from_millis(1)),
+            wait: match level {
+                Criticality::Critical => wait * 2,
+                _ => wait,
+            },
+            window: (typical * 4).max(Duration::from_millis(20)),
         }
     }
 
@@ -748,6 +753,17 @@ impl Pool {
         self.inner.permits.close();
         self.inner.workers.close()
     }
+}
+
+/// How long a queued caller may wait.
+#[derive(Debug, Clone, Copy, Default)]
+struct QueueTimes {
+    /// In a standing queue.
+    target: Duration,
+    /// In a queue that does not stand.
+    wait: Duration,
+    /// How long the queue may go without emptying before it stands.
+    window: Duration,
 }
 
 /// A caller's deadline as admission sees it.

@@ -235,10 +235,11 @@ struct Line<G> {
     /// level stands or drains on its own, so a flood of sheddable callers
     /// never shortens a critical caller's wait.
     since: [Option<Instant>; 3],
-    /// Per level, when shedding last emptied its queue: an overloaded
-    /// queue emptied by shedding has not drained, so a joiner soon after
-    /// finds it still standing.
-    shed: [Option<Instant>; 3],
+    /// Per level, when its queue last became empty: a queue that a joiner
+    /// finds emptied less than a target ago has not drained (under overload
+    /// it empties for a moment as its last caller is served, shed or gives
+    /// up), so it keeps standing.
+    emptied: [Option<Instant>; 3],
     /// How long a queue may go without emptying before it stands (the
     /// newest joiner's interval).
     interval: Duration,
@@ -258,32 +259,24 @@ impl<G> Line<G> {
         self.queued.iter().sum()
     }
 
-    /// A queued caller of `level` was served or left.
-    fn took_queued(&mut self, level: usize) {
+    /// A queued caller of `level` left the queue (served, shed or gone).
+    fn took_queued(&mut self, level: usize, now: Instant) {
         self.queued[level] -= 1;
         if self.queued[level] == 0 {
-            self.since[level] = None;
+            self.emptied[level] = Some(now);
         }
     }
 
-    /// A queued caller of `level` was shed: the queue keeps standing.
-    fn shed_one(&mut self, level: usize, now: Instant) {
-        self.queued[level] -= 1;
-        if self.queued[level] == 0 {
-            self.shed[level] = Some(now);
-        }
-    }
-
-    /// A caller of `level` joins the queue at `now`.
+    /// A caller of `level` joins the queue at `now`: the queue has been
+    /// non-empty since now, unless it emptied only a moment ago.
     fn joined(&mut self, level: usize, now: Instant) {
         self.queued[level] += 1;
         if self.queued[level] > 1 {
             return;
         }
-        let shed_lately = self.shed[level]
-            .take()
-            .is_some_and(|shed| now.duration_since(shed) <= self.interval);
-        if !(shed_lately && self.since[level].is_some()) {
+        let a_moment_ago =
+            self.emptied[level].is_some_and(|emptied| now.duration_since(emptied) <= self.target);
+        if !(a_moment_ago && self.since[level].is_some()) {
             self.since[level] = Some(now);
         }
     }
@@ -302,14 +295,17 @@ impl<G> Line<G> {
             if self.queued[level] == 0 {
                 continue;
             }
+            let now = Instant::now();
             let queue = &mut self.levels[level].queued;
-            let waiter = if self.since[level].is_some_and(|since| since.elapsed() > self.interval) {
+            let waiter = if self.since[level]
+                .is_some_and(|since| now.duration_since(since) > self.interval)
+            {
                 queue.pop_back()
             } else {
                 queue.pop_front()
             };
             if let Some(waiter) = waiter {
-                self.took_queued(level);
+                self.took_queued(level, now);
                 return Some(waiter);
             }
         }
@@ -335,7 +331,7 @@ impl<G> Line<G> {
                 if let Some(waiter) = self.levels[level].queued.pop_front() {
                     let _gone = waiter.grant.send(Err(Shed::Stale));
                 }
-                self.shed_one(level, now);
+                self.took_queued(level, now);
                 shed += 1;
             }
         }
@@ -352,7 +348,7 @@ impl<G> Line<G> {
         if let Some(waiter) = self.levels[lower].queued.pop_front() {
             let _gone = waiter.grant.send(Err(Shed::Displaced));
         }
-        self.shed_one(lower, Instant::now());
+        self.took_queued(lower, Instant::now());
         true
     }
 }
@@ -398,7 +394,7 @@ impl<G> Permits<G> {
                 levels: Default::default(),
                 queued: [0; 3],
                 since: [None; 3],
-                shed: [None; 3],
+                emptied: [None; 3],
                 interval: Duration::ZERO,
                 target: Duration::ZERO,
                 next_id: 0,
@@ -526,7 +522,7 @@ impl<G> Permits<G> {
         if let Some(at) = waiters.iter().position(|w| w.id == id) {
             waiters.remove(at);
             if patience == Patience::Queued {
-                line.took_queued(level.index());
+                line.took_queued(level.index(), Instant::now());
             }
             self.left_line(&line);
         }
@@ -606,7 +602,7 @@ impl<G> Permits<G> {
         line.levels = Default::default();
         line.queued = [0; 3];
         line.since = [None; 3];
-        line.shed = [None; 3];
+        line.emptied = [None; 3];
         self.waiting.fetch_sub(dropped, SeqCst);
         self.state.fetch_and(!LINE, SeqCst);
     }
