@@ -234,12 +234,27 @@ mod tests {
     }
 
     #[test]
+    fn each_criticality_is_read_by_its_name_in_any_case() {
+        for level in Criticality::ALL {
+            let upper = level.as_str().to_ascii_uppercase();
+            let read = RequestCaller::from_headers([(CRITICALITY_HEADER, upper.as_bytes())]);
+            assert_eq!(read.caller.criticality(), level);
+            assert_eq!(Criticality::parse(level.as_str()), Some(level));
+        }
+        assert_eq!(Criticality::parse("critical "), None);
+    }
+
+    #[test]
     fn an_unknown_or_repeated_criticality_is_never_an_error() {
         let read = RequestCaller::from_headers([
             (CRITICALITY_HEADER, &b"<script>"[..]),
             (CRITICALITY_HEADER, b"critical"),
         ]);
-        assert_eq!(read.caller.criticality(), Criticality::Default, "the first wins");
+        assert_eq!(
+            read.caller.criticality(),
+            Criticality::Default,
+            "the first wins"
+        );
         assert!(!read.malformed);
         let none = RequestCaller::from_headers([]);
         assert_eq!(none.caller, Caller::default());
