@@ -275,10 +275,11 @@ impl Pool {
         if caller.deadline().is_some() {
             self.budget_left(&caller)?;
         }
-        match self.inner.permits.try_acquire(caller.criticality()) {
+        let level = caller.criticality();
+        match self.inner.permits.try_acquire(level) {
             Ok(()) => Ok(()),
-            Err(NoSlot::Full) => Err(self.refuse(saturated)),
-            Err(NoSlot::Closed) => Err(self.refuse(Code::ShuttingDown)),
+            Err(NoSlot::Full) => Err(self.refuse_for(saturated, level)),
+            Err(NoSlot::Closed) => Err(self.refuse_for(Code::ShuttingDown, level)),
         }
     }
 
@@ -697,7 +698,12 @@ impl Pool {
     /// A refusal with `code`, counted.
     #[inline]
     pub(crate) fn refuse(&self, code: Code) -> Refusal {
-        let criticality = Caller::current().criticality();
+        self.refuse_for(code, Caller::current().criticality())
+    }
+
+    /// [`refuse`](Self::refuse) for a caller whose criticality is known.
+    #[inline]
+    fn refuse_for(&self, code: Code, criticality: Criticality) -> Refusal {
         self.inner.counters.count_refusal(criticality);
         Refusal::new(self.inner.name, code, criticality, self.retry_after_secs())
     }

@@ -119,8 +119,9 @@ fn shard() -> usize {
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     released: Sharded,
-    refused: Sharded,
-    refused_by: [AtomicU64; 3],
+    /// Refusals per criticality: one sharded counter each, so a refusal is
+    /// still one atomic add; the total is their sum.
+    refused: [Sharded; 3],
     orphaned_micros: AtomicU64,
     running: AtomicUsize,
     peak_running: AtomicUsize,
@@ -144,8 +145,7 @@ impl Counters {
     /// An admission was refused.
     #[inline]
     pub(crate) fn count_refusal(&self, criticality: Criticality) {
-        self.refused.add(1);
-        self.refused_by[criticality.index()].fetch_add(1, Relaxed);
+        self.refused[criticality.index()].add(1);
     }
 
     /// Work panicked.
@@ -197,6 +197,7 @@ impl Counters {
         recent_work: Duration,
     ) -> PoolStats {
         let released = self.released.sum();
+        let refused_by_criticality = self.refused.each_ref().map(Sharded::sum);
         let mut cumulative = 0;
         let mut duration_buckets: Vec<u64> = self
             .buckets
@@ -214,8 +215,8 @@ impl Counters {
             waiting,
             admitted: released + in_use as u64,
             released,
-            refused: self.refused.sum(),
-            refused_by_criticality: self.refused_by.each_ref().map(|n| n.load(Relaxed)),
+            refused: refused_by_criticality.iter().sum(),
+            refused_by_criticality,
             running: self.running.load(Relaxed),
             peak_running: self.peak_running.load(Relaxed),
             finished: self.finished.load(Relaxed),
