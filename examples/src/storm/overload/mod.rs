@@ -3,11 +3,11 @@
 //! criticality and deadline scenarios.
 //!
 //! This module owns the order of the run and CPU pinning: the exporter
-//! under test runs as a child process (see [`server`](self::server)) pinned
+//! under test runs as a child process (see `server.rs`) pinned
 //! to CPU 0, and this process (the generator) pins itself to CPU 1, when
 //! `taskset` exists and two CPUs are allowed. Every point gets a fresh
 //! child, and every point is bounded by its duration plus the client
-//! timeout. It computes nothing but the runs; [`table`](self::table)
+//! timeout. It computes nothing but the runs; `table.rs`
 //! renders and judges them.
 
 mod server;
