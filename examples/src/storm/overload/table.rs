@@ -275,7 +275,8 @@ pub fn goals(run: &Overload) -> Vec<Goal> {
             .iter()
             .find(|p| p.gate == QUEUE_GATE && p.budget == budget);
         let with = if budget { " (budget header)" } else { "" };
-        let what = format!("critical at 0.5x + sheddable at 10x: critical availability ≥ 99.9%{with}");
+        let what =
+            format!("critical at 0.5x + sheddable at 10x: critical availability ≥ 99.9%{with}");
         goals.push(match crit {
             Some(p) => judge(
                 &what,
