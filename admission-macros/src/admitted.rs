@@ -384,7 +384,7 @@ fn wait_key(seen: &mut Option<Span>, span: Span) -> syn::Result<()> {
     if seen.is_some() {
         return Err(syn::Error::new(
             span,
-            "`wait`, `wait_ms` and `queue` given more than once: give one of them",
+            "`wait`, `wait_ms` and `queue` each say how to wait for the lease: give only one of them",
         ));
     }
     *seen = Some(span);
