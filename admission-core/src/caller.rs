@@ -157,14 +157,14 @@ impl Caller {
     }
 
     /// The same caller with a deadline `budget` from now (the time the
-    /// client said it will wait).
+    /// client said it will wait). A budget too long to be a point in time
+    /// sets no deadline.
     #[must_use]
     pub fn with_budget(self, budget: Duration) -> Caller {
-        let now = Instant::now();
-        self.with_deadline(
-            now.checked_add(budget)
-                .unwrap_or(now + Duration::from_secs(86_400 * 365)),
-        )
+        match Instant::now().checked_add(budget) {
+            Some(deadline) => self.with_deadline(deadline),
+            None => self,
+        }
     }
 
     /// The same caller with this deadline; the earlier one wins when it
