@@ -535,6 +535,20 @@ async fn the_caller_scope_reaches_work_run_inside_it_and_not_outside() {
         nested <= Duration::from_secs(1),
         "the earlier deadline wins"
     );
+
+    let budgeted = Caller::new(Criticality::Sheddable).with_budget(Duration::from_secs(5));
+    let raised = budgeted.with_criticality(Criticality::Critical);
+    assert_eq!(raised.criticality(), Criticality::Critical);
+    assert_eq!(
+        raised.deadline(),
+        budgeted.deadline(),
+        "the deadline is kept"
+    );
+    assert_eq!(
+        Caller::default().with_budget(Duration::MAX).deadline(),
+        None,
+        "a budget past any point in time sets none"
+    );
 }
 
 #[tokio::test(start_paused = true)]
