@@ -41,6 +41,26 @@ async fn until_waiting(pool: &Pool, n: usize) {
     }
 }
 
+/// Makes `level`'s queue of `pool` stand (paused clock): a first caller
+/// joins, a second joins 60 ms later, and at 105 ms the first has timed out
+/// at the 100 ms interval while the queue has never emptied. Returns the
+/// second, still in line.
+async fn stand(
+    pool: &Pool,
+    level: Criticality,
+    order: &mpsc::UnboundedSender<&'static str>,
+) -> tokio::task::JoinHandle<Result<(), Refusal>> {
+    let before = pool.stats().waiting;
+    let first = waiter(pool, level, Admission::Queue, "first", order);
+    until_waiting(pool, before + 1).await;
+    tokio::time::advance(Duration::from_millis(60)).await;
+    let second = waiter(pool, level, Admission::Queue, "second", order);
+    until_waiting(pool, before + 2).await;
+    tokio::time::advance(Duration::from_millis(45)).await;
+    assert_eq!(first.await.unwrap().unwrap_err().code(), Code::WaitTimedOut);
+    second
+}
+
 /// Runs `admission` for `level` in a task that reports its order of
 /// admission on `order`, holding its slot until `release` says so.
 fn waiter(
@@ -337,26 +357,7 @@ async fn a_newcomer_to_a_queue_that_stood_past_its_interval_waits_only_the_targe
     let pool = queued_pool("queue-target", 1);
     let _held = held_elsewhere(&pool);
     let (order, _admitted) = mpsc::unbounded_channel();
-    // Two callers keep the queue non-empty for longer than the interval.
-    let early = waiter(
-        &pool,
-        Criticality::Default,
-        Admission::Queue,
-        "early",
-        &order,
-    );
-    until_waiting(&pool, 1).await;
-    tokio::time::advance(Duration::from_millis(90)).await;
-    let late = waiter(
-        &pool,
-        Criticality::Default,
-        Admission::Queue,
-        "late",
-        &order,
-    );
-    until_waiting(&pool, 2).await;
-    tokio::time::advance(Duration::from_millis(20)).await;
-    assert_eq!(early.await.unwrap().unwrap_err().code(), Code::WaitTimedOut);
+    let late = stand(&pool, Criticality::Default, &order).await;
 
     let started = Instant::now();
     let refusal = pool.admit_with(Admission::Queue).await.unwrap_err();
@@ -613,28 +614,7 @@ async fn a_standing_sheddable_queue_does_not_shorten_a_critical_callers_wait() {
     let _held = held_elsewhere(&pool);
     let (order, _admitted) = mpsc::unbounded_channel();
     // Sheddable callers keep their queue non-empty past the interval.
-    let first = waiter(
-        &pool,
-        Criticality::Sheddable,
-        Admission::Queue,
-        "s1",
-        &order,
-    );
-    until_waiting(&pool, 1).await;
-    tokio::time::advance(Duration::from_millis(60)).await;
-    let _second = waiter(
-        &pool,
-        Criticality::Sheddable,
-        Admission::Queue,
-        "s2",
-        &order,
-    );
-    until_waiting(&pool, 2).await;
-    tokio::time::advance(Duration::from_millis(45)).await;
-    assert!(
-        first.await.unwrap().is_err(),
-        "the sheddable queue stands now"
-    );
+    let _second = stand(&pool, Criticality::Sheddable, &order).await;
 
     let started = Instant::now();
     let critical = Caller::new(Criticality::Critical)

@@ -235,11 +235,7 @@ impl RequestPools {
     /// # }
     /// ```
     pub async fn lease(&self, class: Class) -> Result<Lease, Refusal> {
-        let pool = self.pool(class);
-        if let Some(lease) = scope::inherited(pool) {
-            return Ok(lease);
-        }
-        pool.admit().await.map(|slot| Lease::new(slot, class))
+        self.lease_with(class, Admission::Wait).await
     }
 
     /// Waits for a lease of `class` at most `timeout`; inside a lease of the
@@ -282,13 +278,7 @@ impl RequestPools {
     /// # }
     /// ```
     pub async fn lease_timeout(&self, class: Class, timeout: Duration) -> Result<Lease, Refusal> {
-        let pool = self.pool(class);
-        if let Some(lease) = scope::inherited(pool) {
-            return Ok(lease);
-        }
-        pool.admit_timeout(timeout)
-            .await
-            .map(|slot| Lease::new(slot, class))
+        self.lease_with(class, Admission::WaitFor(timeout)).await
     }
 
     /// The one entry point for pure work. It runs `work` under, in order:
