@@ -671,3 +671,97 @@ async fn a_queued_caller_with_a_budget_waits_as_long_as_the_budget_allows() {
         "past the 100 ms interval: the client said it would wait"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn without_a_policy_a_critical_caller_waits_two_typical_work_times() {
+    let pool = Pool::new("queue-critical-wait", 1).unwrap();
+    teach(&pool, Duration::from_millis(40)).await;
+    let typical = pool.stats().recent_work;
+    let _held = held_elsewhere(&pool);
+    let started = Instant::now();
+    let refusal = Caller::new(Criticality::Critical)
+        .scope(pool.admit_with(Admission::Queue))
+        .await
+        .unwrap_err();
+    assert_eq!(refusal.code(), Code::WaitTimedOut);
+    let waited = started.elapsed();
+    assert!(
+        waited >= typical * 2 && waited <= typical * 2 + Duration::from_millis(2),
+        "two typical work times ({typical:?}), waited {waited:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_policy_a_standing_queue_gives_newcomers_an_eighth_of_the_typical_work() {
+    let pool = Pool::new("queue-adaptive-target", 1).unwrap();
+    teach(&pool, Duration::from_millis(40)).await;
+    let typical = pool.stats().recent_work;
+    let _held = held_elsewhere(&pool);
+    let (order, _admitted) = mpsc::unbounded_channel();
+    // A caller every 30 ms, each waiting one work time (40 ms): the queue
+    // never empties, and stands once that has lasted four work times.
+    let mut line = Vec::new();
+    for _ in 0..7 {
+        line.push(waiter(
+            &pool,
+            Criticality::Default,
+            Admission::Queue,
+            "w",
+            &order,
+        ));
+        until_waiting(&pool, line.len().min(2)).await;
+        tokio::time::advance(Duration::from_millis(30)).await;
+    }
+    let started = Instant::now();
+    let refusal = pool.admit_with(Admission::Queue).await.unwrap_err();
+    assert_eq!(refusal.code(), Code::WaitTimedOut);
+    let waited = started.elapsed();
+    assert!(
+        waited >= typical / 8 && waited <= typical / 8 + Duration::from_millis(2),
+        "an eighth of the typical work ({typical:?}), waited {waited:?}"
+    );
+}
+
+#[tokio::test]
+async fn callers_ahead_count_in_rounds_of_the_pools_slots_plus_the_callers_own_work() {
+    let pool = Pool::new("budget-rounds", 2).unwrap();
+    teach(&pool, Duration::from_millis(40)).await;
+    let held = [held_elsewhere(&pool), held_elsewhere(&pool)];
+    let (order, _admitted) = mpsc::unbounded_channel();
+    let ahead: Vec<_> = (0..2)
+        .map(|_| {
+            waiter(
+                &pool,
+                Criticality::Default,
+                Admission::Wait,
+                "ahead",
+                &order,
+            )
+        })
+        .collect();
+    until_waiting(&pool, 2).await;
+    // Two ahead on two slots: one round (40 ms), then this caller's own
+    // work (40 ms): 80 ms in all.
+    let short = Caller::new(Criticality::Default)
+        .with_budget(Duration::from_millis(70))
+        .scope(pool.admit_with(Admission::Wait))
+        .await
+        .unwrap_err();
+    assert_eq!(short.code(), Code::BudgetTooShort, "70 ms cannot cover 80");
+    // 190 ms covers 80 (and not the 200 a count of slots times callers
+    // would give).
+    let enough = tokio::spawn(
+        Caller::new(Criticality::Default)
+            .with_budget(Duration::from_millis(190))
+            .scope({
+                let pool = pool.clone();
+                async move { pool.admit_with(Admission::Wait).await.map(drop) }
+            }),
+    );
+    until_waiting(&pool, 3).await;
+    drop(held);
+    enough.await.unwrap().unwrap();
+    for waiter in ahead {
+        waiter.await.unwrap().unwrap();
+    }
+}
