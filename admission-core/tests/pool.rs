@@ -444,30 +444,3 @@ fn a_reservation_is_named_as_built() {
     assert_eq!(reservation.pool().name(), "recovery-named");
     assert_eq!(reservation.stats().capacity, 2);
 }
-
-#[tokio::test(flavor = "current_thread")]
-async fn a_future_dropped_after_its_work_ended_unread_counts_one_orphan_and_frees_the_slot() {
-    let pool = Pool::new("unread", 1).unwrap();
-    let future = pool
-        .try_admit()
-        .unwrap()
-        .offload(|| Ok::<_, std::fmt::Error>(1));
-    // The work ends and its result waits, unread, in the future.
-    while pool.stats().finished == 0 {
-        tokio::task::yield_now().await;
-    }
-    assert_eq!(
-        pool.stats().in_use,
-        1,
-        "the unread result still holds the slot"
-    );
-    drop(future);
-    let stats = pool.stats();
-    assert_eq!(stats.orphaned, 1, "nobody read the answer: an orphan, once");
-    assert_eq!(
-        stats.orphaned_time,
-        Duration::ZERO,
-        "it ran while its caller was there"
-    );
-    assert_eq!(stats.in_use, 0);
-}
