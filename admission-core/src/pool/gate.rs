@@ -45,7 +45,8 @@ pub enum Admission {
     /// Refuse at once when no slot is free (HTTP callers).
     #[default]
     FailFast,
-    /// Wait for a slot, first come first served (background walkers whose
+    /// Wait for a slot, most critical first and in order within a level,
+    /// ahead of the queue of its level (background walkers whose
     /// producer is already bounded).
     Wait,
     /// Wait for a slot at most this long, then refuse with
@@ -304,7 +305,8 @@ impl Pool {
         }))
     }
 
-    /// Waits for a slot, first come first served.
+    /// Waits for a slot: most critical first, in order within a level, ahead
+    /// of the queue of its level.
     ///
     /// # Cancel safety
     ///
