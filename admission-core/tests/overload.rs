@@ -765,3 +765,61 @@ async fn callers_ahead_count_in_rounds_of_the_pools_slots_plus_the_callers_own_w
         waiter.await.unwrap().unwrap();
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_standing_queue_drained_by_service_starts_over() {
+    let pool = queued_pool("queue-drained", 1);
+    let held = held_elsewhere(&pool);
+    let (order, _admitted) = mpsc::unbounded_channel();
+    let stale = stand(&pool, Criticality::Default, &order).await;
+    let fresh = waiter(
+        &pool,
+        Criticality::Default,
+        Admission::Queue,
+        "fresh",
+        &order,
+    );
+    until_waiting(&pool, 1).await;
+    // The stale caller is shed and the fresh one, the last in line, is
+    // served: the queue drained by service.
+    drop(held);
+    assert_eq!(stale.await.unwrap().unwrap_err().code(), Code::WaitTimedOut);
+    fresh.await.unwrap().unwrap();
+    let _held = held_elsewhere(&pool);
+    tokio::time::advance(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    let refusal = pool.admit_with(Admission::Queue).await.unwrap_err();
+    assert_eq!(refusal.code(), Code::WaitTimedOut);
+    assert_eq!(
+        started.elapsed(),
+        POLICY.interval,
+        "a newcomer to a drained queue waits the interval, not the target"
+    );
+}
+
+#[tokio::test]
+async fn closing_a_pool_refuses_its_waiters_and_counts_none_left() {
+    let pool = queued_pool("queue-closed", 1);
+    let held = held_elsewhere(&pool);
+    let (order, _admitted) = mpsc::unbounded_channel();
+    let waiters: Vec<_> = [Criticality::Critical, Criticality::Sheddable]
+        .into_iter()
+        .map(|level| waiter(&pool, level, Admission::Queue, "w", &order))
+        .collect();
+    until_waiting(&pool, 2).await;
+    let shutdown = admission_core::Shutdown::new(Duration::from_secs(1)).unwrap();
+    shutdown.register(&pool);
+    drop(held);
+    let _report = shutdown.shutdown().await;
+    for waiter in waiters {
+        // Each was refused as shutting down, or admitted just before.
+        if let Err(refusal) = waiter.await.unwrap() {
+            assert_eq!(refusal.code(), Code::ShuttingDown);
+        }
+    }
+    assert_eq!(
+        pool.stats().waiting,
+        0,
+        "no one is counted in line after close"
+    );
+}
