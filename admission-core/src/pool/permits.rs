@@ -36,12 +36,14 @@ use crate::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 ///
 /// Without a policy a pool queues up to twice its capacity and derives the
 /// times from its own work: a queued caller waits at most one typical work
-/// time (the median of recent work), so an admitted caller's answer takes at
-/// most about twice the work, and a newcomer to a standing queue a quarter
-/// of it; until the pool has seen its work (and for request-lease pools,
-/// whose leases run none), the times of [`QueuePolicy::for_capacity`]. A
-/// caller with a deadline may wait as long as its deadline allows, less the
-/// typical work, while its queue does not stand.
+/// time (the median of recent work; two for a critical caller), so an
+/// admitted caller's answer takes about twice the work at most; a level's
+/// queue stands once it has not emptied for four work times, and then gives
+/// newcomers an eighth of one. Until the pool has seen its work (and for
+/// request-lease pools, whose leases run none) it uses the times of
+/// [`QueuePolicy::for_capacity`]. A caller with a deadline may wait as long
+/// as its deadline allows, less the work's 90th percentile, while its queue
+/// does not stand.
 ///
 /// # Examples
 ///
