@@ -252,6 +252,51 @@ async fn a_task_whose_slot_went_into_work_waits_and_is_admitted_when_the_work_en
     assert_eq!(pool.stats().refused, 0, "no one was refused");
 }
 
+/// A request dropped while the pure work it started still runs: the work
+/// keeps the lease's slot until it ends, but the slot is no longer the
+/// request task's, so a later wait of that task for the class waits for the
+/// work instead of being refused as reentrant. (Seen failing, refused at
+/// once with `ADMISSION_REENTRANT`, when the lease's last share forgot to
+/// give up the task's claim: `Drop for Share` or `Slot::detach_shared`
+/// made a no-op.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_task_whose_lease_went_to_its_pure_work_waits_and_is_admitted_when_the_work_ends() {
+    let requests = RequestPools::new(1, 1).unwrap();
+    let task_requests = requests.clone();
+    let (still_held, waited) = in_task(async move {
+        let (requests, gate) = (task_requests, Gate::new());
+        let lease = requests.try_lease(Class::Work).unwrap();
+        let mut request = Box::pin(
+            lease
+                .clone()
+                .scope(requests.execute_pure(Class::Work, gate.work())),
+        );
+        assert!(poll_once(&mut request).is_pending(), "the pure work started");
+        gate.wait_started(1);
+        // The client went away: the request and its lease are dropped while
+        // the work runs.
+        drop((request, lease));
+        let still_held = requests.pool(Class::Work).stats().in_use;
+
+        let mut again = Box::pin(requests.lease(Class::Work));
+        assert!(
+            poll_once(&mut again).is_pending(),
+            "the slot held only by the work is not the task's: it waits"
+        );
+        gate.open(1);
+        let waited = tokio::time::timeout(BOUND, again)
+            .await
+            .expect("admitted when the work ended")
+            .map(|lease| lease.class());
+        (still_held, waited)
+    })
+    .await;
+    assert_eq!(still_held, 1, "the work kept the slot after the request went");
+    assert_eq!(waited, Ok(Class::Work));
+    let [work, _] = requests.stats();
+    assert_eq!((work.refused, work.in_use), (0, 0));
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_different_task_waiting_on_a_full_pool_is_admitted_when_the_slot_frees() {
     let pool = Pool::new("reentrant-other-task", 1).unwrap();
