@@ -271,7 +271,10 @@ async fn a_task_whose_lease_went_to_its_pure_work_waits_and_is_admitted_when_the
                 .clone()
                 .scope(requests.execute_pure(Class::Work, gate.work())),
         );
-        assert!(poll_once(&mut request).is_pending(), "the pure work started");
+        assert!(
+            poll_once(&mut request).is_pending(),
+            "the pure work started"
+        );
         gate.wait_started(1);
         // The client went away: the request and its lease are dropped while
         // the work runs.
@@ -291,7 +294,10 @@ async fn a_task_whose_lease_went_to_its_pure_work_waits_and_is_admitted_when_the
         (still_held, waited)
     })
     .await;
-    assert_eq!(still_held, 1, "the work kept the slot after the request went");
+    assert_eq!(
+        still_held, 1,
+        "the work kept the slot after the request went"
+    );
     assert_eq!(waited, Ok(Class::Work));
     let [work, _] = requests.stats();
     assert_eq!((work.refused, work.in_use), (0, 0));
