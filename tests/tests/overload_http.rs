@@ -308,10 +308,32 @@ mod queued_layers {
     pub(super) static ACTIX: LazyLock<RequestPools> =
         LazyLock::new(|| RequestPools::new(1, 1).expect("valid pools"));
 
+    /// One work slot for a queued layer (or middleware) around a handler
+    /// with `#[admitted(queue)]` of the same pools, one per framework.
+    pub(super) static AXUM_STACKED: LazyLock<RequestPools> =
+        LazyLock::new(|| RequestPools::new(1, 1).expect("valid pools"));
+    pub(super) static ACTIX_STACKED: LazyLock<RequestPools> =
+        LazyLock::new(|| RequestPools::new(1, 1).expect("valid pools"));
+
+    #[admission_axum::admitted(class = work, pools = AXUM_STACKED, queue)]
+    async fn axum_stacked() -> &'static str {
+        "stacked"
+    }
+
+    #[admission_actix::admitted(class = work, pools = ACTIX_STACKED, queue)]
+    async fn actix_stacked() -> String {
+        String::from("stacked")
+    }
+
     pub(super) async fn serve_axum() -> String {
         let app = Router::new()
             .route("/", get(|| async { "served" }))
-            .layer(AdmissionLayer::class(AXUM.clone(), Class::Work).queue());
+            .layer(AdmissionLayer::class(AXUM.clone(), Class::Work).queue())
+            .merge(
+                Router::new()
+                    .route("/stacked", get(axum_stacked))
+                    .layer(AdmissionLayer::class(AXUM_STACKED.clone(), Class::Work).queue()),
+            );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind port 0");
@@ -327,6 +349,24 @@ mod queued_layers {
             App::new()
                 .wrap(AdmissionControl::class(ACTIX.clone(), Class::Work).queue())
                 .default_service(web::to(|| async { HttpResponse::Ok().body("served") }))
+        })
+        .workers(1)
+        .listen(listener)
+        .expect("listen on the bound socket")
+        .run();
+        let handle = server.handle();
+        actix_rt::spawn(server);
+        (format!("http://{addr}/"), handle)
+    }
+
+    /// `actix_stacked` under a queued middleware of the same pools.
+    pub(super) fn serve_actix_stacked() -> (String, ServerHandle) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+        let addr = listener.local_addr().expect("bound address");
+        let server = HttpServer::new(|| {
+            App::new()
+                .wrap(AdmissionControl::class(ACTIX_STACKED.clone(), Class::Work).queue())
+                .route("/stacked", web::get().to(actix_stacked))
         })
         .workers(1)
         .listen(listener)
@@ -372,5 +412,50 @@ async fn the_axum_layer_with_the_queue_serves_a_burst_and_refuses_at_the_limit()
 async fn the_actix_middleware_with_the_queue_serves_a_burst_and_refuses_at_the_limit() {
     let (url, server) = queued_layers::serve_actix();
     a_queued_layer_serves_a_burst_and_refuses_at_the_limit(url, &queued_layers::ACTIX).await;
+    server.stop(false).await;
+}
+
+/// A queued layer (or middleware) around a handler with `#[admitted(queue)]`
+/// of the same pools: the request waits once, in the layer, and the handler
+/// shares the layer's lease instead of queueing behind its own request (which
+/// would be refused as reentrant or time out in the queue).
+async fn a_queued_layer_and_a_queued_attribute_wait_once_and_hold_one_slot(
+    url: String,
+    pools: &RequestPools,
+) {
+    let pool = pools.pool(Class::Work).clone();
+    let held = pools.try_lease(Class::Work).unwrap();
+    let waiting = tokio::spawn(async move { get(&url, &[]).await });
+    until_waiting(&pool, 1).await;
+    drop(held);
+    let response = waiting.await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "served after one wait");
+    assert_eq!(response.text().await.unwrap(), "stacked");
+    let stats = pool.stats();
+    assert_eq!(
+        (stats.admitted, stats.refused, stats.in_use, stats.waiting),
+        (2, 0, 0, 0),
+        "the test's lease and one slot for the request, layer and handler together"
+    );
+}
+
+#[tokio::test]
+async fn a_queued_axum_layer_around_a_queued_handler_of_the_same_pools_waits_once() {
+    let url = queued_layers::serve_axum().await;
+    a_queued_layer_and_a_queued_attribute_wait_once_and_hold_one_slot(
+        format!("{url}stacked"),
+        &queued_layers::AXUM_STACKED,
+    )
+    .await;
+}
+
+#[actix_web::test]
+async fn a_queued_actix_middleware_around_a_queued_handler_of_the_same_pools_waits_once() {
+    let (url, server) = queued_layers::serve_actix_stacked();
+    a_queued_layer_and_a_queued_attribute_wait_once_and_hold_one_slot(
+        format!("{url}stacked"),
+        &queued_layers::ACTIX_STACKED,
+    )
+    .await;
     server.stop(false).await;
 }
