@@ -369,4 +369,58 @@ mod tests {
         assert_eq!(body["status"], 500);
         assert_eq!(body.as_object().unwrap().len(), 4);
     }
+
+    #[test]
+    fn a_pool_name_is_escaped_exactly_as_json_needs_and_no_more() {
+        for (name, escaped) in [
+            ("registry", "registry"),
+            ("r\u{e9}gistre", "r\u{e9}gistre"),
+            ("\n\t", "\\u000a\\u0009"),
+            ("\"", "\\\""),
+            ("\\", "\\\\"),
+            ("we\"ird\\name\n", "we\\\"ird\\\\name\\u000a"),
+        ] {
+            let refusal = Refusal::new(
+                intern(name.to_owned()),
+                Code::Saturated,
+                Criticality::Default,
+                1,
+            );
+            let body = Problem::refusal(&refusal, RefusalStatus::default()).into_body();
+            assert!(
+                body.contains(&format!("\"pool\":\"{escaped}\"")),
+                "{name:?} written as {escaped:?} in {body}"
+            );
+            let parsed: serde_json::Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(parsed["pool"], name);
+        }
+    }
+
+    #[test]
+    fn a_refusal_sends_its_retry_hint_as_a_header_and_a_failure_sends_none() {
+        let refusal = Refusal::new(
+            intern("headers".to_owned()),
+            Code::Saturated,
+            Criticality::Default,
+            7,
+        );
+        let refused = Problem::refusal(&refusal, RefusalStatus::default());
+        assert_eq!(refused.retry_after(), Some(7));
+        let headers: Vec<_> = refused.headers().collect();
+        assert_eq!(
+            headers,
+            [
+                ("content-type", HeaderText::Static(PROBLEM_JSON)),
+                ("cache-control", HeaderText::Static(NO_STORE)),
+                ("retry-after", HeaderText::Seconds(7)),
+            ]
+        );
+        let body = refused.body().to_owned();
+        assert_eq!(refused.into_body(), body, "the owned body is the body");
+
+        let failed = Problem::work_error(&WorkError::Failed(()), RefusalStatus::default());
+        assert_eq!(failed.retry_after(), None);
+        assert_eq!(failed.headers().count(), 2, "no retry-after for a failure");
+        assert!(failed.into_body().starts_with("{\"code\":"));
+    }
 }

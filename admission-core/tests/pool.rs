@@ -431,10 +431,16 @@ async fn a_slot_names_its_pool_and_a_pool_is_open_until_shutdown() {
     let pool = Pool::new("named-and-open", 1).unwrap();
     assert_eq!(pool.try_admit().unwrap().pool_name(), "named-and-open");
     assert!(!pool.is_closed(), "a new pool is open");
+    assert_eq!(
+        format!("{pool:?}"),
+        r#"Pool { name: "named-and-open", capacity: 1, closed: false, .. }"#,
+        "a pool prints one line, not its internals"
+    );
     let shutdown = Shutdown::default();
     shutdown.register(&pool);
     shutdown.shutdown().await;
     assert!(pool.is_closed());
+    assert!(format!("{pool:?}").contains("closed: true"));
 }
 
 #[test]

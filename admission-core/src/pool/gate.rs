@@ -102,13 +102,24 @@ pub enum Admission {
 /// assert_eq!(pool.stats().in_use, 0);
 /// # }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Pool {
     inner: Arc<PoolInner>,
 }
 
+/// The pool's name and size, and whether it closed: a slot, lease or
+/// future that prints its pool prints a line, not the pool's internals.
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("name", &self.inner.name)
+            .field("capacity", &self.inner.capacity)
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
 /// The state every clone of a [`Pool`] and every [`Slot`] share.
-#[derive(Debug)]
 struct PoolInner {
     /// Interned: refusals carry it without a reference count.
     name: &'static str,
