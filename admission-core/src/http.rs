@@ -377,6 +377,7 @@ mod tests {
             ("r\u{e9}gistre", "r\u{e9}gistre"),
             ("\n\t", "\\u000a\\u0009"),
             ("\"", "\\\""),
+            ("a \"b", "a \\\"b"),
             ("\\", "\\\\"),
             ("we\"ird\\name\n", "we\\\"ird\\\\name\\u000a"),
         ] {

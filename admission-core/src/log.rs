@@ -150,6 +150,55 @@ pub(crate) fn short_type_name<T: ?Sized>() -> &'static str {
 mod tests {
     use super::*;
 
+    /// An error that wraps a refusal, as a caller's own error type would.
+    #[derive(Debug)]
+    struct Wrapped(Refusal);
+
+    impl fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("tenant 42 secret")
+        }
+    }
+
+    impl Error for Wrapped {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    struct Coded;
+
+    impl ErrorCode for Coded {
+        fn code(&self) -> &'static str {
+            "MY-CODE"
+        }
+    }
+
+    #[test]
+    fn a_cause_gives_its_class_and_code_and_never_the_message() {
+        let refusal = Refusal::new(
+            crate::refusal::intern("log-cause".to_owned()),
+            crate::Code::WaitTimedOut,
+            crate::Criticality::Default,
+            1,
+        );
+        let wrapped = Cause::of(&Wrapped(refusal));
+        assert_eq!(
+            wrapped.class(),
+            "WaitTimedOut",
+            "the refusal in the chain names it"
+        );
+        assert_eq!(wrapped.code(), Some("ADMISSION_WAIT_TIMEOUT"));
+
+        let io = Cause::of(&std::io::Error::other("tenant 42 secret"));
+        assert_eq!((io.class(), io.code()), ("Error", None));
+
+        let coded = Cause::coded(&Coded);
+        assert_eq!((coded.class(), coded.code()), ("Coded", Some("MY-CODE")));
+        let line = log_failure("Scan", coded, "; retrying");
+        assert_eq!(line, "Scan failed (Coded MY-CODE); retrying");
+    }
+
     #[test]
     fn short_type_name_strips_paths_and_generics() {
         assert_eq!(short_type_name::<std::io::Error>(), "Error");
