@@ -450,3 +450,20 @@ fn a_reservation_is_named_as_built() {
     assert_eq!(reservation.pool().name(), "recovery-named");
     assert_eq!(reservation.stats().capacity, 2);
 }
+
+#[test]
+fn a_refusal_says_its_pool_code_and_hint_in_words_and_as_a_duration() {
+    let pool = Pool::builder("worded")
+        .capacity(1)
+        .retry_hint(RetryHint::Fixed(Duration::from_millis(2500)))
+        .build()
+        .unwrap();
+    let _held = pool.try_admit().unwrap();
+    let refusal = pool.try_admit().unwrap_err();
+    assert_eq!(refusal.retry_after(), Duration::from_secs(3), "rounded up");
+    assert_eq!(
+        refusal.to_string(),
+        "pool `worded` refused work (ADMISSION_SATURATED); retry in 3 s"
+    );
+    assert_eq!(Code::WaitTimedOut.to_string(), "ADMISSION_WAIT_TIMEOUT");
+}
