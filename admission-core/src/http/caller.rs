@@ -222,6 +222,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_grpc_unit_and_the_millisecond_budgets_parse_to_their_durations() {
+        for (value, expected) in [
+            (&b"3H"[..], Duration::from_secs(3 * 3600)),
+            (b"3M", Duration::from_secs(180)),
+            (b"3S", Duration::from_secs(3)),
+            (b"3m", Duration::from_millis(3)),
+            (b"3u", Duration::from_micros(3)),
+            (b"3n", Duration::from_nanos(3)),
+            (b"99999999S", Duration::from_secs(99_999_999)),
+        ] {
+            assert_eq!(parse_grpc_timeout(value), Ok(expected), "{value:?}");
+        }
+        assert_eq!(parse_budget_ms(b"0"), Ok(Duration::ZERO));
+        assert_eq!(parse_budget_ms(b"007"), Ok(Duration::from_millis(7)));
+        assert_eq!(
+            parse_budget_ms(b"999999999"),
+            Ok(Duration::from_millis(999_999_999))
+        );
+        let bad = parse_budget_ms(b"x").unwrap_err();
+        assert_eq!(bad.to_string(), "malformed budget header value");
+    }
+
+    #[test]
     fn a_repeated_budget_is_malformed_and_ignored_while_the_others_count() {
         let read = RequestCaller::from_headers([
             ("X-Admission-Budget-Ms", &b"100"[..]),
