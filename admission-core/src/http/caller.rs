@@ -240,6 +240,30 @@ mod tests {
             parse_budget_ms(b"999999999"),
             Ok(Duration::from_millis(999_999_999))
         );
+        assert_eq!(parse_budget_ms(b"250"), Ok(Duration::from_millis(250)));
+        for bad in [
+            &b""[..],
+            b" 250",
+            b"250ms",
+            b"+1",
+            b"1234567890",
+            b"2.5",
+            b"x",
+        ] {
+            assert!(parse_budget_ms(bad).is_err(), "{bad:?}");
+        }
+        for bad in [
+            &b""[..],
+            b"S",
+            b"5",
+            b"5s",
+            b"+5S",
+            b" 5S",
+            b"123456789m",
+            b"5mS",
+        ] {
+            assert!(parse_grpc_timeout(bad).is_err(), "{bad:?}");
+        }
         let bad = parse_budget_ms(b"x").unwrap_err();
         assert_eq!(bad.to_string(), "malformed budget header value");
     }
