@@ -402,6 +402,57 @@ async fn the_body_of_block_on_holding_the_only_slot_is_refused_too() {
     );
 }
 
+/// Outside any task (the body of `block_on`, `#[tokio::main]`'s), each
+/// thread is its own holder: a thread waiting for the slot another thread
+/// holds waits and is admitted when it frees, and is not refused as if it
+/// held the slot itself. (Seen failing, refused at once, when every thread
+/// was named alike.)
+#[test]
+fn a_thread_outside_any_task_waits_for_the_slot_another_thread_holds() {
+    let pool = Pool::new("reentrant-threads", 1).unwrap();
+    let (holding_tx, holding) = std::sync::mpsc::channel::<()>();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let holder = std::thread::spawn({
+        let pool = pool.clone();
+        move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let slot = pool.admit().await.expect("an idle pool admits");
+                holding_tx.send(()).unwrap();
+                released.recv().unwrap();
+                drop(slot);
+            });
+        }
+    });
+    holding
+        .recv_timeout(BOUND)
+        .expect("the other thread holds the slot");
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let admitted = runtime.block_on(async {
+        let mut admit = Box::pin(pool.admit());
+        assert!(
+            poll_once(&mut admit).is_pending(),
+            "another thread's slot: this thread waits"
+        );
+        release.send(()).unwrap();
+        tokio::time::timeout(BOUND, admit)
+            .await
+            .expect("admitted when the other thread let go")
+            .map(drop)
+            .map_err(|r| r.code())
+    });
+    holder.join().unwrap();
+    assert_eq!(admitted, Ok(()));
+    assert_eq!(pool.stats().refused, 0);
+}
+
 /// The documented limit of the rule: holders are tasks (or threads), not
 /// futures, so two branches of one task (`tokio::join!`, `select!`,
 /// `for_each_concurrent`) are one holder. A branch that holds a raw slot
