@@ -15,6 +15,7 @@ async fn a_leased_body_lets_go_of_its_lease_with_its_last_frame() {
     );
     assert!(body.holds_lease());
     assert!(!body.is_end_stream());
+    assert_eq!(body.size_hint().exact(), Some(7), "the inner body's size");
     assert_eq!(pools.pool(Class::Work).stats().in_use, 1);
 
     let frame = body.frame().await.expect("a frame").expect("no error");
