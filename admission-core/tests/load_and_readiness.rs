@@ -17,8 +17,11 @@ fn refused_lease(requests: &RequestPools, class: Class) {
 #[tokio::test(start_paused = true)]
 async fn a_load_report_counts_every_pool_from_its_making_over_its_window() {
     let requests = RequestPools::new(2, 1).unwrap();
-    // Before the report: not counted.
+    // Before the report: not counted (2 slots, 1 refusal, over both pools).
     drop(requests.try_lease(Class::Work).unwrap());
+    let control = requests.try_lease(Class::Control).unwrap();
+    refused_lease(&requests, Class::Control);
+    drop(control);
     let report = LoadReport::new(&requests);
     assert_eq!(report.load(), Load::new(0.0, 0.0, 0.0));
 
@@ -52,14 +55,22 @@ async fn a_load_report_counts_every_pool_from_its_making_over_its_window() {
     // A quiet window, then 4 slots over a window of 2 s.
     advance(RATE_WINDOW).await;
     assert_eq!((report.load().rps, report.load().eps), (0.0, 0.0));
-    for _ in 0..4 {
+    for _ in 0..3 {
         drop(requests.try_lease(Class::Control).unwrap());
     }
+    let control = requests.try_lease(Class::Control).unwrap();
+    refused_lease(&requests, Class::Control);
+    refused_lease(&requests, Class::Control);
+    drop(control);
     advance(RATE_WINDOW / 2).await;
     assert_eq!(report.load().rps, 0.0, "half a window shows the last one");
     advance(RATE_WINDOW * 3 / 2).await;
     let load = report.load();
-    assert_eq!((load.rps, load.eps), (2.0, 0.0), "4 slots over 2 s");
+    assert_eq!(
+        (load.rps, load.eps),
+        (2.0, 1.0),
+        "4 slots and 2 refusals over 2 s"
+    );
     drop(work);
 }
 
