@@ -428,6 +428,22 @@ mod tests {
     }
 
     #[test]
+    fn the_window_gives_its_lower_median_and_ninetieth_percentile() {
+        let mut recent = Recent::default();
+        assert_eq!(recent.median_and_p90(), (0, 0), "nothing seen");
+        // Pushed out of order: 10, 9, ..., 1.
+        for micros in (1..=10).rev() {
+            recent.push(micros);
+        }
+        assert_eq!(recent.median_and_p90(), (5, 9));
+        // Past the window the oldest go: 11..=26 remain.
+        for micros in 11..=26 {
+            recent.push(micros);
+        }
+        assert_eq!(recent.median_and_p90(), (18, 25));
+    }
+
+    #[test]
     fn nothing_seen_says_one_second() {
         let estimator = observed(30, 2);
         assert_eq!(estimator.secs(|| 2), 1, "no history, nothing running");
