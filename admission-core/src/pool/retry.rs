@@ -288,13 +288,20 @@ impl Estimator {
     /// (read only when work is running).
     #[inline]
     pub(crate) fn secs(&self, in_use: impl FnOnce() -> usize) -> u32 {
+        self.secs_when(|| self.now(), in_use)
+    }
+
+    /// [`secs`](Self::secs) with the clock read by `now`, only when work
+    /// runs.
+    #[inline]
+    fn secs_when(&self, now: impl FnOnce() -> u64, in_use: impl FnOnce() -> usize) -> u32 {
         match self.rule {
             Rule::Fixed(secs) => secs,
             Rule::Observed { .. } => {
                 if self.running.load(Ordering::Relaxed) == 0 {
                     self.idle_secs.load(Ordering::Relaxed)
                 } else {
-                    self.secs_at(self.now(), in_use)
+                    self.secs_at(now(), in_use)
                 }
             }
         }
@@ -420,10 +427,7 @@ mod tests {
 
         /// The hint at `at`, every slot held by running work.
         fn hint_at(&self, at: u64) -> u32 {
-            if self.running.load(Ordering::Relaxed) == 0 {
-                return self.idle_secs.load(Ordering::Relaxed);
-            }
-            self.secs_at(at, || self.running.load(Ordering::Relaxed))
+            self.secs_when(|| at, || self.running.load(Ordering::Relaxed))
         }
     }
 
@@ -465,6 +469,11 @@ mod tests {
         assert_eq!(estimator.hint_at(19 * SEC), 19);
         assert_eq!(estimator.hint_at(19 * SEC + 1), 20, "rounded up");
         assert_eq!(estimator.hint_at(600 * SEC), 30, "capped");
+        assert_eq!(
+            estimator.secs_when(|| 10 * SEC, || 3),
+            10,
+            "a slot held by a caller says nothing on a cold pool"
+        );
     }
 
     #[test]
