@@ -467,3 +467,85 @@ fn a_refusal_says_its_pool_code_and_hint_in_words_and_as_a_duration() {
     );
     assert_eq!(Code::WaitTimedOut.to_string(), "ADMISSION_WAIT_TIMEOUT");
 }
+
+#[tokio::test]
+async fn stats_count_the_peak_of_running_work_and_how_long_work_ran() {
+    let pool = Pool::new("peak-and-time", 2).unwrap();
+    let gate = Gate::new();
+    let walks = [
+        pool.try_admit().unwrap().offload(gate.work()),
+        pool.try_admit().unwrap().offload(gate.work()),
+    ];
+    gate.wait_started(2);
+    assert_eq!(pool.stats().peak_running, 2);
+    gate.open(2);
+    for walk in walks {
+        assert_eq!(walk.await, Ok("walked"));
+    }
+    pool.run(
+        || {
+            std::thread::sleep(Duration::from_millis(20));
+            Ok::<_, std::fmt::Error>(())
+        },
+        Admission::FailFast,
+    )
+    .await
+    .unwrap();
+    let stats = pool.stats();
+    assert_eq!((stats.peak_running, stats.finished), (2, 3));
+    assert!(
+        stats.duration_sum >= Duration::from_millis(20),
+        "the 20 ms piece is in the sum: {:?}",
+        stats.duration_sum
+    );
+}
+
+#[test]
+fn a_work_error_names_its_kind_and_chains_to_its_cause() {
+    use std::error::Error as _;
+    let failed = WorkError::Failed(std::io::Error::other("tenant 42"));
+    assert!(
+        failed
+            .source()
+            .is_some_and(|cause| cause.to_string() == "tenant 42"),
+        "the work's own error is the source"
+    );
+    assert!(!failed.to_string().contains("tenant 42"), "{failed}");
+    assert!(failed.to_string().starts_with("work failed"), "{failed}");
+    assert_eq!(
+        WorkError::<std::io::Error>::Panicked.to_string(),
+        "work panicked"
+    );
+    assert!(WorkError::<std::io::Error>::Cancelled.source().is_none());
+}
+
+/// Threads named for this test's pools, in this process.
+fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("Linux /proc")
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with(prefix))
+        .count()
+}
+
+/// A pool built and dropped where it should not be (say, per request),
+/// never shut down: its worker threads end with its last handle.
+#[tokio::test]
+async fn a_dropped_pool_leaves_no_worker_threads_behind() {
+    for _ in 0..8 {
+        let pool = Pool::new("dropme", 2).unwrap();
+        pool.run(|| Ok::<_, std::fmt::Error>(()), Admission::FailFast)
+            .await
+            .unwrap();
+    }
+    // Thread names are cut to 15 bytes: "admission-dropm".
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while threads_named("admission-dropm") > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{} worker threads still alive",
+            threads_named("admission-dropm")
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -76,3 +76,27 @@ impl FromStr for Class {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_are_control_and_names_round_trip() {
+        for read in ["GET", "HEAD", "OPTIONS"] {
+            assert_eq!(Class::for_method(read), Class::Control, "{read}");
+        }
+        for write in ["POST", "PUT", "PATCH", "DELETE", "get"] {
+            assert_eq!(Class::for_method(write), Class::Work, "{write}");
+        }
+        for class in Class::ALL {
+            assert_eq!(class.to_string().parse::<Class>(), Ok(class));
+        }
+        assert_eq!(Class::Work.to_string(), "work");
+        let unknown = "Work".parse::<Class>().unwrap_err();
+        assert_eq!(
+            unknown.to_string(),
+            "unknown request class: expected `work` or `control`"
+        );
+    }
+}
