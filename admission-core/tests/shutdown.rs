@@ -58,6 +58,10 @@ async fn drain_returns_by_the_deadline_while_the_runtime_keeps_ticking() {
 
     println!("drain took {took:?}, largest heartbeat gap {largest_gap:?}");
     assert_eq!(report.pools[0].outcome, Outcome::Abandoned { running: 2 });
+    assert!(!report.drained(), "an abandoned pool is not drained");
+    assert_eq!(report.abandoned_running(), 2);
+    assert_eq!(report.pools[0].outcome.to_string(), "abandoned (2 running)");
+    assert_eq!(Outcome::Drained.to_string(), "drained");
     assert!(took >= deadline, "waited for the deadline: {took:?}");
     assert!(
         took < deadline + Duration::from_millis(100),
