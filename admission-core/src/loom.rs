@@ -1,11 +1,12 @@
 //! The synchronisation primitives the crate's own code uses, swapped for
 //! loom's under `--cfg loom` so that the models in `loom_models/` explore
 //! their interleavings: the worker threads' queue lock and condition
-//! variable, the threads themselves, and the drain's state.
+//! variable, the threads themselves, the drain's state and the pool's gate
+//! (the slot word and the waiting line).
 //!
-//! tokio's semaphore and oneshot are *not* loom-instrumented when tokio is a
-//! dependency (tokio swaps them only in its own tests), so in the models they
-//! act as atomic black boxes. The pool's statistics counters stay on `std`
+//! tokio's oneshot is *not* loom-instrumented when tokio is a dependency
+//! (tokio swaps it only in its own tests), so in the models it acts as an
+//! atomic black box. The pool's statistics counters stay on `std`
 //! atomics: they observe the accounting, they are not part of it.
 //!
 //! This module only re-exports; it must never hold logic.
