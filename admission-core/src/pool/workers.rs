@@ -6,7 +6,6 @@
 //! threads is left to the shutdown coordinator's own thread.
 
 use std::collections::VecDeque;
-use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::PoisonError;
 
@@ -140,16 +139,6 @@ impl Drop for Workers {
     fn drop(&mut self) {
         // The last handle to the pool is gone: let idle threads exit.
         drop(self.close());
-    }
-}
-
-impl fmt::Debug for Workers {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = self.shared.lock();
-        f.debug_struct("Workers")
-            .field("queued", &state.queue.len())
-            .field("closed", &state.closed)
-            .finish_non_exhaustive()
     }
 }
 
