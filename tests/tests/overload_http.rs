@@ -342,13 +342,18 @@ mod queued_layers {
         format!("http://{addr}/")
     }
 
-    pub(super) fn serve_actix() -> (String, ServerHandle) {
+    /// Serves `routes` on 127.0.0.1 under a queued middleware of `pools`,
+    /// with one worker, and returns the base URL and the server's handle.
+    fn serve_actix_queued(
+        pools: &'static LazyLock<RequestPools>,
+        routes: fn(&mut web::ServiceConfig),
+    ) -> (String, ServerHandle) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
         let addr = listener.local_addr().expect("bound address");
-        let server = HttpServer::new(|| {
+        let server = HttpServer::new(move || {
             App::new()
-                .wrap(AdmissionControl::class(ACTIX.clone(), Class::Work).queue())
-                .default_service(web::to(|| async { HttpResponse::Ok().body("served") }))
+                .wrap(AdmissionControl::class(RequestPools::clone(pools), Class::Work).queue())
+                .configure(routes)
         })
         .workers(1)
         .listen(listener)
@@ -359,22 +364,17 @@ mod queued_layers {
         (format!("http://{addr}/"), handle)
     }
 
+    pub(super) fn serve_actix() -> (String, ServerHandle) {
+        serve_actix_queued(&ACTIX, |routes| {
+            routes.default_service(web::to(|| async { HttpResponse::Ok().body("served") }));
+        })
+    }
+
     /// `actix_stacked` under a queued middleware of the same pools.
     pub(super) fn serve_actix_stacked() -> (String, ServerHandle) {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
-        let addr = listener.local_addr().expect("bound address");
-        let server = HttpServer::new(|| {
-            App::new()
-                .wrap(AdmissionControl::class(ACTIX_STACKED.clone(), Class::Work).queue())
-                .route("/stacked", web::get().to(actix_stacked))
+        serve_actix_queued(&ACTIX_STACKED, |routes| {
+            routes.route("/stacked", web::get().to(actix_stacked));
         })
-        .workers(1)
-        .listen(listener)
-        .expect("listen on the bound socket")
-        .run();
-        let handle = server.handle();
-        actix_rt::spawn(server);
-        (format!("http://{addr}/"), handle)
     }
 }
 
