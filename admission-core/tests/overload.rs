@@ -454,6 +454,32 @@ async fn no_wait_outlasts_the_callers_budget_less_the_typical_work() {
     assert_eq!(blocked.await, Ok("walked"));
 }
 
+/// A waiting caller with a budget gives up while its work could still end
+/// in time nine times in ten: at its budget less the 90th percentile of the
+/// pool's work, not at the deadline (where it would only become an orphan).
+#[tokio::test]
+async fn a_budgeted_wait_ends_one_long_work_time_before_the_deadline() {
+    let pool = Pool::new("budget-p90", 1).unwrap();
+    teach(&pool, Duration::from_millis(600)).await;
+    let gate = Gate::new();
+    let blocked = pool.try_admit().unwrap().offload(gate.work());
+    gate.wait_started(1);
+
+    let started = Instant::now();
+    let waited = Caller::new(Criticality::Default)
+        .with_budget(Duration::from_millis(1500))
+        .scope(pool.run(|| Ok::<_, std::fmt::Error>(()), Admission::Wait))
+        .await;
+    let took = started.elapsed();
+    assert_eq!(refused(waited).code(), Code::WaitTimedOut);
+    assert!(
+        took >= Duration::from_millis(800) && took < Duration::from_millis(1250),
+        "gave up about 900 ms in (1500 ms less the 600 ms work), not at the deadline: {took:?}"
+    );
+    gate.open(1);
+    assert_eq!(blocked.await, Ok("walked"));
+}
+
 #[tokio::test]
 async fn a_waiter_with_callers_ahead_and_too_little_budget_is_refused_at_once() {
     let pool = Pool::new("budget-ahead", 1).unwrap();

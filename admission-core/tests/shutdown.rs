@@ -62,6 +62,13 @@ async fn drain_returns_by_the_deadline_while_the_runtime_keeps_ticking() {
     assert_eq!(report.abandoned_running(), 2);
     assert_eq!(report.pools[0].outcome.to_string(), "abandoned (2 running)");
     assert_eq!(Outcome::Drained.to_string(), "drained");
+    let shutdown = Shutdown::default();
+    shutdown.register(&Pool::new("shown-in-debug", 1).unwrap());
+    let shown = format!("{shutdown:?}");
+    assert!(
+        shown.contains(r#"pool: "shown-in-debug", hooks: 0"#),
+        "{shown}"
+    );
     assert!(took >= deadline, "waited for the deadline: {took:?}");
     assert!(
         took < deadline + Duration::from_millis(100),

@@ -164,7 +164,7 @@ fn thread_holder() -> u64 {
 fn id_bits(id: &impl Hash) -> u64 {
     let mut bits = IdBits(FREE);
     id.hash(&mut bits);
-    bits.0
+    bits.finish()
 }
 
 /// Captures the number a task id hashes as (its whole value, no mixing).

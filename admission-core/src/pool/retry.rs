@@ -448,6 +448,16 @@ mod tests {
     }
 
     #[test]
+    fn work_exactly_as_old_as_the_typical_is_expected_to_run_as_long_again() {
+        let estimator = observed(30, 2);
+        for i in 1..=16 {
+            estimator.ran(3 * SEC, i * 10 * SEC);
+        }
+        let _running = estimator.start(200 * SEC);
+        assert_eq!(estimator.hint_at(203 * SEC), 3, "not zero, not 1 s");
+    }
+
+    #[test]
     fn nothing_seen_says_one_second() {
         let estimator = observed(30, 2);
         assert_eq!(estimator.secs(|| 2), 1, "no history, nothing running");
