@@ -428,30 +428,43 @@ async fn a_budget_shorter_than_the_typical_work_is_refused_at_once_with_its_own_
     );
 }
 
-#[tokio::test]
-async fn no_wait_outlasts_the_callers_budget_less_the_typical_work() {
-    let pool = Pool::new("budget-wait", 1).unwrap();
-    teach(&pool, Duration::from_millis(30)).await;
+/// How long a caller with `budget` waits on a one-slot pool taught `work`
+/// and held by a blocked walk before it is refused: it must give up, and
+/// leave the line, before the walk ends.
+async fn budgeted_wait_on_a_held_pool(name: &str, work: Duration, budget: Duration) -> Duration {
+    let pool = Pool::new(name, 1).unwrap();
+    teach(&pool, work).await;
     let gate = Gate::new();
     let blocked = pool.try_admit().unwrap().offload(gate.work());
     gate.wait_started(1);
 
     let started = Instant::now();
     let waited = Caller::new(Criticality::Default)
-        .with_budget(Duration::from_millis(130))
+        .with_budget(budget)
         .scope(pool.run(|| Ok::<_, std::fmt::Error>(()), Admission::Wait))
         .await;
     let took = started.elapsed();
     assert_eq!(refused(waited).code(), Code::WaitTimedOut);
+    assert_eq!(pool.stats().waiting, 0);
+    gate.open(1);
+    assert_eq!(blocked.await, Ok("walked"));
+    took
+}
+
+#[tokio::test]
+async fn no_wait_outlasts_the_callers_budget_less_the_typical_work() {
+    let took = budgeted_wait_on_a_held_pool(
+        "budget-wait",
+        Duration::from_millis(30),
+        Duration::from_millis(130),
+    )
+    .await;
     // The budget less the typical work is about 100 ms; without the
-    // budget this wait would last until the gate opens, after the assert.
+    // budget this wait would last until the gate opens, after the refusal.
     assert!(
         took >= Duration::from_millis(90) && took < Duration::from_secs(5),
         "gave up when the work could no longer end in time: {took:?}"
     );
-    assert_eq!(pool.stats().waiting, 0);
-    gate.open(1);
-    assert_eq!(blocked.await, Ok("walked"));
 }
 
 /// A waiting caller with a budget gives up while its work could still end
@@ -459,25 +472,16 @@ async fn no_wait_outlasts_the_callers_budget_less_the_typical_work() {
 /// pool's work, not at the deadline (where it would only become an orphan).
 #[tokio::test]
 async fn a_budgeted_wait_ends_one_long_work_time_before_the_deadline() {
-    let pool = Pool::new("budget-p90", 1).unwrap();
-    teach(&pool, Duration::from_millis(600)).await;
-    let gate = Gate::new();
-    let blocked = pool.try_admit().unwrap().offload(gate.work());
-    gate.wait_started(1);
-
-    let started = Instant::now();
-    let waited = Caller::new(Criticality::Default)
-        .with_budget(Duration::from_millis(1500))
-        .scope(pool.run(|| Ok::<_, std::fmt::Error>(()), Admission::Wait))
-        .await;
-    let took = started.elapsed();
-    assert_eq!(refused(waited).code(), Code::WaitTimedOut);
+    let took = budgeted_wait_on_a_held_pool(
+        "budget-p90",
+        Duration::from_millis(600),
+        Duration::from_millis(1500),
+    )
+    .await;
     assert!(
         took >= Duration::from_millis(800) && took < Duration::from_millis(1250),
         "gave up about 900 ms in (1500 ms less the 600 ms work), not at the deadline: {took:?}"
     );
-    gate.open(1);
-    assert_eq!(blocked.await, Ok("walked"));
 }
 
 #[tokio::test]
