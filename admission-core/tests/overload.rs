@@ -61,6 +61,24 @@ async fn stand(
     second
 }
 
+/// `n` default callers waiting on `pool` behind whatever holds it, in line
+/// before this returns; each ends `Ok` once it has had its slot. Keep the
+/// receiver while they run: each reports its turn on it.
+async fn callers_ahead(
+    pool: &Pool,
+    n: usize,
+) -> (
+    Vec<tokio::task::JoinHandle<Result<(), Refusal>>>,
+    mpsc::UnboundedReceiver<&'static str>,
+) {
+    let (order, admitted) = mpsc::unbounded_channel();
+    let ahead = (0..n)
+        .map(|_| waiter(pool, Criticality::Default, Admission::Wait, "ahead", &order))
+        .collect();
+    until_waiting(pool, n).await;
+    (ahead, admitted)
+}
+
 /// Runs `admission` for `level` in a task that reports its order of
 /// admission on `order`, holding its slot until `release` says so.
 fn waiter(
@@ -489,19 +507,7 @@ async fn a_waiter_with_callers_ahead_and_too_little_budget_is_refused_at_once() 
     let pool = Pool::new("budget-ahead", 1).unwrap();
     teach(&pool, Duration::from_millis(40)).await;
     let held = held_elsewhere(&pool);
-    let (order, _admitted) = mpsc::unbounded_channel();
-    let ahead: Vec<_> = (0..3)
-        .map(|_| {
-            waiter(
-                &pool,
-                Criticality::Default,
-                Admission::Wait,
-                "ahead",
-                &order,
-            )
-        })
-        .collect();
-    until_waiting(&pool, 3).await;
+    let (ahead, _admitted) = callers_ahead(&pool, 3).await;
     // Three callers ahead on one slot: about 120 ms of waiting, 40 of work.
     let started = Instant::now();
     let refusal = Caller::new(Criticality::Default)
@@ -757,19 +763,7 @@ async fn callers_ahead_count_in_rounds_of_the_pools_slots_plus_the_callers_own_w
     let pool = Pool::new("budget-rounds", 2).unwrap();
     teach(&pool, Duration::from_millis(40)).await;
     let held = [held_elsewhere(&pool), held_elsewhere(&pool)];
-    let (order, _admitted) = mpsc::unbounded_channel();
-    let ahead: Vec<_> = (0..2)
-        .map(|_| {
-            waiter(
-                &pool,
-                Criticality::Default,
-                Admission::Wait,
-                "ahead",
-                &order,
-            )
-        })
-        .collect();
-    until_waiting(&pool, 2).await;
+    let (ahead, _admitted) = callers_ahead(&pool, 2).await;
     // Two ahead on two slots: one round (40 ms), then this caller's own
     // work (40 ms): 80 ms in all.
     let short = Caller::new(Criticality::Default)
