@@ -414,7 +414,11 @@ impl Pool {
             (Patience::Queued, left) if standing => {
                 Some(left.map_or(times.target, |l| l.min(times.target)))
             }
-            // Otherwise a caller with a deadline waits as long as it allows.
+            // Otherwise a caller with a deadline waits as long as it allows;
+            // one a client asserted never past the queue's own limit.
+            (Patience::Queued, Some(left)) if caller.deadline_is_asserted() => {
+                Some(left.min(times.wait))
+            }
             (Patience::Queued, left) => Some(left.unwrap_or(times.wait)),
             (Patience::Patient, Some(left)) => Some(limit.map_or(left, |l| l.min(left))),
             (Patience::Patient, None) => limit,
