@@ -20,7 +20,7 @@
 //!   handler.
 //!
 //! The answers themselves (status, headers, body) are core's
-//! [`http::Problem`](admission_core::http::Problem), so this adapter and the
+//! [`Problem`](admission_http::Problem), so this adapter and the
 //! axum one send the same status, headers and bytes.
 //!
 //! # Examples
@@ -31,7 +31,8 @@
 //! ```
 //! use actix_web::{App, HttpResponse, test, web};
 //! use admission_actix::{AdmissionControl, Rejection};
-//! use admission_core::http::{Problem, RefusalStatus};
+//! use admission_actix::HttpRefusalStatus;
+//! use admission_http::Problem;
 //! use admission_core::{Admission, Class, Pool, RequestPools};
 //! use bytes::Bytes;
 //!
@@ -80,7 +81,7 @@
 //! assert_eq!(res.status(), 503);
 //! assert_eq!(res.headers().get("retry-after").unwrap(), "1");
 //! assert_eq!(res.headers().get("cache-control").unwrap(), "no-store");
-//! let expected = Problem::refusal(&registry_pool.try_admit().unwrap_err(), RefusalStatus::default());
+//! let expected = Problem::refusal(&registry_pool.try_admit().unwrap_err(), HttpRefusalStatus::default());
 //! assert_eq!(test::read_body(res).await, expected.body(), "core's problem, byte for byte");
 //! # }
 //! ```
@@ -171,6 +172,8 @@ pub mod load_report;
 mod middleware;
 mod rejection;
 mod transform;
+
+pub use admission_http::{HttpRefusalStatus, Trust};
 
 pub use crate::middleware::AdmissionMiddleware;
 pub use crate::rejection::Rejection;
