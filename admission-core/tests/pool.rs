@@ -7,10 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use admission_core::http::{Problem, RefusalStatus};
 use admission_core::pool::{MAX_CAPACITY, RetryHint};
 use admission_core::{
-    Admission, Class, Code, ConfigError, Pool, RequestPools, Reservation, Shutdown, WorkError,
+    Admission, Code, ConfigError, Pool, RequestPools, Reservation, Shutdown, WorkError,
 };
 use support::{Gate, events_for, poll_once};
 
@@ -349,8 +348,9 @@ fn bad_configuration_is_refused_at_construction() {
             .build(),
         Err(ConfigError::RetryHintTooSmall { .. })
     ));
-    // The refusal status is no longer a pool setting: the adapters choose
-    // it from `http::RefusalStatus`, an enum in which 404 cannot be written.
+    // The refusal status is no pool setting: the adapters choose it from
+    // `admission_http::HttpRefusalStatus`, an enum in which 404 cannot be
+    // written.
     let zero_slots = Reservation::new("r", 0).unwrap_err();
     assert_eq!(
         zero_slots,
@@ -377,27 +377,6 @@ fn bad_configuration_is_refused_at_construction() {
     ] {
         assert!(!err.to_string().is_empty());
     }
-}
-
-/// The 429 choice lives in the adapters now; the core's part is the answer
-/// it describes: a refusal answered with `TooManyRequests` says 429 in its
-/// status and its body, and keeps `Retry-After`.
-#[tokio::test(flavor = "current_thread")]
-async fn the_429_option_shows_in_the_problem_answer() {
-    let requests = RequestPools::builder().work(1).build().unwrap();
-    let _held = requests.try_lease(Class::Work).unwrap();
-    let refusal = requests.try_lease(Class::Work).unwrap_err();
-    let problem = Problem::refusal(&refusal, RefusalStatus::TooManyRequests);
-    assert_eq!(problem.status(), 429);
-    assert!(
-        problem.body().contains(r#""status":429"#),
-        "{}",
-        problem.body()
-    );
-    assert!(problem.body().contains(r#""pool":"work""#));
-    assert_eq!(problem.retry_after(), Some(refusal.retry_after_secs()));
-    let default = Problem::refusal(&refusal, RefusalStatus::default());
-    assert_eq!(default.status(), 503, "503 stays the default");
 }
 
 #[test]

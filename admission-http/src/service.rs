@@ -19,6 +19,7 @@ use crate::admit::RequestAdmission;
 use crate::body::LeasedBody;
 use crate::classify::Classify;
 use crate::future::ResponseFuture;
+use crate::problem::HttpRefusalStatus;
 use crate::protocol::Protocol;
 
 /// The wait mode of a layer that refuses a request at once when its class
@@ -96,7 +97,7 @@ impl<P: fmt::Debug> fmt::Debug for Shared<P> {
 /// assert_eq!(pools.pool(Class::Control).stats().in_use, 0);
 /// # }
 /// ```
-pub struct AdmissionService<S, P, M = FailFast> {
+pub struct AdmissionService<S, P = HttpRefusalStatus, M = FailFast> {
     inner: S,
     shared: Arc<Shared<P>>,
     mode: PhantomData<fn() -> M>,

@@ -9,7 +9,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use admission_core::http::{BUDGET_HEADER, CRITICALITY_HEADER};
+use admission_http::{BUDGET_HEADER, CRITICALITY_HEADER};
 use admission_core::{Admission, Class, Lease, Pool, RequestPools};
 use reqwest::{Response, StatusCode};
 

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use admission_core::http::{PROBLEM_JSON, Problem, RefusalStatus, WORK_PANICKED};
+use admission_http::{PROBLEM_JSON, Problem, HttpRefusalStatus, WORK_PANICKED};
 use admission_core::{Admission, Class, Lease, Pool, RequestPools};
 use admission_tonic::status::Pushback;
 use bytes::Bytes;
@@ -685,7 +685,7 @@ pub(crate) async fn both_adapters_answer_byte_for_byte_alike() {
     assert_same("a registry refusal", a.http(), b.http());
     let core = Problem::refusal(
         &registry.try_admit().expect_err("the slot is taken"),
-        RefusalStatus::default(),
+        HttpRefusalStatus::default(),
     );
     assert_eq!(a.http().text(), core.body(), "the body is core's problem");
     drop(walking);
@@ -699,7 +699,7 @@ pub(crate) async fn both_adapters_answer_byte_for_byte_alike() {
     assert_same("a request-class refusal", a.http(), b.http());
     let core = Problem::refusal(
         &requests.try_lease(Class::Control).expect_err("all taken"),
-        RefusalStatus::default(),
+        HttpRefusalStatus::default(),
     );
     assert_eq!(a.http().text(), core.body(), "the body is core's problem");
     drop(held);
