@@ -16,6 +16,12 @@
 //!   [`WorkError`](admission_core::WorkError) into one, so registry work from
 //!   a handler is one line:
 //!   `pool.run(work, Admission::FailFast).await?`.
+//! * [`CallerScope`]: the caller a request's headers describe, for apps that
+//!   admit on their own pools (`Pool::run` in handlers, no lease), under the
+//!   same trust policy as [`AdmissionControl`] (see its
+//!   [`trust_peers`](AdmissionControl::trust_peers)).
+//! * [`load_report::ReportLoad`]: the replica's load on every response, for
+//!   Envoy's client-side weighted round robin.
 //! * [`macro@admitted`] (feature `macros`, on by default): a lease for one
 //!   handler.
 //!
@@ -166,6 +172,7 @@
 #![doc(test(attr(deny(warnings))))]
 
 pub mod body;
+mod caller;
 mod classify;
 pub mod future;
 pub mod load_report;
@@ -175,6 +182,7 @@ mod transform;
 
 pub use admission_http::{HttpRefusalStatus, Trust};
 
+pub use crate::caller::{CallerScope, CallerScopeMiddleware};
 pub use crate::middleware::AdmissionMiddleware;
 pub use crate::rejection::Rejection;
 pub use crate::transform::AdmissionControl;

@@ -74,6 +74,29 @@ impl CallerLayer {
         }
     }
 
+    /// The caller `headers` describe under this layer's trust policy, with
+    /// malformed budgets and lowered claims counted: what every request
+    /// gets, for middleware of another framework (actix-web's
+    /// `CallerScope`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Criticality;
+    /// use admission_http::CallerLayer;
+    ///
+    /// let layer = CallerLayer::new();
+    /// let caller = layer.caller([("x-admission-criticality", &b"critical"[..])]);
+    /// assert_eq!(caller.criticality(), Criticality::Default);
+    /// assert_eq!(layer.lowered_claims(), 1);
+    /// ```
+    pub fn caller<'a>(
+        &self,
+        headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+    ) -> admission_core::Caller {
+        self.reader.caller(headers)
+    }
+
     /// How many requests claimed `critical` and were served as `default`.
     ///
     /// # Examples
