@@ -255,7 +255,3 @@ impl Caller {
             .map(|deadline| deadline.saturating_duration_since(Instant::now()))
     }
 }
-
-/// A future run for a [`Caller`]: the scoped future [`Caller::scope`]
-/// returns, the same type as every other scope's.
-pub type WithCaller<F> = crate::request::Scoped<F>;

@@ -38,7 +38,8 @@
 //! The root holds the names most code types; the modules hold the rest:
 //! [`pool`] (the slot, builder, queue policy, retry hint,
 //! [`HasPools`](pool::HasPools)), [`request`] (the lease's scope and
-//! builder), [`caller`] (the caller's scoped future), [`shutdown`] (report
+//! builder, and the scoped future of a lease or a caller), [`caller`] (the
+//! caller and its criticality), [`shutdown`] (report
 //! types), [`stats`] (counters), [`balancer`] (readiness, the HAProxy agent and the
 //! load report), [`log`] (failures named by class and code) and, with the
 //! `prometheus` feature, `metrics`.

@@ -308,12 +308,6 @@ impl<M> AdmissionLayer<M> {
         self.inner.malformed_headers()
     }
 
-    /// The old name of [`malformed_headers`](Self::malformed_headers).
-    #[deprecated(since = "0.1.0", note = "one name in every adapter: `malformed_headers`")]
-    pub fn malformed_timeouts(&self) -> u64 {
-        self.malformed_headers()
-    }
-
     fn with_classify(self, classify: Classify) -> Self {
         AdmissionLayer {
             inner: self.inner.with_classify(classify),
