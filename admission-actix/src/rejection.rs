@@ -11,8 +11,8 @@ use actix_web::body::BoxBody;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 use actix_web::{HttpResponse, ResponseError};
-use admission_http::{HeaderText, HttpRefusalStatus, Problem};
 use admission_core::{Refusal, WorkError};
+use admission_http::{HeaderText, HttpRefusalStatus, Problem};
 use bytes::Bytes;
 
 /// A refusal or a failed piece of work, as a handler returns it: `503` (or

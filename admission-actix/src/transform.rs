@@ -63,6 +63,13 @@ use crate::middleware::AdmissionMiddleware;
 /// ([`RequestPools::new`] returns a `Result`); this middleware cannot fail
 /// afterwards, neither when it is built nor on a request.
 ///
+/// Its counters ([`malformed_headers`](Self::malformed_headers),
+/// [`lowered_claims`](Self::lowered_claims)) are shared by the clones of
+/// one `AdmissionControl`: build it once, beside the pools, and clone it
+/// into the factory (`let admission = AdmissionControl::new(pools);
+/// HttpServer::new(move || App::new().wrap(admission.clone()))`); one built
+/// inside the factory counts for its worker alone.
+///
 /// # Examples
 ///
 /// ```

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use actix_web::{HttpResponse, web};
 use admission_actix::AdmissionControl;
-use admission_http::{HeaderText, HttpRefusalStatus, Problem};
 use admission_core::{Class, RequestPools};
+use admission_http::{HeaderText, HttpRefusalStatus, Problem};
 use reqwest::StatusCode;
 
 use common::{client, data, problem, serve};

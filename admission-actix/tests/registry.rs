@@ -5,8 +5,8 @@ mod common;
 
 use actix_web::{HttpResponse, web};
 use admission_actix::{AdmissionControl, Rejection};
-use admission_http::{HttpRefusalStatus, Problem};
 use admission_core::{Admission, Class, Pool, RequestPools};
+use admission_http::{HttpRefusalStatus, Problem};
 use reqwest::StatusCode;
 
 use common::{client, data, problem, serve};

@@ -55,7 +55,8 @@ async fn refused_while_one_is_held(
 #[tokio::test]
 async fn refusal_is_503_with_retry_after_and_a_problem_body() {
     let pools = RequestPools::new(1, 1).unwrap();
-    let (refused, first) = refused_while_one_is_held(pools.clone(), HttpRefusalStatus::default()).await;
+    let (refused, first) =
+        refused_while_one_is_held(pools.clone(), HttpRefusalStatus::default()).await;
 
     assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
     let headers = refused.headers();
@@ -86,7 +87,8 @@ async fn refusal_is_503_with_retry_after_and_a_problem_body() {
 #[tokio::test]
 async fn refusal_status_is_429_when_the_layer_says_so() {
     let pools = RequestPools::new(1, 1).unwrap();
-    let (refused, first) = refused_while_one_is_held(pools, HttpRefusalStatus::TooManyRequests).await;
+    let (refused, first) =
+        refused_while_one_is_held(pools, HttpRefusalStatus::TooManyRequests).await;
 
     assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(refused.headers()["retry-after"], "1");

@@ -312,14 +312,20 @@ mod tests {
 
     #[test]
     fn failures_carry_a_code_and_no_message_of_their_own() {
-        let failed = GrpcAnswer::work_error(&WorkError::Failed("secret 42"), GrpcRefusalStatus::default());
+        let failed = GrpcAnswer::work_error(
+            &WorkError::Failed("secret 42"),
+            GrpcRefusalStatus::default(),
+        );
         assert_eq!((failed.code(), failed.message()), (INTERNAL, WORK_FAILED));
         assert_eq!(failed.pushback_ms(), None);
     }
 
     #[test]
     fn only_health_and_reflection_default_to_control() {
-        assert_eq!(grpc_default_class("/grpc.health.v1.Health/Watch"), Class::Control);
+        assert_eq!(
+            grpc_default_class("/grpc.health.v1.Health/Watch"),
+            Class::Control
+        );
         assert_eq!(
             grpc_default_class("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"),
             Class::Control
@@ -328,8 +334,14 @@ mod tests {
             grpc_default_class("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"),
             Class::Control
         );
-        assert_eq!(grpc_default_class("/grpc.health.v1.HealthX/Check"), Class::Work);
-        assert_eq!(grpc_default_class("/registry.v1.Registry/Walk"), Class::Work);
+        assert_eq!(
+            grpc_default_class("/grpc.health.v1.HealthX/Check"),
+            Class::Work
+        );
+        assert_eq!(
+            grpc_default_class("/registry.v1.Registry/Walk"),
+            Class::Work
+        );
         assert_eq!(grpc_default_class("/"), Class::Work);
         for not_grpc in ["", "/", "/a.B", "/a.B/", "//C", "a.B/C", "/a.B/C/D"] {
             assert_eq!(grpc_path(not_grpc), None, "{not_grpc:?}");

@@ -392,8 +392,13 @@ mod tests {
         assert!(!peer.caller.deadline_is_asserted());
 
         for trust in [Trust::Nobody, Trust::Peers] {
-            let shed = RequestCaller::from_headers([(CRITICALITY_HEADER, &b"sheddable"[..])], trust);
-            assert_eq!(shed.caller.criticality(), Criticality::Sheddable, "{trust:?}");
+            let shed =
+                RequestCaller::from_headers([(CRITICALITY_HEADER, &b"sheddable"[..])], trust);
+            assert_eq!(
+                shed.caller.criticality(),
+                Criticality::Sheddable,
+                "{trust:?}"
+            );
             assert!(!shed.lowered);
         }
     }

@@ -417,7 +417,6 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
             mode: PhantomData,
         }
     }
-
 }
 
 impl<P, M> Clone for AdmissionLayer<P, M> {

@@ -384,7 +384,8 @@ mod tests {
 
     #[test]
     fn a_cancelled_body_has_the_shape_of_a_shutdown_refusal() {
-        let problem = Problem::work_error(&WorkError::<()>::Cancelled, HttpRefusalStatus::default());
+        let problem =
+            Problem::work_error(&WorkError::<()>::Cancelled, HttpRefusalStatus::default());
         let body: serde_json::Value = serde_json::from_str(problem.body()).unwrap();
         assert_eq!(problem.status(), 503);
         assert_eq!(problem.retry_after(), Some(1));
@@ -467,7 +468,11 @@ mod tests {
             ]
         );
         let body = refused.body().to_owned();
-        assert_eq!(refused.clone().into_body(), body, "the owned body is the body");
+        assert_eq!(
+            refused.clone().into_body(),
+            body,
+            "the owned body is the body"
+        );
         let response = refused.into_http(|bytes| bytes);
         assert_eq!(response.status(), 503);
         assert_eq!(response.headers()["content-type"], PROBLEM_JSON);

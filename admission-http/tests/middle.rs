@@ -45,7 +45,11 @@ async fn a_fail_fast_layer_serves_a_service_that_is_not_clone_in_one_scope() {
         .unwrap();
     let response = service.oneshot(request).await.unwrap();
     assert_eq!(response.status(), 200);
-    assert_eq!(pools.pool(Class::Work).stats().in_use, 1, "the body holds the lease");
+    assert_eq!(
+        pools.pool(Class::Work).stats().in_use,
+        1,
+        "the body holds the lease"
+    );
     let body = http_body_util::BodyExt::collect(response.into_body())
         .await
         .unwrap()
@@ -57,22 +61,28 @@ async fn a_fail_fast_layer_serves_a_service_that_is_not_clone_in_one_scope() {
 #[tokio::test]
 async fn a_grpc_refusal_is_one_head_and_no_body() {
     let pools = RequestPools::new(1, 1).unwrap();
-    let service = AdmissionLayer::speaking(pools.clone(), GrpcRefusalStatus::default())
-        .layer(tower::service_fn(|_: Request<()>| async {
+    let service = AdmissionLayer::speaking(pools.clone(), GrpcRefusalStatus::default()).layer(
+        tower::service_fn(|_: Request<()>| async {
             Ok::<_, Infallible>(Response::new(String::new()))
-        }));
+        }),
+    );
     let _held = pools.try_lease(Class::Work).unwrap();
     let call = Request::post("/shop.v1.Orders/Create").body(()).unwrap();
     let refused = service.oneshot(call).await.unwrap();
     assert_eq!(refused.status(), 200, "gRPC answers in its own status");
     assert_eq!(refused.headers()["grpc-status"], "14");
     assert_eq!(refused.headers()["content-type"], "application/grpc");
-    assert!(refused.headers()["grpc-message"]
-        .to_str()
-        .unwrap()
-        .starts_with("ADMISSION_SATURATED: pool `work` refused the call"));
+    assert!(
+        refused.headers()["grpc-message"]
+            .to_str()
+            .unwrap()
+            .starts_with("ADMISSION_SATURATED: pool `work` refused the call")
+    );
     assert_eq!(refused.headers()["grpc-retry-pushback-ms"], "1000");
-    assert!(refused.body().is_end_stream(), "trailers-only: the head ends the stream");
+    assert!(
+        refused.body().is_end_stream(),
+        "trailers-only: the head ends the stream"
+    );
     assert!(!refused.body().holds_lease());
 }
 

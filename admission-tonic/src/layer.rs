@@ -313,7 +313,6 @@ impl<M> AdmissionLayer<M> {
             inner: self.inner.with_classify(classify),
         }
     }
-
 }
 
 impl<S, M> Layer<S> for AdmissionLayer<M> {

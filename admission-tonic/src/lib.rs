@@ -127,7 +127,9 @@ mod rejection;
 mod service;
 pub mod status;
 
-pub use admission_http::{CallerLayer, CallerService, GrpcRefusalStatus, body, future, load_report};
+pub use admission_http::{
+    CallerLayer, CallerService, GrpcRefusalStatus, body, future, load_report,
+};
 
 pub use crate::classify::Call;
 pub use crate::layer::AdmissionLayer;

@@ -103,7 +103,7 @@ impl Rejection {
     /// assert!(status.metadata().get("grpc-retry-pushback-ms").is_none(), "a panic is no refusal");
     /// ```
     pub fn to_status(&self) -> Status {
-        into_status(GrpcAnswer::work_error(&self.error, self.status))
+        into_status(&GrpcAnswer::work_error(&self.error, self.status))
     }
 }
 
@@ -147,7 +147,7 @@ impl std::error::Error for Rejection {
 
 /// The middle's answer as tonic's status: the same code, message and
 /// pushback the layer sends for a refusal.
-fn into_status(answer: GrpcAnswer) -> Status {
+fn into_status(answer: &GrpcAnswer) -> Status {
     let mut metadata = MetadataMap::new();
     if let Some(ms) = answer.pushback_ms() {
         metadata.insert(RETRY_PUSHBACK_MS, MetadataValue::from(ms));
@@ -181,7 +181,10 @@ mod tests {
         let status = Rejection::from(refusal).to_status();
         assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
         assert!(status.message().starts_with("ADMISSION_BUDGET_TOO_SHORT"));
-        assert!(!status.message().contains("retry"), "a retry would be refused again");
+        assert!(
+            !status.message().contains("retry"),
+            "a retry would be refused again"
+        );
         assert!(status.metadata().get(RETRY_PUSHBACK_MS).is_none());
     }
 
@@ -221,7 +224,10 @@ mod tests {
 
     #[test]
     fn shutdown_is_a_refusal_with_a_one_second_pushback() {
-        for status in [GrpcRefusalStatus::Unavailable, GrpcRefusalStatus::ResourceExhausted] {
+        for status in [
+            GrpcRefusalStatus::Unavailable,
+            GrpcRefusalStatus::ResourceExhausted,
+        ] {
             let answer = Rejection::from(WorkError::<()>::Cancelled)
                 .with_status(status)
                 .to_status();

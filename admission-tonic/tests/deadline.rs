@@ -153,7 +153,10 @@ async fn the_classifier_sees_the_deadline() {
         .check(check(""))
         .await
         .expect("no deadline: *work*, which is free");
-    let seen = budgets.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    let seen = budgets
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
     assert_eq!(seen.len(), 2, "{seen:?}");
     assert_left_of(seen[0], Duration::from_millis(1500), "a 1.5 s timeout");
     assert_eq!(seen[1], None, "no timeout, no deadline");

@@ -103,7 +103,10 @@ impl Reservation {
     ///
     /// See the type's example.
     pub fn execution<F: Future>(&self, future: F) -> Scoped<F> {
-        Scoped::half(Half::Context(Context::Reservation(self.pool.clone())), future)
+        Scoped::half(
+            Half::Context(Context::Reservation(self.pool.clone())),
+            future,
+        )
     }
 
     /// Takes one slot or refuses at once with
