@@ -388,23 +388,20 @@ async fn a_newcomer_to_a_queue_that_stood_past_its_interval_waits_only_the_targe
     drop(late);
 }
 
-/// Teaches `pool` that its work takes about `took`, with real work on its
-/// worker threads.
+/// Teaches `pool` that its work takes `took`: three pieces of work held by
+/// a channel on real worker threads while the paused clock moves on.
 async fn teach(pool: &Pool, took: Duration) {
     for _ in 0..3 {
-        pool.run(
-            move || {
-                std::thread::sleep(took);
-                Ok::<_, std::fmt::Error>(())
-            },
-            Admission::Wait,
-        )
-        .await
-        .unwrap();
+        support::run_for(pool, took).await;
     }
+    assert_eq!(
+        pool.stats().recent_work,
+        took,
+        "the pool measured the paused clock"
+    );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_budget_shorter_than_the_typical_work_is_refused_at_once_with_its_own_code() {
     let pool = Pool::new("budget", 2).unwrap();
     teach(&pool, Duration::from_millis(40)).await;
@@ -469,7 +466,7 @@ async fn budgeted_wait_on_a_held_pool(name: &str, work: Duration, budget: Durati
     took
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn no_wait_outlasts_the_callers_budget_less_the_typical_work() {
     let took = budgeted_wait_on_a_held_pool(
         "budget-wait",
@@ -477,10 +474,11 @@ async fn no_wait_outlasts_the_callers_budget_less_the_typical_work() {
         Duration::from_millis(130),
     )
     .await;
-    // The budget less the typical work is about 100 ms; without the
-    // budget this wait would last until the gate opens, after the refusal.
+    // The budget less the typical work is 100 ms (tokio's timers tick in
+    // whole milliseconds); without the budget this wait would last until
+    // the gate opens, after the refusal.
     assert!(
-        took >= Duration::from_millis(90) && took < Duration::from_secs(5),
+        took >= Duration::from_millis(100) && took <= Duration::from_millis(102),
         "gave up when the work could no longer end in time: {took:?}"
     );
 }
@@ -488,7 +486,7 @@ async fn no_wait_outlasts_the_callers_budget_less_the_typical_work() {
 /// A waiting caller with a budget gives up while its work could still end
 /// in time nine times in ten: at its budget less the 90th percentile of the
 /// pool's work, not at the deadline (where it would only become an orphan).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_budgeted_wait_ends_one_long_work_time_before_the_deadline() {
     let took = budgeted_wait_on_a_held_pool(
         "budget-p90",
@@ -497,12 +495,12 @@ async fn a_budgeted_wait_ends_one_long_work_time_before_the_deadline() {
     )
     .await;
     assert!(
-        took >= Duration::from_millis(800) && took < Duration::from_millis(1250),
-        "gave up about 900 ms in (1500 ms less the 600 ms work), not at the deadline: {took:?}"
+        took >= Duration::from_millis(900) && took <= Duration::from_millis(902),
+        "gave up 900 ms in (1500 ms less the 600 ms work), not at the deadline: {took:?}"
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_waiter_with_callers_ahead_and_too_little_budget_is_refused_at_once() {
     let pool = Pool::new("budget-ahead", 1).unwrap();
     teach(&pool, Duration::from_millis(40)).await;
@@ -518,7 +516,11 @@ async fn a_waiter_with_callers_ahead_and_too_little_budget_is_refused_at_once() 
     // At once: a caller that waited and then ran out would be refused
     // with `ADMISSION_WAIT_TIMEOUT` instead.
     assert_eq!(refusal.code(), Code::BudgetTooShort);
-    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        started.elapsed(),
+        Duration::ZERO,
+        "at once, on the paused clock"
+    );
     assert_eq!(pool.stats().waiting, 3, "and out of line");
     drop(held);
     for waiter in ahead {
@@ -758,7 +760,7 @@ async fn without_a_policy_a_standing_queue_gives_newcomers_an_eighth_of_the_typi
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn callers_ahead_count_in_rounds_of_the_pools_slots_plus_the_callers_own_work() {
     let pool = Pool::new("budget-rounds", 2).unwrap();
     teach(&pool, Duration::from_millis(40)).await;

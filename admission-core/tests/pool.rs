@@ -176,6 +176,46 @@ async fn a_dropped_awaiting_future_keeps_its_slot_until_the_thread_finishes() {
     assert_eq!(stats.admitted, stats.released + stats.in_use as u64);
 }
 
+/// A running orphan is visible while it runs, not only once it ends: two
+/// real worker threads held by their own channels, one caller gone.
+#[tokio::test(flavor = "current_thread")]
+async fn a_running_orphan_is_counted_while_it_runs_and_moves_to_orphaned_when_it_ends() {
+    let pool = Pool::new("orphans-running", 2).unwrap();
+    let (orphan_gate, awaited_gate) = (Gate::new(), Gate::new());
+    let orphan = pool.try_admit().unwrap().offload(orphan_gate.work());
+    let awaited = pool.try_admit().unwrap().offload(awaited_gate.work());
+    orphan_gate.wait_started(1);
+    awaited_gate.wait_started(1);
+    assert_eq!(pool.stats().orphans_running, 0, "both callers still wait");
+
+    drop(orphan);
+    let stats = pool.stats();
+    assert_eq!(
+        (stats.orphans_running, stats.orphaned, stats.running),
+        (1, 0, 2),
+        "the orphan runs on and is counted as it runs"
+    );
+
+    orphan_gate.open(1);
+    // The only slot that can free is the orphan's, after it is counted.
+    let slot = pool.admit().await.unwrap();
+    let stats = pool.stats();
+    assert_eq!(
+        (stats.orphans_running, stats.orphaned),
+        (0, 1),
+        "once ended, it left the gauge and is counted as orphaned"
+    );
+    drop(slot);
+
+    awaited_gate.open(1);
+    assert_eq!(awaited.await, Ok("walked"));
+    assert_eq!(
+        pool.stats().orphans_running,
+        0,
+        "work whose caller took its result was never an orphan"
+    );
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_failing_orphan_is_reported_exactly_once_and_releases_its_slot() {
     let name = "orphan-fails";
@@ -468,7 +508,7 @@ fn a_refusal_says_its_pool_code_and_hint_in_words_and_as_a_duration() {
     assert_eq!(Code::WaitTimedOut.to_string(), "ADMISSION_WAIT_TIMEOUT");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn stats_count_the_peak_of_running_work_and_how_long_work_ran() {
     let pool = Pool::new("peak-and-time", 2).unwrap();
     let gate = Gate::new();
@@ -482,22 +522,22 @@ async fn stats_count_the_peak_of_running_work_and_how_long_work_ran() {
     for walk in walks {
         assert_eq!(walk.await, Ok("walked"));
     }
-    pool.run(
-        || {
-            std::thread::sleep(Duration::from_millis(20));
-            Ok::<_, std::fmt::Error>(())
-        },
-        Admission::FailFast,
-    )
-    .await
-    .unwrap();
+    let before = pool.stats().duration_sum;
+    // 20 ms on the paused clock, with a real worker thread held meanwhile.
+    support::run_for(&pool, Duration::from_millis(20)).await;
     let stats = pool.stats();
     assert_eq!((stats.peak_running, stats.finished), (2, 3));
-    assert!(
-        stats.duration_sum >= Duration::from_millis(20),
-        "the 20 ms piece is in the sum: {:?}",
-        stats.duration_sum
+    assert_eq!(
+        stats.duration_sum - before,
+        Duration::from_millis(20),
+        "the 20 ms piece is in the sum, measured on the runtime's clock"
     );
+    // The 25 ms bucket holds it, the 10 ms one does not.
+    assert_eq!(
+        stats.duration_buckets[2], 2,
+        "10 ms: the two released walks"
+    );
+    assert_eq!(stats.duration_buckets[3], 3, "25 ms: and the 20 ms piece");
 }
 
 #[test]

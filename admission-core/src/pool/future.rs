@@ -6,11 +6,13 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::sync::oneshot;
 
 use super::job::{Delivery, report_orphan};
+use super::stats::Listeners;
 use super::{Pool, WorkError};
 
 /// The result of offloaded work, once it ends.
@@ -38,14 +40,22 @@ use super::{Pool, WorkError};
 pub struct WorkFuture<T, E> {
     rx: oneshot::Receiver<Delivery<T, E>>,
     pool: Pool,
+    /// Told when this future stops listening before it took the result,
+    /// so that a running orphan is counted while it runs.
+    listeners: Arc<Listeners>,
     taken: bool,
 }
 
 impl<T, E> WorkFuture<T, E> {
-    pub(crate) fn new(rx: oneshot::Receiver<Delivery<T, E>>, pool: Pool) -> Self {
+    pub(crate) fn new(
+        rx: oneshot::Receiver<Delivery<T, E>>,
+        pool: Pool,
+        listeners: Arc<Listeners>,
+    ) -> Self {
         WorkFuture {
             rx,
             pool,
+            listeners,
             taken: false,
         }
     }
@@ -84,6 +94,8 @@ impl<T, E> Drop for WorkFuture<T, E> {
         if self.taken {
             return;
         }
+        // A running orphan from now until the work ends, unless it has.
+        self.listeners.leave(self.pool.counters());
         // Either the job sees the channel closed and reports the orphan
         // itself, or its result is already here and never taken: report it
         // here, before the slot it carries is released.

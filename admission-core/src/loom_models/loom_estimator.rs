@@ -1,0 +1,49 @@
+//! (f) The work times' seqlock: a refusal reads the running work (how many
+//! pieces run, and their start times) while a worker records a start and
+//! an end; it must see a record that existed, never a torn one (a count
+//! with a start time not yet written, or a start time half shifted out).
+//!
+//! Seen failing against a broken variant: with the reader's second
+//! sequence check removed (`read_running` keeping whatever it read), loom
+//! finds a reader that sees `[20, 20]` (the end shifted the younger start
+//! down before the count dropped) in a few hundred interleavings;
+//! RELIABILITY.md records the run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::pool::RetryHint;
+use crate::pool::estimate::WorkTimes;
+
+#[test]
+fn a_refusal_never_reads_a_torn_running_work_record() {
+    loom::model(|| {
+        let rule = RetryHint::Observed {
+            cap: Duration::from_secs(30),
+        }
+        .rule();
+        let times = Arc::new(WorkTimes::new(rule, 2, Duration::ZERO));
+        let first = times.start(10);
+        let worker = loom::thread::spawn({
+            let times = Arc::clone(&times);
+            move || {
+                let _second = times.start(20);
+                times.finish(first, 30);
+            }
+        });
+        // Every record the worker ever leaves between its writes.
+        let whole: [&[u64]; 3] = [&[10], &[10, 20], &[20]];
+        if let Some(seen) = times.running_starts() {
+            assert!(
+                whole.contains(&seen.as_slice()),
+                "a refusal saw a torn running-work record: {seen:?}"
+            );
+        }
+        worker.join().unwrap();
+        assert_eq!(
+            times.running_starts(),
+            Some(vec![20]),
+            "the younger work still runs"
+        );
+    });
+}
