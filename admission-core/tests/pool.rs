@@ -589,3 +589,92 @@ async fn a_dropped_pool_leaves_no_worker_threads_behind() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// The cold case, on a paused clock with a real worker thread held
+/// by a channel: 20 s walks, none finished yet. Told to expect 20 s, the
+/// pool counts down the oldest walk's expected remaining time; not told,
+/// it says 1 s whatever has run, never the walk's age (which said 1 when
+/// the slot freed in 19 s and 19 when it freed in 1 s).
+#[tokio::test(start_paused = true)]
+async fn a_cold_pools_hint_counts_down_the_expected_work_and_never_the_age() {
+    let told = Pool::builder("cold-expected")
+        .capacity(1)
+        .expected_work(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let untold = Pool::new("cold-untold", 1).unwrap();
+    let (told_gate, untold_gate) = (Gate::new(), Gate::new());
+    let told_walk = told.try_admit().unwrap().offload(told_gate.work());
+    let untold_walk = untold.try_admit().unwrap().offload(untold_gate.work());
+    told_gate.wait_started(1);
+    untold_gate.wait_started(1);
+
+    let mut hints = Vec::new();
+    for _ in 0..20 {
+        tokio::time::advance(Duration::from_secs(1)).await;
+        hints.push((
+            told.try_admit().unwrap_err().retry_after_secs(),
+            untold.try_admit().unwrap_err().retry_after_secs(),
+        ));
+    }
+    let (told_hints, untold_hints): (Vec<u32>, Vec<u32>) = hints.into_iter().unzip();
+    assert_eq!(told_hints[0], 19, "1 s in, the slot frees in 19 s");
+    assert_eq!(told_hints[18], 1, "19 s in, it frees in 1 s");
+    assert!(
+        told_hints.windows(2).take(18).all(|w| w[1] < w[0]),
+        "counts down while the walk is younger than expected: {told_hints:?}"
+    );
+    assert_eq!(
+        told_hints[19], 20,
+        "20 s in, overdue: expected to run as long again"
+    );
+    assert!(
+        untold_hints.iter().all(|&hint| hint == 1),
+        "nothing seen, nothing expected: 1 s, never the age: {untold_hints:?}"
+    );
+
+    told_gate.open(1);
+    untold_gate.open(1);
+    assert_eq!(told_walk.await, Ok("walked"));
+    assert_eq!(untold_walk.await, Ok("walked"));
+    assert_eq!(
+        told.stats().recent_work,
+        Duration::from_secs(20),
+        "measured on the paused clock"
+    );
+    assert_eq!(
+        untold.try_admit().map(drop),
+        Ok(()),
+        "the slot came back with the walk's end"
+    );
+}
+
+/// Orphans far past the pool's typical work (20 ms) are expected to run as
+/// long again: aged 2.5 s on the paused clock, they make the hint 3 s. The
+/// pool learns its 20 ms and the orphans run on real worker threads held by
+/// channels; no real time passes.
+#[tokio::test(start_paused = true)]
+async fn orphans_far_past_the_typical_work_are_expected_to_run_as_long_again() {
+    let pool = Pool::new("orphans-aged", 2).unwrap();
+    for _ in 0..3 {
+        support::run_for(&pool, Duration::from_millis(20)).await;
+    }
+    assert_eq!(pool.stats().recent_work, Duration::from_millis(20));
+    let gate = Gate::new();
+    for _ in 0..2 {
+        drop(pool.try_admit().unwrap().offload(gate.work()));
+    }
+    gate.wait_started(2);
+    assert_eq!(pool.stats().orphans_running, 2, "both callers have gone");
+    tokio::time::advance(Duration::from_millis(2500)).await;
+    assert_eq!(
+        pool.try_admit().unwrap_err().retry_after_secs(),
+        3,
+        "2.5 s past a 20 ms typical: as long again, rounded up"
+    );
+    gate.open(2);
+    let slots = [pool.admit().await.unwrap(), pool.admit().await.unwrap()];
+    let stats = pool.stats();
+    assert_eq!((stats.orphans_running, stats.orphaned), (0, 2));
+    drop(slots);
+}
