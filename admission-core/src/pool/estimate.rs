@@ -26,7 +26,9 @@
 //! they run on. Outside any runtime both are the real clock. A pool used
 //! from one runtime therefore measures on one clock; a pool shared between
 //! a paused test runtime and real-time threads mixes two clocks, and its
-//! times saturate at zero rather than go negative.
+//! times saturate at zero rather than go negative. Under `--cfg loom` the
+//! clock stands still, so that a model's interleavings, not the real time
+//! of a run, decide what a refusal reads.
 
 use std::sync::PoisonError;
 use std::time::Duration;
@@ -273,6 +275,18 @@ impl WorkTimes {
         micros(at.saturating_duration_since(self.epoch))
     }
 
+    /// Now on `clock` (the caller's runtime's when `None`), in microseconds
+    /// since the epoch. Under loom the clock stands still at the epoch: a
+    /// model explores interleavings, and which atomics a refusal reads
+    /// must not depend on the real time of a run.
+    #[inline]
+    fn now(&self, clock: Option<&Clock>) -> u64 {
+        if cfg!(loom) {
+            return 0;
+        }
+        self.since_epoch(clock.map_or_else(Instant::now, Clock::now))
+    }
+
     fn lock(&self) -> crate::loom::sync::MutexGuard<'_, Recent> {
         // Nothing panics under the lock; a poisoned lock still holds whole
         // data.
@@ -284,7 +298,7 @@ impl WorkTimes {
     pub(crate) fn started(&self, clock: &Clock) -> Started {
         let recent = self.lock();
         // Read under the lock, so start times are appended in order.
-        let now = self.since_epoch(clock.now());
+        let now = self.now(Some(clock));
         self.start_at(&recent, now);
         Started(now)
     }
@@ -293,7 +307,7 @@ impl WorkTimes {
     /// `clock`, and returns how long it ran.
     pub(crate) fn finished(&self, clock: &Clock, started: Started) -> Duration {
         let mut recent = self.lock();
-        let now = self.since_epoch(clock.now());
+        let now = self.now(Some(clock));
         self.finish_at(&mut recent, started, now);
         Duration::from_micros(now.saturating_sub(started.0))
     }
@@ -381,7 +395,7 @@ impl WorkTimes {
     /// (read only when work is running).
     #[inline]
     pub(crate) fn secs(&self, in_use: impl FnOnce() -> usize) -> u32 {
-        self.secs_when(|| self.since_epoch(Instant::now()), in_use)
+        self.secs_when(|| self.now(None), in_use)
     }
 
     /// [`secs`](Self::secs) with the clock read by `now`, only when work
