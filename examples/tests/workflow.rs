@@ -380,11 +380,11 @@ async fn sigterm_with_work_running_past_the_deadline_exits_by_the_deadline() {
 }
 
 /// The second case: two clients start ten-minute operations and
-/// disconnect. Their work holds the work class (orphaned) and has run for
-/// seconds, far past the typical work: a refused client is told to come
-/// back in about as long as it has run, not in 1 s.
+/// disconnect. Their work holds the work class (orphaned): a client is
+/// refused with a `Retry-After`. That the hint grows with the orphans' age
+/// is pinned on a paused clock in admission-core.
 #[tokio::test]
-async fn retry_after_counts_orphaned_work_that_has_run_for_seconds() {
+async fn retry_after_is_sent_while_orphans_hold_the_work_class() {
     let workflow = start(&["--shutdown-deadline-ms", "500"]).await;
     let client = client();
     for _ in 0..3 {
