@@ -654,18 +654,26 @@ impl Pool {
     /// # Examples
     ///
     /// ```
-    /// use admission_core::{Admission, Pool};
+    /// use admission_core::Pool;
     ///
-    /// # #[tokio::main(flavor = "current_thread")]
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
+    /// // Work is timed on the runtime's clock: paused here, so the walk
+    /// // takes 1.2 s without the example waiting for it.
     /// let pool = Pool::new("registry", 1).unwrap();
     /// assert_eq!(pool.retry_after_secs(), 1, "nothing seen yet");
     ///
-    /// let walk = || {
-    ///     std::thread::sleep(std::time::Duration::from_millis(1200));
-    ///     Ok::<_, std::fmt::Error>(())
+    /// let (started, running) = tokio::sync::oneshot::channel();
+    /// let (release, held) = std::sync::mpsc::channel::<()>();
+    /// let walk = move || {
+    ///     started.send(()).unwrap();
+    ///     held.recv().map_err(|_| std::fmt::Error)
     /// };
-    /// pool.run(walk, Admission::FailFast).await.unwrap();
+    /// let walking = pool.try_admit().unwrap().offload(walk);
+    /// running.await.unwrap();
+    /// tokio::time::advance(std::time::Duration::from_millis(1200)).await;
+    /// release.send(()).unwrap();
+    /// walking.await.unwrap();
     /// assert_eq!(pool.retry_after_secs(), 2, "a walk takes 1.2 s: 2 s, rounded up");
     /// # }
     /// ```
