@@ -1,8 +1,10 @@
 //! Per-pool counters and their cheap snapshot.
 //!
-//! This module owns the atomics a pool updates on its hot paths and the
-//! [`PoolStats`] snapshot read from them. It must never take a lock: every
-//! update is one relaxed atomic operation, made through a method named for
+//! This module owns the atomics a pool updates on its hot paths, the
+//! [`PoolStats`] snapshot read from them, and the per-job word that tells a
+//! running orphan from running work. It must never take a lock: every
+//! update is a relaxed atomic operation (two for a caller leaving or work
+//! ending: the job's word, then the gauge), made through a method named for
 //! the event it counts.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -78,8 +80,10 @@ pub struct PoolStats {
     /// Callers served by joining a coalesced walk instead of starting one.
     pub coalesced: u64,
     /// The typical duration of recent work: the median of the last 16
-    /// pieces that finished (zero before any did). The retry hint starts
-    /// from it; see [`RetryHint::Observed`](crate::pool::RetryHint::Observed).
+    /// pieces that finished; before any did, the expected work time given
+    /// to [`PoolBuilder::expected_work`](crate::pool::PoolBuilder::expected_work)
+    /// (zero when none was). The retry hint starts from it; see
+    /// [`RetryHint::Observed`](crate::pool::RetryHint::Observed).
     pub recent_work: Duration,
     /// Cumulative counts of work durations per [`DURATION_BUCKETS`] bound,
     /// followed by the total count.
@@ -296,4 +300,54 @@ impl Listeners {
 
 fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running_orphans(counters: &Counters) -> i64 {
+        counters.orphans_running.load(Relaxed)
+    }
+
+    #[test]
+    fn the_last_caller_leaving_running_work_makes_it_a_running_orphan_until_it_ends() {
+        let counters = Counters::default();
+        let walk = Listeners::new();
+        walk.listen(&counters);
+        walk.leave(&counters);
+        assert_eq!(running_orphans(&counters), 0, "one caller still listens");
+        walk.leave(&counters);
+        assert_eq!(running_orphans(&counters), 1, "every caller has gone");
+        walk.listen(&counters);
+        assert_eq!(running_orphans(&counters), 0, "a caller joined again");
+        walk.leave(&counters);
+        assert_eq!(running_orphans(&counters), 1);
+        walk.end(&counters);
+        assert_eq!(running_orphans(&counters), 0, "ended: no longer running");
+    }
+
+    #[test]
+    fn a_caller_leaving_after_the_work_ended_counts_no_running_orphan() {
+        let counters = Counters::default();
+        let work = Listeners::new();
+        work.end(&counters);
+        work.leave(&counters);
+        assert_eq!(running_orphans(&counters), 0);
+        let taken = Listeners::new();
+        taken.end(&counters);
+        assert_eq!(running_orphans(&counters), 0, "its caller took the result");
+    }
+
+    #[test]
+    fn a_snapshot_reads_a_gauge_briefly_below_zero_as_zero() {
+        let counters = Counters::default();
+        counters.orphans_running.store(-1, Relaxed);
+        assert_eq!(
+            counters
+                .snapshot("p", 1, 0, 0, Duration::ZERO)
+                .orphans_running,
+            0
+        );
+    }
 }
