@@ -36,7 +36,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::loom::sync::Mutex;
-use crate::loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+use crate::loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
+// The statistics beside the seqlock are single values, each read alone:
+// they stay on `std` atomics under loom (as the pool's counters do), so a
+// model's interleavings are those of the seqlock and the slots.
+use std::sync::atomic::{AtomicU32, AtomicU64 as StdAtomicU64};
 
 /// How a pool computes the `Retry-After` hint of its refusals.
 ///
@@ -194,11 +198,11 @@ pub(crate) struct WorkTimes {
     writer: Mutex<Recent>,
     /// The median of the window in microseconds; the expected work time
     /// (0 when none was given) until work finished.
-    typical: AtomicU64,
+    typical: StdAtomicU64,
     /// The 90th percentile of the window in microseconds: how long work
     /// takes when it takes long; the expected work time until work
     /// finished.
-    long: AtomicU64,
+    long: StdAtomicU64,
     /// The hint when no work is running: the typical duration in whole
     /// seconds under the rule (1 without history). Kept up to date by the
     /// writers so that the common refusal is one load.
@@ -259,8 +263,8 @@ impl WorkTimes {
             rule,
             epoch: Instant::now(),
             writer: Mutex::new(Recent::default()),
-            typical: AtomicU64::new(expected),
-            long: AtomicU64::new(expected),
+            typical: StdAtomicU64::new(expected),
+            long: StdAtomicU64::new(expected),
             idle_secs: AtomicU32::new(rule.secs(expected)),
             seq: AtomicU64::new(0),
             running: AtomicUsize::new(0),
