@@ -849,3 +849,42 @@ async fn closing_a_pool_refuses_its_waiters_and_counts_none_left() {
         "no one is counted in line after close"
     );
 }
+
+/// Before any work has ended, the expected work time stands in for the
+/// typical one: a caller whose budget is shorter is refused at once, and a
+/// queued caller waits one expected work time; without it neither happens.
+#[tokio::test(start_paused = true)]
+async fn a_cold_pool_refuses_short_budgets_and_times_its_queue_from_the_expected_work() {
+    let expecting = Pool::builder("cold-expected-budget")
+        .capacity(1)
+        .expected_work(Duration::from_millis(40))
+        .build()
+        .unwrap();
+    let untold = Pool::new("cold-untold-budget", 1).unwrap();
+    let short = |pool: &Pool| {
+        let pool = pool.clone();
+        Caller::new(Criticality::Default)
+            .with_budget(Duration::from_millis(10))
+            .scope(async move { pool.try_admit().map(drop) })
+    };
+    assert_eq!(
+        short(&expecting).await.unwrap_err().code(),
+        Code::BudgetTooShort,
+        "10 ms cannot cover the 40 ms expected"
+    );
+    assert_eq!(
+        short(&untold).await,
+        Ok(()),
+        "nothing expected, nothing seen"
+    );
+
+    let _held = held_elsewhere(&expecting);
+    let started = Instant::now();
+    let refusal = expecting.admit_with(Admission::Queue).await.unwrap_err();
+    assert_eq!(refusal.code(), Code::WaitTimedOut);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(40) && waited <= Duration::from_millis(42),
+        "one expected work time (40 ms), not the 100 ms default: waited {waited:?}"
+    );
+}
