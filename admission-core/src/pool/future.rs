@@ -18,7 +18,10 @@ use super::{Pool, WorkError};
 /// The result of offloaded work, once it ends.
 ///
 /// Dropping it orphans the work: the work runs on, keeps its slot until it
-/// ends, and a failure is reported by the pool instead of the caller.
+/// ends, and a failure is reported by the pool instead of the caller. While
+/// it runs it counts in
+/// [`PoolStats::orphans_running`](crate::stats::PoolStats::orphans_running),
+/// and once it ends in [`orphaned`](crate::stats::PoolStats::orphaned).
 ///
 /// # Cancel safety
 ///
