@@ -1,8 +1,10 @@
 //! The synchronisation primitives the crate's own code uses, swapped for
 //! loom's under `--cfg loom` so that the models in `loom_models/` explore
 //! their interleavings: the worker threads' queue lock and condition
-//! variable, the threads themselves, the drain's state and the pool's gate
-//! (the slot word and the waiting line).
+//! variable, the threads themselves, the drain's state, the pool's gate
+//! (the slot word and the waiting line) and the work times' seqlock (the
+//! running work a refusal reads, and the spin of a reader that meets a
+//! writer).
 //!
 //! tokio's oneshot is *not* loom-instrumented when tokio is a dependency
 //! (tokio swaps it only in its own tests), so in the models it acts as an
@@ -12,7 +14,7 @@
 //! This module only re-exports; it must never hold logic.
 
 #[cfg(not(loom))]
-pub(crate) use std::{sync, thread};
+pub(crate) use std::{hint, sync, thread};
 
 #[cfg(loom)]
-pub(crate) use loom::{sync, thread};
+pub(crate) use loom::{hint, sync, thread};

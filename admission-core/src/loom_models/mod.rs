@@ -7,6 +7,7 @@
 //! oneshot are not instrumented (tokio swaps in loom only in its own tests):
 //! here they act as atomic black boxes.
 
+mod loom_estimator;
 mod loom_queue;
 mod loom_reservation;
 mod loom_shutdown;
