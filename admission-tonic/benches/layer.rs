@@ -6,7 +6,7 @@
 //! * `admission`: the same under `AdmissionLayer` (a lease taken, the call
 //!   run under it, the body wrapped, the lease released at its end);
 //! * `admission_with_deadline`: the same with a `grpc-timeout` to parse
-//!   and a `Deadline` to insert;
+//!   into the caller's deadline;
 //! * `refused`: a call the layer refuses (a trailers-only `UNAVAILABLE`
 //!   with its message and pushback).
 
