@@ -42,6 +42,13 @@ pub enum Code {
     ShuttingDown,
     /// `ADMISSION_REENTRANT`: a task that holds every slot of a pool asked
     /// to wait for another, a wait that could never end.
+    ///
+    /// A programming error in the caller, not overload: the only code for
+    /// which [`is_overload`](Self::is_overload) is `false`. The pool counts
+    /// it in [`PoolStats::reentrant`](crate::stats::PoolStats::reentrant),
+    /// not in `refused`, and logs it at `ERROR` once per call site; the
+    /// adapters answer it as a server error (HTTP 500, gRPC
+    /// `FAILED_PRECONDITION`), never with a `Retry-After`.
     Reentrant,
     /// `ADMISSION_BUDGET_TOO_SHORT`: the caller's deadline leaves less time
     /// than the expected wait plus the pool's typical work; admitting it
@@ -60,6 +67,32 @@ impl Code {
         Code::Reentrant,
         Code::BudgetTooShort,
     ];
+
+    /// Whether this code says the service is overloaded (or closing) and
+    /// the caller may retry later, as every code but
+    /// [`Reentrant`](Self::Reentrant) does; `false` for a programming error,
+    /// which a retry would only repeat.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Code;
+    ///
+    /// assert!(Code::Saturated.is_overload());
+    /// assert!(Code::ShuttingDown.is_overload());
+    /// assert!(!Code::Reentrant.is_overload());
+    /// ```
+    pub const fn is_overload(self) -> bool {
+        match self {
+            Code::Saturated
+            | Code::LeaseUnavailable
+            | Code::ReservationExhausted
+            | Code::WaitTimedOut
+            | Code::ShuttingDown
+            | Code::BudgetTooShort => true,
+            Code::Reentrant => false,
+        }
+    }
 
     /// The stable string form.
     pub const fn as_str(self) -> &'static str {
@@ -161,6 +194,23 @@ impl Refusal {
     /// The stable code.
     pub fn code(&self) -> Code {
         self.code
+    }
+
+    /// Whether the refusal is for overload (or shutdown), so the caller
+    /// may retry later: [`Code::is_overload`] of its code. `false` for
+    /// [`Code::Reentrant`], a programming error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Pool;
+    ///
+    /// let pool = Pool::new("registry", 1).unwrap();
+    /// let _held = pool.try_admit().unwrap();
+    /// assert!(pool.try_admit().unwrap_err().is_overload());
+    /// ```
+    pub fn is_overload(&self) -> bool {
+        self.code.is_overload()
     }
 
     /// The retry hint in whole seconds, at least 1.

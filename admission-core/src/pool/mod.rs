@@ -16,7 +16,7 @@ mod future;
 mod gate;
 mod holders;
 pub(crate) mod job;
-mod permits;
+pub(crate) mod permits;
 mod retry;
 mod slot;
 pub(crate) mod stats;
@@ -26,7 +26,7 @@ mod workers;
 
 pub use self::builder::PoolBuilder;
 pub use self::future::WorkFuture;
-pub use self::gate::{Admission, Pool};
+pub use self::gate::{Admission, Pool, REENTRANT_GRACE};
 pub use self::permits::QueuePolicy;
 pub use self::retry::RetryHint;
 pub use self::slot::Slot;

@@ -47,12 +47,17 @@ pub struct PoolStats {
     pub admitted: u64,
     /// Slots returned.
     pub released: u64,
-    /// Admissions refused (fail-fast, timed out or closed).
+    /// Admissions refused (fail-fast, timed out or closed); reentrant
+    /// waits are not among them.
     pub refused: u64,
     /// Refusals by the refused caller's criticality, in the order of
     /// [`Criticality::ALL`](crate::Criticality::ALL) (critical, default,
     /// sheddable).
     pub refused_by_criticality: [u64; 3],
+    /// Waits refused with `ADMISSION_REENTRANT`: a task waited for a slot
+    /// while it held every slot itself. A programming error, not overload,
+    /// so it is not counted in `refused`.
+    pub reentrant: u64,
     /// Work currently running on a worker thread.
     pub running: usize,
     /// The most work ever seen running at once.
@@ -123,6 +128,7 @@ pub(crate) struct Counters {
     /// still one atomic add; the total is their sum.
     refused: [Sharded; 3],
     orphaned_micros: AtomicU64,
+    reentrant: AtomicU64,
     running: AtomicUsize,
     peak_running: AtomicUsize,
     finished: AtomicU64,
@@ -146,6 +152,11 @@ impl Counters {
     #[inline]
     pub(crate) fn count_refusal(&self, criticality: Criticality) {
         self.refused[criticality.index()].add(1);
+    }
+
+    /// A wait was refused as reentrant (not a refusal for overload).
+    pub(crate) fn count_reentrant(&self) {
+        self.reentrant.fetch_add(1, Relaxed);
     }
 
     /// Work panicked.
@@ -217,6 +228,7 @@ impl Counters {
             released,
             refused: refused_by_criticality.iter().sum(),
             refused_by_criticality,
+            reentrant: self.reentrant.load(Relaxed),
             running: self.running.load(Relaxed),
             peak_running: self.peak_running.load(Relaxed),
             finished: self.finished.load(Relaxed),
