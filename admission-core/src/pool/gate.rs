@@ -303,7 +303,10 @@ impl Pool {
         }
         let level = caller.criticality();
         match self.inner.permits.try_acquire(level) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.inner.counters.count_admission();
+                Ok(())
+            }
             Err(NoSlot::Full) => Err(self.refuse_for(saturated, level)),
             Err(NoSlot::Closed) => Err(self.refuse_for(Code::ShuttingDown, level)),
         }
@@ -388,6 +391,19 @@ impl Pool {
     async fn wait_for_permit(
         &self,
         patience: Patience,
+        limit: Option<Duration>,
+        at: &'static Location<'static>,
+    ) -> Result<(), Refusal> {
+        self.wait_in_line(patience, limit, at).await?;
+        self.inner.counters.count_admission();
+        Ok(())
+    }
+
+    /// [`wait_for_permit`](Self::wait_for_permit) but for the count of the
+    /// admission.
+    async fn wait_in_line(
+        &self,
+        patience: Patience,
         mut limit: Option<Duration>,
         at: &'static Location<'static>,
     ) -> Result<(), Refusal> {
@@ -423,7 +439,7 @@ impl Pool {
             Enqueued::Waiting(ticket) => ticket,
         };
         let place = Place {
-            permits: &self.inner.permits,
+            pool: self,
             key,
             armed: true,
         };
@@ -870,7 +886,7 @@ pub const REENTRANT_GRACE: Duration = Duration::from_millis(100);
 /// timed out, or its future was dropped): the node is unlinked, or a slot
 /// handed to it at that moment is given back.
 struct Place<'a> {
-    permits: &'a Permits,
+    pool: &'a Pool,
     key: Key,
     armed: bool,
 }
@@ -884,8 +900,11 @@ impl Place<'_> {
 
 impl Drop for Place<'_> {
     fn drop(&mut self) {
-        if self.armed {
-            self.permits.cancel(self.key);
+        if self.armed && self.pool.inner.permits.cancel(self.key) {
+            // Handed a slot as it gave up: the slot goes on to the next
+            // waiter or back to the pool, and counts as neither admitted
+            // nor returned (`admitted` is `released + in_use`).
+            self.pool.inner.permits.release();
         }
     }
 }

@@ -161,7 +161,6 @@ thread_local! {
 loom::thread_local! {
     static LAST_TASK: std::cell::Cell<Option<(tokio::task::Id, u64)>> =
         std::cell::Cell::new(None);
-    static THREAD: std::cell::Cell<u64> = std::cell::Cell::new(FREE);
 }
 
 /// The identity of the task `id`.
@@ -181,6 +180,7 @@ fn task_holder(id: tokio::task::Id) -> u64 {
 
 /// The identity of the current thread: numbered from a process-wide
 /// counter the first time it is asked for.
+#[cfg(not(loom))]
 #[inline]
 fn thread_holder() -> u64 {
     // Not a loom atomic: it only hands out distinct numbers, it orders
@@ -194,4 +194,14 @@ fn thread_holder() -> u64 {
         }
         holder => holder,
     })
+}
+
+/// Under loom every modelled thread shares one OS thread, and a model must
+/// run alike in every execution: name loom's thread by its id, which loom
+/// numbers afresh in each.
+#[cfg(loom)]
+fn thread_holder() -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    format!("{:?}", crate::loom::thread::current().id()).hash(&mut hasher);
+    hasher.finish() | THREAD_BIT
 }

@@ -690,9 +690,12 @@ impl Permits {
     }
 
     /// Leaves the line (a waiter that gave up before it saw its answer): a
-    /// waiter still in line unlinks its node; one that was handed a slot at
-    /// that very moment gives it back (to the next waiter or the pool).
-    pub(crate) fn cancel(&self, key: Key) {
+    /// waiter still in line unlinks its node. Returns whether it was handed
+    /// a slot at that very moment: that slot is still counted in use, and
+    /// the caller must [`release`](Self::release) it (to the next waiter or
+    /// the pool) without counting it as returned, since no one took it.
+    #[must_use = "a slot granted to the cancelled waiter must be released"]
+    pub(crate) fn cancel(&self, key: Key) -> bool {
         let at = key.0;
         let (granted, waker) = {
             let mut line = self.lock();
@@ -709,9 +712,7 @@ impl Permits {
         };
         // The waiter's own waker, dropped outside the lock.
         drop(waker);
-        if granted {
-            self.release();
-        }
+        granted
     }
 
     /// Lets go of stale callers of standing queues (see

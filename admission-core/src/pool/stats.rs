@@ -18,7 +18,9 @@ pub const DURATION_BUCKETS: [f64; 12] = [
 /// A snapshot of one pool's state and counters.
 ///
 /// `admitted == released + in_use` holds for every snapshot taken while the
-/// pool is quiet; orphans count as in use until their work ends.
+/// pool is quiet; orphans count as in use until their work ends, and so
+/// does a slot handed to a waiter that has not yet woken to take it (it is
+/// admitted when taken, and counted as neither if the waiter gives up).
 ///
 /// # Examples
 ///
@@ -43,7 +45,7 @@ pub struct PoolStats {
     pub in_use: usize,
     /// Callers waiting for a slot right now (`Wait`, `WaitFor`, `Queue`).
     pub waiting: usize,
-    /// Slots ever handed out.
+    /// Slots ever handed out to a caller.
     pub admitted: u64,
     /// Slots returned.
     pub released: u64,
@@ -123,6 +125,7 @@ fn shard() -> usize {
 /// these methods.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
+    admitted: Sharded,
     released: Sharded,
     /// Refusals per criticality: one sharded counter each, so a refusal is
     /// still one atomic add; the total is their sum.
@@ -142,6 +145,12 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
+    /// A caller took a slot.
+    #[inline]
+    pub(crate) fn count_admission(&self) {
+        self.admitted.add(1);
+    }
+
     /// A slot came back.
     #[inline]
     pub(crate) fn count_release(&self) {
@@ -224,7 +233,7 @@ impl Counters {
             capacity,
             in_use,
             waiting,
-            admitted: released + in_use as u64,
+            admitted: self.admitted.sum(),
             released,
             refused: refused_by_criticality.iter().sum(),
             refused_by_criticality,
