@@ -303,10 +303,7 @@ impl Pool {
         }
         let level = caller.criticality();
         match self.inner.permits.try_acquire(level) {
-            Ok(()) => {
-                self.inner.counters.count_admission();
-                Ok(())
-            }
+            Ok(()) => Ok(()),
             Err(NoSlot::Full) => Err(self.refuse_for(saturated, level)),
             Err(NoSlot::Closed) => Err(self.refuse_for(Code::ShuttingDown, level)),
         }
@@ -391,19 +388,6 @@ impl Pool {
     async fn wait_for_permit(
         &self,
         patience: Patience,
-        limit: Option<Duration>,
-        at: &'static Location<'static>,
-    ) -> Result<(), Refusal> {
-        self.wait_in_line(patience, limit, at).await?;
-        self.inner.counters.count_admission();
-        Ok(())
-    }
-
-    /// [`wait_for_permit`](Self::wait_for_permit) but for the count of the
-    /// admission.
-    async fn wait_in_line(
-        &self,
-        patience: Patience,
         mut limit: Option<Duration>,
         at: &'static Location<'static>,
     ) -> Result<(), Refusal> {
@@ -439,7 +423,7 @@ impl Pool {
             Enqueued::Waiting(ticket) => ticket,
         };
         let place = Place {
-            pool: self,
+            permits: &self.inner.permits,
             key,
             armed: true,
         };
@@ -693,7 +677,7 @@ impl Pool {
         self.inner.counters.snapshot(
             self.inner.name,
             self.inner.capacity,
-            self.in_use(),
+            self.inner.permits.books(),
             self.inner.permits.waiting(),
             self.inner.retry.typical(),
         )
@@ -824,7 +808,6 @@ impl Pool {
         if let Some(cell) = cell {
             self.inner.holders.clear(cell);
         }
-        self.inner.counters.count_release();
         self.inner.permits.release();
     }
 
@@ -886,7 +869,7 @@ pub const REENTRANT_GRACE: Duration = Duration::from_millis(100);
 /// timed out, or its future was dropped): the node is unlinked, or a slot
 /// handed to it at that moment is given back.
 struct Place<'a> {
-    pool: &'a Pool,
+    permits: &'a Permits,
     key: Key,
     armed: bool,
 }
@@ -900,11 +883,10 @@ impl Place<'_> {
 
 impl Drop for Place<'_> {
     fn drop(&mut self) {
-        if self.armed && self.pool.inner.permits.cancel(self.key) {
-            // Handed a slot as it gave up: the slot goes on to the next
-            // waiter or back to the pool, and counts as neither admitted
-            // nor returned (`admitted` is `released + in_use`).
-            self.pool.inner.permits.release();
+        if self.armed {
+            // A slot handed to it as it gave up goes on to the next waiter
+            // or back to the pool, counted as neither admitted nor returned.
+            self.permits.cancel(self.key);
         }
     }
 }

@@ -14,6 +14,12 @@
 //! await, and no waker is woken while it is held (they are collected under
 //! the lock and woken after it).
 //!
+//! The same word keeps the pool's books: how many slots were ever admitted
+//! (taken by a caller) and how many of the slots in use are handed to a
+//! waiter that has not yet taken them, so that each admission, each return
+//! and each handoff is counted by the very operation that makes it, once,
+//! and a snapshot of `admitted`, `released` and `in_use` is one load.
+//!
 //! The line is a slab of nodes threaded into six index-linked lists (three
 //! levels, patient and queued): a waiter's state (waiting with its waker,
 //! granted, shed or closed) lives in its node, which the waiter alone frees,
@@ -26,9 +32,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::stats::Books;
 use crate::caller::Criticality;
 use crate::loom::sync::Mutex;
-use crate::loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use crate::loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 
 /// Fixed limits for a pool's waiting queue, the one
 /// [`Admission::Queue`](crate::Admission::Queue) callers wait in.
@@ -495,12 +502,30 @@ impl Line {
     }
 }
 
-/// The bit of [`Permits::state`] set once the pool is closed.
-const CLOSED: usize = 1 << (usize::BITS - 1);
-/// The "someone may be in line" bit of [`Permits::state`].
-const LINE: usize = 1 << (usize::BITS - 2);
-/// The bits that count the slots in use.
-const COUNT: usize = LINE - 1;
+/// The bits of [`Permits::state`] that count the slots in use (handed to
+/// waiters included): [`MAX_CAPACITY`](crate::pool::MAX_CAPACITY) fits.
+const COUNT: u64 = (1 << 13) - 1;
+/// One slot handed to a waiter that has not taken it yet (13 bits).
+const TRANSIT_ONE: u64 = 1 << 13;
+/// The admitted count wrapped and the wrap is not yet in `epochs`.
+const WRAP: u64 = 1 << 26;
+/// Someone may be in line.
+const LINE: u64 = 1 << 27;
+/// The pool is closed.
+const CLOSED: u64 = 1 << 28;
+/// Where the count of admissions starts: the top 35 bits, which wrap
+/// (into [`Permits::epochs`]) every 34 billion admissions.
+const ADMIT_SHIFT: u32 = 29;
+const ADMIT_ONE: u64 = 1 << ADMIT_SHIFT;
+
+const _: () = assert!(crate::error::MAX_CAPACITY as u64 <= COUNT);
+
+/// `state` with one more slot in use, taken by a caller.
+#[inline]
+const fn admitted(state: u64) -> u64 {
+    let next = state.wrapping_add(ADMIT_ONE + 1);
+    if next < ADMIT_ONE { next | WRAP } else { next }
+}
 
 /// The slot count and the waiting line of one pool.
 ///
@@ -512,15 +537,18 @@ const COUNT: usize = LINE - 1;
 /// only with a compare-and-swap against the full count it saw, and a
 /// release that finds the line bit set decides under the line's lock
 /// (where close sets its bit and empties the line) whether its slot goes
-/// to a waiter or back to the pool.
+/// to a waiter or back to the pool. The word also counts admissions and
+/// the slots in transit to a waiter (see the module's doc).
 #[derive(Debug)]
 pub(crate) struct Permits {
     /// Per level (most critical first): the slots in use at or above which
     /// that level is not admitted.
     limits: [usize; 3],
-    /// Slots in use, plus [`LINE`] while the line may have waiters, plus
-    /// [`CLOSED`] once closed.
-    state: AtomicUsize,
+    /// Slots in use, slots in transit, plus [`LINE`] while the line may
+    /// have waiters, [`CLOSED`] once closed, and the admissions.
+    state: AtomicU64,
+    /// How many times the admissions in `state` wrapped.
+    epochs: AtomicU64,
     /// Waiters in line, for the statistics (the line's length, kept under
     /// its lock).
     waiting: AtomicUsize,
@@ -533,7 +561,8 @@ impl Permits {
     pub(crate) fn new(limits: [usize; 3], bound: usize) -> Self {
         Permits {
             limits,
-            state: AtomicUsize::new(0),
+            state: AtomicU64::new(0),
+            epochs: AtomicU64::new(0),
             waiting: AtomicUsize::new(0),
             bound,
             line: Mutex::new(Line::new()),
@@ -541,7 +570,47 @@ impl Permits {
     }
 
     pub(crate) fn in_use(&self) -> usize {
-        self.state.load(SeqCst) & COUNT
+        (self.state.load(SeqCst) & COUNT) as usize
+    }
+
+    /// The books, from one load of the word: slots admitted, returned, and
+    /// in use (those in transit to a waiter are in use, not yet admitted).
+    pub(crate) fn books(&self) -> Books {
+        loop {
+            let epochs = self.epochs.load(SeqCst);
+            let state = self.state.load(SeqCst);
+            if state & WRAP != 0 {
+                // The admission that wrapped is counting its epoch.
+                crate::loom::thread::yield_now();
+                continue;
+            }
+            if self.epochs.load(SeqCst) != epochs {
+                continue;
+            }
+            let admitted = (epochs << (64 - ADMIT_SHIFT)) | (state >> ADMIT_SHIFT);
+            let in_use = state & COUNT;
+            let held = in_use - ((state / TRANSIT_ONE) & COUNT);
+            return Books {
+                admitted,
+                released: admitted - held,
+                in_use: in_use as usize,
+            };
+        }
+    }
+
+    /// Sets the word after a compare-and-swap from `state` to `next`
+    /// succeeded: counts an admissions' wrap into `epochs`.
+    #[inline]
+    fn after_admission(&self, state: u64, next: u64) {
+        if next & WRAP != 0 && state & WRAP == 0 {
+            self.wrapped();
+        }
+    }
+
+    #[cold]
+    fn wrapped(&self) {
+        self.epochs.fetch_add(1, SeqCst);
+        self.state.fetch_and(!WRAP, SeqCst);
     }
 
     pub(crate) fn waiting(&self) -> usize {
@@ -550,6 +619,14 @@ impl Permits {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.state.load(SeqCst) & CLOSED != 0
+    }
+
+    #[cfg(test)]
+    fn with_admitted(limits: [usize; 3], bound: usize, admitted: u64) -> Self {
+        let permits = Permits::new(limits, bound);
+        permits.state.store(admitted << ADMIT_SHIFT, SeqCst);
+        permits.epochs.store(admitted >> (64 - ADMIT_SHIFT), SeqCst);
+        permits
     }
 
     fn lock(&self) -> crate::loom::sync::MutexGuard<'_, Line> {
@@ -562,7 +639,7 @@ impl Permits {
     /// one compare-and-swap against a word without the closed bit.
     #[inline]
     pub(crate) fn try_acquire(&self, level: Criticality) -> Result<(), NoSlot> {
-        let limit = self.limits[level.index()];
+        let limit = self.limits[level.index()] as u64;
         let mut state = self.state.load(SeqCst);
         loop {
             if state & CLOSED != 0 {
@@ -571,11 +648,15 @@ impl Permits {
             if state & COUNT >= limit {
                 return Err(NoSlot::Full);
             }
+            let next = admitted(state);
             match self
                 .state
-                .compare_exchange_weak(state, state + 1, SeqCst, SeqCst)
+                .compare_exchange_weak(state, next, SeqCst, SeqCst)
             {
-                Ok(_) => return Ok(()),
+                Ok(_) => {
+                    self.after_admission(state, next);
+                    return Ok(());
+                }
                 Err(actual) => state = actual,
             }
         }
@@ -623,19 +704,17 @@ impl Permits {
                 Err(NoSlot::Full) => Enqueued::Full,
             };
         }
-        let limit = self.limits[level.index()];
+        let limit = self.limits[level.index()] as u64;
         let mut state = self.state.load(SeqCst);
         loop {
             if state & CLOSED != 0 {
                 return Enqueued::Closed;
             }
-            let next = if state & COUNT < limit {
-                state + 1
-            } else {
-                state | LINE
-            };
+            let free = state & COUNT < limit;
+            let next = if free { admitted(state) } else { state | LINE };
             match self.state.compare_exchange(state, next, SeqCst, SeqCst) {
-                Ok(_) if next == state + 1 => {
+                Ok(_) if free => {
+                    self.after_admission(state, next);
                     // A caller evicted to make room may have been the last
                     // in line.
                     if line.linked == 0 && next & LINE != 0 {
@@ -686,33 +765,62 @@ impl Permits {
             State::Free => unreachable!("a waiter polls only its own node"),
         };
         line.free(at);
+        if answer.is_ok() {
+            // The slot in transit is the caller's now: admitted.
+            let mut state = self.state.load(SeqCst);
+            loop {
+                let next = admitted(state).wrapping_sub(TRANSIT_ONE + 1);
+                match self.state.compare_exchange(state, next, SeqCst, SeqCst) {
+                    Ok(_) => {
+                        self.after_admission(state, next);
+                        break;
+                    }
+                    Err(actual) => state = actual,
+                }
+            }
+        }
         Poll::Ready(answer)
     }
 
     /// Leaves the line (a waiter that gave up before it saw its answer): a
-    /// waiter still in line unlinks its node. Returns whether it was handed
-    /// a slot at that very moment: that slot is still counted in use, and
-    /// the caller must [`release`](Self::release) it (to the next waiter or
-    /// the pool) without counting it as returned, since no one took it.
-    #[must_use = "a slot granted to the cancelled waiter must be released"]
-    pub(crate) fn cancel(&self, key: Key) -> bool {
+    /// waiter still in line unlinks its node; one that was handed a slot at
+    /// that very moment passes it on to the next waiter it may go to, or
+    /// back to the pool, counted as neither admitted nor returned.
+    pub(crate) fn cancel(&self, key: Key) {
         let at = key.0;
-        let (granted, waker) = {
+        let mut wakes = Wakes::default();
+        let mut own = None;
+        {
             let mut line = self.lock();
-            let waiting = matches!(line.nodes[at as usize].state, State::Waiting(_));
-            let granted = matches!(line.nodes[at as usize].state, State::Granted);
-            let mut waker = None;
-            if waiting {
-                line.unlink(at, Instant::now());
-                waker = line.answer(at, State::Free);
-                self.left_line(&line, 1);
+            match line.nodes[at as usize].state {
+                State::Waiting(_) => {
+                    line.unlink(at, Instant::now());
+                    own = line.answer(at, State::Free);
+                    self.left_line(&line, 1);
+                }
+                State::Granted => {
+                    let state = self.state.load(SeqCst);
+                    let others = (state & COUNT).saturating_sub(1) as usize;
+                    let next = if state & CLOSED == 0 {
+                        line.pop(others, &self.limits)
+                    } else {
+                        None
+                    };
+                    if let Some(next) = next {
+                        // Still in transit, to the next waiter.
+                        wakes.push(line.answer(next, State::Granted));
+                        self.left_line(&line, 1);
+                    } else {
+                        self.state.fetch_sub(TRANSIT_ONE + 1, SeqCst);
+                    }
+                }
+                State::Shed(_) | State::Free => {}
             }
             line.free(at);
-            (granted, waker)
-        };
+        }
         // The waiter's own waker, dropped outside the lock.
-        drop(waker);
-        granted
+        drop(own);
+        wakes.wake();
     }
 
     /// Lets go of stale callers of standing queues (see
@@ -776,13 +884,15 @@ impl Permits {
             let mut line = self.lock();
             self.shed_stale(&mut line, &mut wakes);
             let state = self.state.load(SeqCst);
-            let others = (state & COUNT).saturating_sub(1);
+            let others = (state & COUNT).saturating_sub(1) as usize;
             let next = if state & CLOSED == 0 {
                 line.pop(others, &self.limits)
             } else {
                 None
             };
             if let Some(at) = next {
+                // Returned, and in transit to the waiter.
+                self.state.fetch_add(TRANSIT_ONE, SeqCst);
                 wakes.push(line.answer(at, State::Granted));
                 self.left_line(&line, 1);
             } else {
@@ -815,5 +925,99 @@ impl Permits {
             self.state.fetch_and(!LINE, SeqCst);
         }
         wakes.wake();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The admissions wrap out of the word into `epochs` with nothing lost:
+    /// the books read across the wrap count on by one per admission.
+    #[test]
+    fn the_books_count_on_across_the_admissions_wrap() {
+        let field = 1_u64 << (64 - ADMIT_SHIFT);
+        let start = 3 * field - 2;
+        let permits = Permits::with_admitted([4, 4, 4], 8, start);
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            permits.try_acquire(Criticality::Default).unwrap();
+            permits.release();
+            seen.push(permits.books());
+        }
+        let admitted: Vec<u64> = seen.iter().map(|b| b.admitted).collect();
+        assert_eq!(admitted, [start + 1, start + 2, start + 3, start + 4]);
+        assert!(
+            seen.iter()
+                .all(|b| b.admitted == b.released && b.in_use == 0)
+        );
+        assert_eq!(permits.state.load(SeqCst) & WRAP, 0, "the wrap was counted");
+    }
+
+    /// A slot handed to a waiter is returned (by its releaser) and in use,
+    /// not yet admitted; taken, it is admitted; a waiter that gives up as
+    /// it is handed one passes it on, counted as neither.
+    #[test]
+    fn a_handoff_is_counted_once_whether_the_waiter_takes_it_or_not() {
+        let permits = Permits::new([1, 1, 1], 2);
+        permits.try_acquire(Criticality::Default).unwrap();
+        let wait = |permits: &Permits| match permits.enqueue(
+            Criticality::Default,
+            Patience::Patient,
+            (Duration::ZERO, Duration::ZERO),
+        ) {
+            Enqueued::Waiting(ticket) => ticket.key,
+            other => panic!("the pool is full: {other:?}"),
+        };
+        let (first, second) = (wait(&permits), wait(&permits));
+        let books = |admitted, released, in_use| Books {
+            admitted,
+            released,
+            in_use,
+        };
+        permits.release();
+        assert_eq!(permits.books(), books(1, 1, 1), "returned, in transit");
+        permits.cancel(first);
+        assert_eq!(permits.books(), books(1, 1, 1), "passed on, uncounted");
+        let mut cx = Context::from_waker(Waker::noop());
+        assert_eq!(permits.poll_wait(second, &mut cx), Poll::Ready(Ok(())));
+        assert_eq!(permits.books(), books(2, 1, 1), "taken: admitted");
+        permits.release();
+        assert_eq!(permits.books(), books(2, 2, 0));
+    }
+
+    /// Once `close` has returned, neither the fail-fast path nor the line
+    /// grants a slot, and a waiter in line is answered.
+    #[test]
+    fn nothing_is_granted_once_closed() {
+        let permits = Permits::new([1, 1, 1], 2);
+        permits.try_acquire(Criticality::Default).unwrap();
+        let Enqueued::Waiting(ticket) = permits.enqueue(
+            Criticality::Default,
+            Patience::Patient,
+            (Duration::ZERO, Duration::ZERO),
+        ) else {
+            panic!("the pool is full");
+        };
+        permits.close();
+        permits.release();
+        assert_eq!(permits.in_use(), 0, "the release went to the pool");
+        let mut cx = Context::from_waker(Waker::noop());
+        assert_eq!(
+            permits.poll_wait(ticket.key, &mut cx),
+            Poll::Ready(Err(Shed::Closed))
+        );
+        assert_eq!(
+            permits.try_acquire(Criticality::Critical),
+            Err(NoSlot::Closed)
+        );
+        let times = (Duration::from_secs(1), Duration::from_secs(1));
+        for patience in [Patience::Patient, Patience::Queued] {
+            assert_eq!(
+                permits.enqueue(Criticality::Critical, patience, times),
+                Enqueued::Closed
+            );
+        }
+        assert_eq!((permits.in_use(), permits.waiting()), (0, 0));
     }
 }

@@ -121,12 +121,19 @@ fn shard() -> usize {
     SHARD.with(|s| *s)
 }
 
-/// The atomics behind [`PoolStats`]; the pool updates them only through
-/// these methods.
+/// The pool's books, kept by its gate in the word that counts its slots:
+/// slots admitted (taken by a caller), returned, and in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Books {
+    pub(crate) admitted: u64,
+    pub(crate) released: u64,
+    pub(crate) in_use: usize,
+}
+
+/// The atomics behind [`PoolStats`] but for the books; the pool updates
+/// them only through these methods.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    admitted: Sharded,
-    released: Sharded,
     /// Refusals per criticality: one sharded counter each, so a refusal is
     /// still one atomic add; the total is their sum.
     refused: [Sharded; 3],
@@ -145,18 +152,6 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
-    /// A caller took a slot.
-    #[inline]
-    pub(crate) fn count_admission(&self) {
-        self.admitted.add(1);
-    }
-
-    /// A slot came back.
-    #[inline]
-    pub(crate) fn count_release(&self) {
-        self.released.add(1);
-    }
-
     /// An admission was refused.
     #[inline]
     pub(crate) fn count_refusal(&self, criticality: Criticality) {
@@ -212,11 +207,10 @@ impl Counters {
         &self,
         name: &str,
         capacity: usize,
-        in_use: usize,
+        books: Books,
         waiting: usize,
         recent_work: Duration,
     ) -> PoolStats {
-        let released = self.released.sum();
         let refused_by_criticality = self.refused.each_ref().map(Sharded::sum);
         let mut cumulative = 0;
         let mut duration_buckets: Vec<u64> = self
@@ -231,10 +225,10 @@ impl Counters {
         PoolStats {
             name: name.to_owned(),
             capacity,
-            in_use,
+            in_use: books.in_use,
             waiting,
-            admitted: self.admitted.sum(),
-            released,
+            admitted: books.admitted,
+            released: books.released,
             refused: refused_by_criticality.iter().sum(),
             refused_by_criticality,
             reentrant: self.reentrant.load(Relaxed),
