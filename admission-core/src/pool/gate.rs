@@ -24,7 +24,7 @@ use super::workers::{Closed, Job as QueuedJob, Workers};
 use super::{PoolBuilder, PoolStats, RegistryWork, RetryHint, Slot, WorkError};
 use crate::caller::{Caller, Criticality};
 use crate::error::ConfigError;
-use crate::refusal::{Code, Refusal};
+use crate::refusal::{Code, PoolName, Refusal};
 
 /// What a pool is used as; decides the code of a fail-fast refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,7 +126,7 @@ pub struct Pool {
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pool")
-            .field("name", &self.inner.name)
+            .field("name", &self.inner.name.as_str())
             .field("capacity", &self.inner.capacity)
             .field("closed", &self.is_closed())
             .finish_non_exhaustive()
@@ -136,7 +136,7 @@ impl std::fmt::Debug for Pool {
 /// The state every clone of a [`Pool`] and every [`Slot`] share.
 struct PoolInner {
     /// Interned: refusals carry it without a reference count.
-    name: &'static str,
+    name: PoolName,
     kind: Kind,
     capacity: usize,
     permits: Permits,
@@ -218,11 +218,12 @@ impl Pool {
             return Err(ConfigError::BadQueue { pool: name });
         }
         let bound = queue.map_or(capacity.saturating_mul(2), |queue| queue.bound);
-        let name = crate::refusal::intern(name);
-        let workers = Workers::spawn(name, capacity).map_err(|err| ConfigError::Spawn {
-            pool: name.to_string(),
-            kind: err.kind(),
-        })?;
+        let name = crate::refusal::intern_name(name);
+        let workers =
+            Workers::spawn(name.as_str(), capacity).map_err(|err| ConfigError::Spawn {
+                pool: name.as_str().to_owned(),
+                kind: err.kind(),
+            })?;
         Ok(Pool {
             inner: Arc::new(PoolInner {
                 name,
@@ -240,12 +241,12 @@ impl Pool {
 
     /// The pool's name, as given at construction.
     pub fn name(&self) -> &str {
-        self.inner.name
+        self.inner.name.as_str()
     }
 
     /// The pool's name, interned for the life of the process.
     pub(crate) fn static_name(&self) -> &'static str {
-        self.inner.name
+        self.inner.name.as_str()
     }
 
     /// The number of slots.
@@ -275,6 +276,7 @@ impl Pool {
     /// drop(slot);
     /// assert!(pool.try_admit().is_ok());
     /// ```
+    #[inline]
     pub fn try_admit(&self) -> Result<Slot, Refusal> {
         self.try_admit_coded(self.saturated_code())
     }
@@ -675,7 +677,7 @@ impl Pool {
     /// ```
     pub fn stats(&self) -> PoolStats {
         self.inner.counters.snapshot(
-            self.inner.name,
+            self.inner.name.as_str(),
             self.inner.capacity,
             self.inner.permits.books(),
             self.inner.permits.waiting(),
@@ -765,7 +767,7 @@ impl Pool {
             .insert(at);
         if first {
             tracing::error!(
-                pool = self.inner.name,
+                pool = self.inner.name.as_str(),
                 code = Code::Reentrant.as_str(),
                 location = %at,
                 "a task waited for a slot while holding every slot of the pool itself; \
@@ -773,7 +775,7 @@ impl Pool {
                  or take them in the task that uses them)"
             );
         }
-        Refusal::new(
+        Refusal::for_pool(
             self.inner.name,
             Code::Reentrant,
             criticality,
@@ -791,7 +793,7 @@ impl Pool {
     #[inline]
     fn refuse_for(&self, code: Code, criticality: Criticality) -> Refusal {
         self.inner.counters.count_refusal(criticality);
-        Refusal::new(self.inner.name, code, criticality, self.retry_after_secs())
+        Refusal::for_pool(self.inner.name, code, criticality, self.retry_after_secs())
     }
 
     fn in_use(&self) -> usize {
