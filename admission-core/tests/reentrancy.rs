@@ -533,9 +533,9 @@ async fn branches_of_one_task_waiting_through_run_are_admitted_in_turn() {
 
 /// A branch of one task whose sibling holds the only slot across an
 /// `.await` and lets go of it while the branch waits is admitted, not
-/// refused: the wait would have succeeded. (Seen failing, refused with
-/// `ADMISSION_REENTRANT` at once, when the task's holding every slot was
-/// refused without a grace, as before.)
+/// refused: the wait would have succeeded. (Seen failing, `waited` was
+/// `Err(Reentrant)` and no one in line, when a task holding every slot was
+/// refused at once, without a grace, as before.)
 #[tokio::test(flavor = "current_thread")]
 async fn a_branch_whose_sibling_lets_go_within_the_grace_is_admitted() {
     let pool = Pool::new("reentrant-join-lets-go", 1).unwrap();
@@ -550,18 +550,22 @@ async fn a_branch_whose_sibling_lets_go_within_the_grace_is_admitted() {
             go.await.unwrap();
             drop(slot);
         };
+        let answered = AtomicBool::new(false);
         let waiter = async {
             holding.await.unwrap();
-            tokio::time::timeout(BOUND, pool.admit())
+            let waited = tokio::time::timeout(BOUND, pool.admit())
                 .await
                 .expect("admitted, never a hang")
                 .map(drop)
-                .map_err(|r| r.code())
+                .map_err(|r| r.code());
+            answered.store(true, Ordering::SeqCst);
+            waited
         };
         // Lets the holder go once the waiter is in line (a third branch,
-        // so the holder's await does not depend on the waiter).
+        // so the holder's await does not depend on the waiter), or once
+        // the waiter was answered without waiting.
         let releaser = async {
-            while pool.stats().waiting == 0 {
+            while pool.stats().waiting == 0 && !answered.load(Ordering::SeqCst) {
                 tokio::task::yield_now().await;
             }
             let waiting_seen = pool.stats().waiting;

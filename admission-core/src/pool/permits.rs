@@ -621,7 +621,7 @@ impl Permits {
         self.state.load(SeqCst) & CLOSED != 0
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     fn with_admitted(limits: [usize; 3], bound: usize, admitted: u64) -> Self {
         let permits = Permits::new(limits, bound);
         permits.state.store(admitted << ADMIT_SHIFT, SeqCst);
