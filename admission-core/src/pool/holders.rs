@@ -56,6 +56,7 @@ pub(crate) struct Entry(AtomicU32);
 const NO_CELL: u32 = u32::MAX;
 
 impl Entry {
+    #[inline]
     pub(crate) fn new(cell: Option<Cell>) -> Entry {
         Entry(AtomicU32::new(cell.map_or(NO_CELL, |c| c.0)))
     }
@@ -107,17 +108,23 @@ impl Holders {
         // alone costs more than the rest of the claim).
         let spread = holder.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
         let start = usize::try_from((spread * n as u64) >> 32).unwrap_or(0);
-        for i in (start..n).chain(0..start) {
-            let cell = &self.cells[i].0;
-            if cell.load(Relaxed) == FREE
-                && cell
-                    .compare_exchange(FREE, holder, Relaxed, Relaxed)
-                    .is_ok()
-            {
-                return u32::try_from(i).ok().map(Cell);
+        let mut i = start;
+        loop {
+            if let Some(cell) = self.cells.get(i) {
+                let cell = &cell.0;
+                if cell.load(Relaxed) == FREE
+                    && cell
+                        .compare_exchange(FREE, holder, Relaxed, Relaxed)
+                        .is_ok()
+                {
+                    return u32::try_from(i).ok().map(Cell);
+                }
+            }
+            i = if i + 1 >= n { 0 } else { i + 1 };
+            if i == start {
+                return None;
             }
         }
-        None
     }
 
     /// Frees a cell.
