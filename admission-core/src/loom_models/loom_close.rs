@@ -1,8 +1,9 @@
 //! (f) Close racing a fail-fast caller, a waiter and the release that would
 //! hand the waiter its slot: once `close` has returned no slot is granted
-//! by any path. `admitted` (`released + in_use`) rises only when a slot is
-//! granted, so a grant after close would leave it above what the closer saw
-//! as close returned.
+//! by any path. `released + in_use` (the slots taken by callers plus those
+//! handed to a waiter not yet taken) rises only when a slot is granted, a
+//! fail-fast admission or a handoff, so a grant after close would leave it
+//! above what the closer saw as close returned.
 
 use std::sync::Arc;
 
@@ -26,7 +27,8 @@ fn no_slot_is_granted_once_close_has_returned() {
             let (pool, seen) = (pool.clone(), Arc::clone(&seen));
             move || {
                 drop(pool.close());
-                seen.store(pool.stats().admitted, Ordering::SeqCst);
+                let stats = pool.stats();
+                seen.store(stats.released + stats.in_use as u64, Ordering::SeqCst);
             }
         });
         // The release: to the waiter, or back to the pool.
@@ -38,10 +40,10 @@ fn no_slot_is_granted_once_close_has_returned() {
 
         let seen = seen.load(Ordering::SeqCst);
         let stats = pool.stats();
+        let granted = stats.released + stats.in_use as u64;
         assert!(
-            stats.admitted <= seen,
-            "a slot was granted after close returned: {} admitted, {seen} when it returned",
-            stats.admitted
+            granted <= seen,
+            "a slot was granted after close returned: {granted} granted, {seen} when it returned"
         );
         assert!(pool.try_admit().is_err(), "a closed pool refuses");
         if let Err(refused) = &waited {
