@@ -46,9 +46,9 @@ pub enum Code {
     /// A programming error in the caller, not overload: the only code for
     /// which [`is_overload`](Self::is_overload) is `false`. The pool counts
     /// it in [`PoolStats::reentrant`](crate::stats::PoolStats::reentrant),
-    /// not in `refused`, and logs it at `ERROR` once per call site; the
-    /// adapters answer it as a server error (HTTP 500, gRPC
-    /// `FAILED_PRECONDITION`), never with a `Retry-After`.
+    /// not in `refused`, and logs it at `ERROR` once per call site. It is
+    /// meant to be answered as a server error (HTTP 500, gRPC
+    /// `FAILED_PRECONDITION`), not as overload with a `Retry-After`.
     Reentrant,
     /// `ADMISSION_BUDGET_TOO_SHORT`: the caller's deadline leaves less time
     /// than the expected wait plus the pool's typical work; admitting it
@@ -143,8 +143,8 @@ impl fmt::Display for Code {
 /// Work was not admitted: which pool, why, and when to try again.
 ///
 /// A refusal is cheap to build (no allocation, no reference count: the pool
-/// name is interned, and the refusal is two words, returned in registers)
-/// and
+/// name is interned, and the refusal is one word: with a slot, two,
+/// returned in registers) and
 /// carries no user value, so it is safe to log and to send to clients.
 ///
 /// # Examples
