@@ -497,6 +497,11 @@ impl Pool {
     /// A [`Refusal`] with `ADMISSION_WAIT_TIMEOUT` when no slot freed in
     /// time, or as [`admit`](Self::admit) refuses.
     ///
+    /// # Panics
+    ///
+    /// When it has to wait outside a tokio runtime with its timer enabled
+    /// (`enable_time`): the bound is tokio's timer.
+    ///
     /// # Examples
     ///
     /// ```
@@ -541,6 +546,11 @@ impl Pool {
     ///
     /// A [`Refusal`] as [`try_admit`](Self::try_admit),
     /// [`admit`](Self::admit) or [`admit_timeout`](Self::admit_timeout) give.
+    ///
+    /// # Panics
+    ///
+    /// As [`admit`](Self::admit): only for a task holding every slot, in a
+    /// runtime built without its timer.
     ///
     /// # Examples
     ///
@@ -589,6 +599,11 @@ impl Pool {
     /// [`WorkError::Refused`] when not admitted, [`WorkError::Failed`] with
     /// the work's own error, [`WorkError::Panicked`] when it panicked, and
     /// [`WorkError::Cancelled`] when shutdown dropped it before it started.
+    ///
+    /// # Panics
+    ///
+    /// As [`admit`](Self::admit): only for a task holding every slot, in a
+    /// runtime built without its timer.
     ///
     /// # Examples
     ///
