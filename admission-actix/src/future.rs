@@ -15,11 +15,9 @@ use std::task::{Context, Poll};
 use actix_web::Error;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
-use admission_core::Lease;
-use admission_core::caller::WithCaller;
-use admission_core::http::{Problem, RefusalStatus};
 use admission_core::request::Scoped;
-use admission_core::{Caller, Refusal};
+use admission_core::{Caller, Lease, Refusal};
+use admission_http::{HttpRefusalStatus, Problem};
 use bytes::Bytes;
 
 use crate::body::LeasedBody;
@@ -81,12 +79,13 @@ pin_project_lite::pin_project! {
         S: Service<ServiceRequest>,
     {
         Admitted {
-            // The scope runs the inner service with the lease as the task's
-            // context (pure work inherits it) and holds one share of it.
+            // The scope runs the inner service for the caller with the lease
+            // as the task's context (pure work inherits it), in one
+            // task-local, and holds one share of the lease.
             #[pin]
-            call: WithCaller<Scoped<Call<S>>>,
+            call: Scoped<Call<S>>,
             // The share that moves into the response body. After `call`,
-            // the one drop order of both adapters: what the response owns
+            // the one drop order of every adapter: what the response owns
             // goes before the slot.
             lease: Option<Lease>,
         },
@@ -100,7 +99,7 @@ pin_project_lite::pin_project! {
             service: Option<Rc<S>>,
             req: Option<ServiceRequest>,
             caller: Caller,
-            status: RefusalStatus,
+            status: HttpRefusalStatus,
         },
         Done,
     }
@@ -141,7 +140,7 @@ where
         };
         ResponseFuture {
             state: State::Admitted {
-                call: caller.scope(lease.clone().scope(call)),
+                call: lease.clone().scope_for(caller, call),
                 lease: Some(lease),
             },
             _body: PhantomData,
@@ -153,7 +152,7 @@ where
         req: ServiceRequest,
         lease: Pin<Box<dyn Future<Output = Result<Lease, Refusal>>>>,
         caller: Caller,
-        status: RefusalStatus,
+        status: HttpRefusalStatus,
     ) -> Self {
         ResponseFuture {
             state: State::Queued {
@@ -200,10 +199,13 @@ where
             };
             let next = match waited {
                 Ok(lease) => State::Admitted {
-                    call: caller.scope(lease.clone().scope(Call::Pending {
-                        service,
-                        req: Some(req),
-                    })),
+                    call: lease.clone().scope_for(
+                        *caller,
+                        Call::Pending {
+                            service,
+                            req: Some(req),
+                        },
+                    ),
                     lease: Some(lease),
                 },
                 Err(refusal) => {

@@ -16,11 +16,17 @@
 //!   [`WorkError`](admission_core::WorkError) into one, so registry work from
 //!   a handler is one line:
 //!   `pool.run(work, Admission::FailFast).await?`.
+//! * [`CallerScope`]: the caller a request's headers describe, for apps that
+//!   admit on their own pools (`Pool::run` in handlers, no lease), under the
+//!   same trust policy as [`AdmissionControl`] (see its
+//!   [`trust_peers`](AdmissionControl::trust_peers)).
+//! * [`load_report::ReportLoad`]: the replica's load on every response, for
+//!   Envoy's client-side weighted round robin.
 //! * [`macro@admitted`] (feature `macros`, on by default): a lease for one
 //!   handler.
 //!
 //! The answers themselves (status, headers, body) are core's
-//! [`http::Problem`](admission_core::http::Problem), so this adapter and the
+//! [`Problem`](admission_http::Problem), so this adapter and the
 //! axum one send the same status, headers and bytes.
 //!
 //! # Examples
@@ -31,7 +37,8 @@
 //! ```
 //! use actix_web::{App, HttpResponse, test, web};
 //! use admission_actix::{AdmissionControl, Rejection};
-//! use admission_core::http::{Problem, RefusalStatus};
+//! use admission_actix::HttpRefusalStatus;
+//! use admission_http::Problem;
 //! use admission_core::{Admission, Class, Pool, RequestPools};
 //! use bytes::Bytes;
 //!
@@ -80,7 +87,7 @@
 //! assert_eq!(res.status(), 503);
 //! assert_eq!(res.headers().get("retry-after").unwrap(), "1");
 //! assert_eq!(res.headers().get("cache-control").unwrap(), "no-store");
-//! let expected = Problem::refusal(&registry_pool.try_admit().unwrap_err(), RefusalStatus::default());
+//! let expected = Problem::refusal(&registry_pool.try_admit().unwrap_err(), HttpRefusalStatus::default());
 //! assert_eq!(test::read_body(res).await, expected.body(), "core's problem, byte for byte");
 //! # }
 //! ```
@@ -165,6 +172,7 @@
 #![doc(test(attr(deny(warnings))))]
 
 pub mod body;
+mod caller;
 mod classify;
 pub mod future;
 pub mod load_report;
@@ -172,6 +180,9 @@ mod middleware;
 mod rejection;
 mod transform;
 
+pub use admission_http::{HttpRefusalStatus, Trust};
+
+pub use crate::caller::{CallerScope, CallerScopeMiddleware};
 pub use crate::middleware::AdmissionMiddleware;
 pub use crate::rejection::Rejection;
 pub use crate::transform::AdmissionControl;

@@ -13,7 +13,8 @@ use std::pin::Pin;
 use actix_web::Error;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform, forward_ready};
 use actix_web::http::header::{HeaderName, HeaderValue};
-use admission_core::balancer::{LoadReport, ORCA_HEADER};
+use admission_core::balancer::LoadReport;
+use admission_http::load_report::ORCA_HEADER;
 
 /// An actix-web middleware factory that adds the replica's load, in ORCA's
 /// `TEXT` form, to every response as `endpoint-load-metrics`: Envoy's

@@ -1,18 +1,18 @@
 //! The per-worker service that admits each request.
 //!
-//! This module owns [`AdmissionMiddleware`]: classify, fail fast, answer a
-//! refusal with core's problem, and call the inner service under the lease.
-//! It must never wait for a lease and never create pools.
+//! This module owns [`AdmissionMiddleware`]: read the caller, classify,
+//! ask `admission-http`'s [`RequestAdmission`] for the lease (the decision
+//! every adapter makes alike), answer a refusal with the middle's problem,
+//! and call the inner service under the lease. It must never decide an
+//! admission itself, never wait for a lease unless configured to queue, and
+//! never create pools.
 
 use std::rc::Rc;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use actix_web::Error;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, forward_ready};
-use admission_core::http::{Problem, RefusalStatus, RequestCaller};
-use admission_core::{Admission, RequestPools};
+use admission_http::{HttpRefusalStatus, Problem, RequestAdmission};
 
 use crate::body::LeasedBody;
 use crate::classify::Classify;
@@ -56,30 +56,23 @@ pub struct AdmissionMiddleware<S> {
     // An `Rc` so that the response future can call the inner service under
     // the request's lease, on its first poll, without borrowing `self`.
     service: Rc<S>,
-    pools: RequestPools,
+    admission: RequestAdmission,
     classify: Classify,
-    status: RefusalStatus,
-    malformed: Arc<AtomicU64>,
-    /// Wait in the class pool's queue instead of failing fast.
-    queue: bool,
+    status: HttpRefusalStatus,
 }
 
 impl<S> AdmissionMiddleware<S> {
     pub(crate) fn new(
         service: Rc<S>,
-        pools: RequestPools,
+        admission: RequestAdmission,
         classify: Classify,
-        status: RefusalStatus,
-        malformed: Arc<AtomicU64>,
-        queue: bool,
+        status: HttpRefusalStatus,
     ) -> Self {
         AdmissionMiddleware {
             service,
-            pools,
+            admission,
             classify,
             status,
-            malformed,
-            queue,
         }
     }
 }
@@ -87,7 +80,7 @@ impl<S> AdmissionMiddleware<S> {
 impl<S> std::fmt::Debug for AdmissionMiddleware<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AdmissionMiddleware")
-            .field("pools", &self.pools)
+            .field("admission", &self.admission)
             .field("classify", &self.classify)
             .field("status", &self.status)
             .finish_non_exhaustive()
@@ -106,21 +99,15 @@ where
     forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
-        let class = self.classify.class(&req);
-        let read = RequestCaller::from_headers(
+        let caller = self.admission.caller(
             req.headers()
                 .iter()
                 .map(|(name, value)| (name.as_str(), value.as_bytes())),
         );
-        if read.malformed {
-            self.malformed.fetch_add(1, Ordering::Relaxed);
-        }
-        let caller = read.caller;
-        if self.queue {
-            let pools = self.pools.clone();
-            let lease = Box::pin(
-                caller.scope(async move { pools.lease_with(class, Admission::Queue).await }),
-            );
+        let class = self.classify.class(&req);
+        if self.admission.queues() {
+            let admission = self.admission.clone();
+            let lease = Box::pin(async move { admission.lease(class, caller).await });
             return ResponseFuture::queued(
                 Rc::clone(&self.service),
                 req,
@@ -129,15 +116,9 @@ where
                 self.status,
             );
         }
-        match caller.scope_sync(|| self.pools.try_lease(class)) {
+        match self.admission.try_lease(class, caller) {
             Ok(lease) => ResponseFuture::admitted(Rc::clone(&self.service), req, lease, caller),
             Err(refusal) => {
-                tracing::debug!(
-                    pool = refusal.pool(),
-                    code = refusal.code().as_str(),
-                    criticality = refusal.criticality().as_str(),
-                    "request refused"
-                );
                 let problem = Problem::refusal(&refusal, self.status);
                 ResponseFuture::refused(req.into_response(problem_response(problem, |b| b)))
             }

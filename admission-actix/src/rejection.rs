@@ -11,14 +11,16 @@ use actix_web::body::BoxBody;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 use actix_web::{HttpResponse, ResponseError};
-use admission_core::http::{HeaderText, Problem, RefusalStatus};
 use admission_core::{Refusal, WorkError};
+use admission_http::{HeaderText, HttpRefusalStatus, Problem};
 use bytes::Bytes;
 
 /// A refusal or a failed piece of work, as a handler returns it: `503` (or
 /// `429`, see [`with_status`](Self::with_status)) with `Retry-After` and an
 /// `application/problem+json` body for a refusal, `500` with a code and no
-/// message for work that failed or panicked.
+/// message for work that failed or panicked, and `500` with
+/// `ADMISSION_REENTRANT` and no `Retry-After` for a task that waited on a
+/// slot only it could free (a programming error, not overload).
 ///
 /// `From<Refusal>` and `From<WorkError<E>>` (for any `E`) let a handler use
 /// `?` on [`Pool::run`](admission_core::Pool::run),
@@ -53,7 +55,7 @@ pub struct Rejection {
     // What kind of end it was; the work's own error value is dropped on the
     // way in, since it never reaches the client. A refusal is `Refused`.
     error: WorkError<()>,
-    status: RefusalStatus,
+    status: HttpRefusalStatus,
 }
 
 impl Rejection {
@@ -66,15 +68,15 @@ impl Rejection {
     /// use actix_web::ResponseError;
     /// use admission_actix::Rejection;
     /// use admission_core::Pool;
-    /// use admission_core::http::RefusalStatus;
+    /// use admission_actix::HttpRefusalStatus;
     ///
     /// let pool = Pool::new("registry", 1).unwrap();
     /// let _held = pool.try_admit().unwrap();
     /// let rejection = Rejection::from(pool.try_admit().unwrap_err());
-    /// assert_eq!(rejection.with_status(RefusalStatus::TooManyRequests).status_code(), 429);
+    /// assert_eq!(rejection.with_status(HttpRefusalStatus::TooManyRequests).status_code(), 429);
     /// ```
     #[must_use]
-    pub fn with_status(self, status: RefusalStatus) -> Rejection {
+    pub fn with_status(self, status: HttpRefusalStatus) -> Rejection {
         Rejection { status, ..self }
     }
 
@@ -93,7 +95,7 @@ impl From<Refusal> for Rejection {
     fn from(refusal: Refusal) -> Self {
         Rejection {
             error: WorkError::Refused(refusal),
-            status: RefusalStatus::default(),
+            status: HttpRefusalStatus::default(),
         }
     }
 }
@@ -104,7 +106,7 @@ impl<E> From<WorkError<E>> for Rejection {
     fn from(err: WorkError<E>) -> Self {
         Rejection {
             error: err.map_err(|_| ()),
-            status: RefusalStatus::default(),
+            status: HttpRefusalStatus::default(),
         }
     }
 }

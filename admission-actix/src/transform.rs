@@ -7,14 +7,12 @@
 
 use std::future::{Ready, ready};
 use std::rc::Rc;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use actix_web::Error;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
-use admission_core::http::RefusalStatus;
 use admission_core::{Class, RequestPools};
+use admission_http::{HttpRefusalStatus, RequestAdmission};
 
 use crate::body::LeasedBody;
 use crate::classify::Classify;
@@ -24,11 +22,15 @@ use crate::middleware::AdmissionMiddleware;
 /// lease of its class from [`RequestPools`] and holds it until its response
 /// body has been sent or dropped.
 ///
-/// * Admission fails fast ([`RequestPools::try_lease`]): a request the class
-///   has no slot for is answered at once with core's
-///   [`Problem`](admission_core::http::Problem) for the refusal (`503`, or
-///   `429` with [`refusal_status`](Self::refusal_status)), `Retry-After` and
-///   an `application/problem+json` body. The handler never runs.
+/// * Admission fails fast ([`RequestPools::try_lease`]) unless told to
+///   [`queue`](Self::queue): a request the class has no slot for is answered
+///   at once with `admission-http`'s [`Problem`](admission_http::Problem)
+///   for the refusal (`503`, or `429` with
+///   [`refusal_status`](Self::refusal_status)), `Retry-After` and an
+///   `application/problem+json` body. The handler never runs. The decision
+///   is `admission-http`'s [`RequestAdmission`], the one every adapter
+///   makes: the caller read from the headers under the same trust policy
+///   ([`trust_peers`](Self::trust_peers)), the same pools, the same queue.
 /// * An admitted request runs under its lease
 ///   ([`Lease::scope`](admission_core::Lease::scope)), so pure work it does
 ///   with [`RequestPools::execute_pure`] inherits the lease and takes no
@@ -61,6 +63,13 @@ use crate::middleware::AdmissionMiddleware;
 /// ([`RequestPools::new`] returns a `Result`); this middleware cannot fail
 /// afterwards, neither when it is built nor on a request.
 ///
+/// Its counters ([`malformed_headers`](Self::malformed_headers),
+/// [`lowered_claims`](Self::lowered_claims)) are shared by the clones of
+/// one `AdmissionControl`: build it once, beside the pools, and clone it
+/// into the factory (`let admission = AdmissionControl::new(pools);
+/// HttpServer::new(move || App::new().wrap(admission.clone()))`); one built
+/// inside the factory counts for its worker alone.
+///
 /// # Examples
 ///
 /// ```
@@ -92,11 +101,9 @@ use crate::middleware::AdmissionMiddleware;
 #[derive(Debug, Clone)]
 #[must_use = "a middleware does nothing until it is passed to `.wrap(...)`"]
 pub struct AdmissionControl {
-    pools: RequestPools,
+    admission: RequestAdmission,
     classify: Classify,
-    status: RefusalStatus,
-    malformed: Arc<AtomicU64>,
-    queue: bool,
+    status: HttpRefusalStatus,
 }
 
 impl AdmissionControl {
@@ -211,7 +218,7 @@ impl AdmissionControl {
     /// assert!(admission.pools().pool(Class::Work).same_pool(pools.pool(Class::Work)));
     /// ```
     pub fn pools(&self) -> &RequestPools {
-        &self.pools
+        self.admission.pools()
     }
 
     /// Lets a request whose class is full wait in the class pool's bounded
@@ -246,9 +253,62 @@ impl AdmissionControl {
     /// ```
     pub fn queue(self) -> AdmissionControl {
         AdmissionControl {
-            queue: true,
+            admission: self.admission.queue(),
             ..self
         }
+    }
+
+    /// Honours the criticality and budget headers as sent: for a service
+    /// whose clients are its own peers, or behind a mesh or balancer that
+    /// strips `x-admission-*` from outside requests. Without it (the
+    /// default) a `critical` claim is admitted as `default` (and counted,
+    /// [`lowered_claims`](Self::lowered_claims)) and a budget never
+    /// lengthens a queued wait past the queue's limit; `sheddable` is
+    /// honoured either way. The same trust policy as every adapter's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use actix_web::{App, HttpResponse, test, web};
+    /// use admission_actix::AdmissionControl;
+    /// use admission_core::{Caller, RequestPools};
+    ///
+    /// # #[actix_web::main]
+    /// # async fn main() {
+    /// let level = || async { HttpResponse::Ok().body(Caller::current().criticality().as_str()) };
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let outside = AdmissionControl::new(pools.clone());
+    /// let app = test::init_service(App::new().wrap(outside.clone()).route("/", web::get().to(level))).await;
+    /// let claim = || test::TestRequest::get().uri("/").insert_header(("x-admission-criticality", "critical"));
+    /// assert_eq!(test::call_and_read_body(&app, claim().to_request()).await, "default");
+    /// assert_eq!(outside.lowered_claims(), 1);
+    ///
+    /// let peers = AdmissionControl::new(pools).trust_peers();
+    /// let app = test::init_service(App::new().wrap(peers).route("/", web::get().to(level))).await;
+    /// assert_eq!(test::call_and_read_body(&app, claim().to_request()).await, "critical");
+    /// # }
+    /// ```
+    pub fn trust_peers(self) -> AdmissionControl {
+        AdmissionControl {
+            admission: self.admission.trust_peers(),
+            ..self
+        }
+    }
+
+    /// How many requests claimed `x-admission-criticality: critical` and
+    /// were admitted as `default`, since the middleware trusts nobody's
+    /// headers (always 0 after [`trust_peers`](Self::trust_peers)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_actix::AdmissionControl;
+    /// use admission_core::RequestPools;
+    ///
+    /// assert_eq!(AdmissionControl::new(RequestPools::new(1, 1).unwrap()).lowered_claims(), 0);
+    /// ```
+    pub fn lowered_claims(&self) -> u64 {
+        self.admission.lowered_claims()
     }
 
     /// How many requests came with a malformed or repeated budget header
@@ -265,24 +325,24 @@ impl AdmissionControl {
     /// assert_eq!(control.malformed_headers(), 0);
     /// ```
     pub fn malformed_headers(&self) -> u64 {
-        self.malformed.load(Ordering::Relaxed)
+        self.admission.malformed_headers()
     }
 
     /// Answers refusals with `status` instead of `503`: e.g.
-    /// [`RefusalStatus::TooManyRequests`] for clients that expect `429`.
+    /// [`HttpRefusalStatus::TooManyRequests`] for clients that expect `429`.
     ///
     /// # Examples
     ///
     /// ```
     /// use actix_web::{App, HttpResponse, test, web};
     /// use admission_actix::AdmissionControl;
-    /// use admission_core::http::RefusalStatus;
+    /// use admission_actix::HttpRefusalStatus;
     /// use admission_core::{Class, RequestPools};
     ///
     /// # #[actix_web::main]
     /// # async fn main() {
     /// let pools = RequestPools::new(1, 1).unwrap();
-    /// let admission = AdmissionControl::new(pools.clone()).refusal_status(RefusalStatus::TooManyRequests);
+    /// let admission = AdmissionControl::new(pools.clone()).refusal_status(HttpRefusalStatus::TooManyRequests);
     /// let app = test::init_service(App::new().wrap(admission).route("/", web::get().to(HttpResponse::Ok))).await;
     ///
     /// let _held = pools.try_lease(Class::Control).unwrap();
@@ -290,17 +350,15 @@ impl AdmissionControl {
     /// assert_eq!(res.status(), 429);
     /// # }
     /// ```
-    pub fn refusal_status(self, status: RefusalStatus) -> AdmissionControl {
+    pub fn refusal_status(self, status: HttpRefusalStatus) -> AdmissionControl {
         AdmissionControl { status, ..self }
     }
 
     fn with_classify(pools: RequestPools, classify: Classify) -> AdmissionControl {
         AdmissionControl {
-            pools,
+            admission: RequestAdmission::new(pools),
             classify,
-            status: RefusalStatus::default(),
-            malformed: Arc::default(),
-            queue: false,
+            status: HttpRefusalStatus::default(),
         }
     }
 }
@@ -319,11 +377,9 @@ where
     fn new_transform(&self, service: S) -> Self::Future {
         ready(Ok(AdmissionMiddleware::new(
             Rc::new(service),
-            self.pools.clone(),
+            self.admission.clone(),
             self.classify.clone(),
             self.status,
-            Arc::clone(&self.malformed),
-            self.queue,
         )))
     }
 }

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use actix_web::{HttpResponse, web};
 use admission_actix::AdmissionControl;
-use admission_core::http::{HeaderText, Problem, RefusalStatus};
 use admission_core::{Class, RequestPools};
+use admission_http::{HeaderText, HttpRefusalStatus, Problem};
 use reqwest::StatusCode;
 
 use common::{client, data, problem, serve};
@@ -33,7 +33,7 @@ async fn refused_request_gets_503_retry_after_and_the_problem_body() {
     let held = pools.try_lease(Class::Control).unwrap();
     let expected = Problem::refusal(
         &pools.try_lease(Class::Control).unwrap_err(),
-        RefusalStatus::default(),
+        HttpRefusalStatus::default(),
     );
     let res = client().get(server.url("/status")).send().await.unwrap();
 
@@ -78,7 +78,7 @@ async fn refused_request_gets_503_retry_after_and_the_problem_body() {
 async fn a_middleware_built_with_refusal_status_429_answers_429() {
     let pools = RequestPools::new(1, 1).unwrap();
     let admission =
-        AdmissionControl::new(pools.clone()).refusal_status(RefusalStatus::TooManyRequests);
+        AdmissionControl::new(pools.clone()).refusal_status(HttpRefusalStatus::TooManyRequests);
     let server = serve(admission, |cfg| {
         cfg.route("/items", web::post().to(HttpResponse::Created));
     });
@@ -86,7 +86,7 @@ async fn a_middleware_built_with_refusal_status_429_answers_429() {
     let held = pools.try_lease(Class::Work).unwrap();
     let expected = Problem::refusal(
         &pools.try_lease(Class::Work).unwrap_err(),
-        RefusalStatus::TooManyRequests,
+        HttpRefusalStatus::TooManyRequests,
     );
     let res = client().post(server.url("/items")).send().await.unwrap();
     assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);

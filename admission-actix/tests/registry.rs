@@ -5,8 +5,8 @@ mod common;
 
 use actix_web::{HttpResponse, web};
 use admission_actix::{AdmissionControl, Rejection};
-use admission_core::http::{Problem, RefusalStatus};
 use admission_core::{Admission, Class, Pool, RequestPools};
+use admission_http::{HttpRefusalStatus, Problem};
 use reqwest::StatusCode;
 
 use common::{client, data, problem, serve};
@@ -56,7 +56,7 @@ async fn registry_work_answers_and_a_busy_pool_refuses_with_the_problem() {
     assert_eq!(res.text().await.unwrap(), "requests_total 1\n# EOF\n");
 
     let walking = pool.try_admit().unwrap();
-    let expected = Problem::refusal(&pool.try_admit().unwrap_err(), RefusalStatus::default());
+    let expected = Problem::refusal(&pool.try_admit().unwrap_err(), HttpRefusalStatus::default());
     let res = client().get(server.url("/metrics")).send().await.unwrap();
     assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(res.headers()["content-type"], "application/problem+json");

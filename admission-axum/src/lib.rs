@@ -4,12 +4,22 @@
 //! `application/problem+json` body, and a handler runs registry work in one
 //! line and returns its refusal with `?`.
 //!
-//! * [`AdmissionLayer`]: the tower layer. [`AdmissionLayer::new`] leases by
-//!   method (reads from *control*, mutations from *work*),
-//!   [`AdmissionLayer::class`] one class per route, and
-//!   [`AdmissionLayer::classify`] by your closure over the request head.
-//!   It makes an [`AdmissionService`], whose [`future::ResponseFuture`]
+//! * [`AdmissionLayer`]: the tower layer, `admission-http`'s middleware,
+//!   which every adapter shares. [`AdmissionLayer::new`] leases by method
+//!   (reads from *control*, mutations from *work*), [`AdmissionLayer::class`]
+//!   one class per route, and [`AdmissionLayer::classify`] by your closure
+//!   over the request head; [`queue()`](AdmissionLayer::queue) lets a
+//!   request wait in the class pool's bounded queue,
+//!   [`trust_peers()`](AdmissionLayer::trust_peers) honours the criticality
+//!   and budget headers of trusted peers (see [Trust](#trust)), and
+//!   [`refusal_status`](AdmissionLayer::refusal_status) answers `429`. It
+//!   makes an [`AdmissionService`], whose [`future::ResponseFuture`]
 //!   answers with a [`body::LeasedBody`].
+//! * [`CallerLayer`]: the caller a request's headers describe, for apps that
+//!   admit on their own pools (`Pool::run` in handlers, no lease), under the
+//!   same trust policy.
+//! * [`load_report::ReportLoad`]: the replica's load on every response, for
+//!   Envoy's client-side weighted round robin.
 //! * [`Rejection`]: what a handler returns when admission or its work did
 //!   not produce a response. `?` turns a core
 //!   [`Refusal`](admission_core::Refusal) or
@@ -24,9 +34,36 @@
 //!   connections with unfinished requests (slowloris) cannot take the
 //!   process off the air. See the [`serve`](mod@serve) module.
 //!
-//! The answers themselves (status, headers, body) are core's
-//! [`http::Problem`](admission_core::http::Problem), so every adapter sends
-//! the same bytes.
+//! The answers themselves (status, headers, body) are `admission-http`'s
+//! [`Problem`](admission_http::Problem), so every adapter sends the same
+//! bytes.
+//!
+//! # Trust
+//!
+//! By default nobody's headers are trusted: `x-admission-criticality:
+//! sheddable` is honoured from anyone, but a `critical` claim is admitted as
+//! `default` (and counted, [`AdmissionLayer::lowered_claims`]), and a budget
+//! header refuses at once or shortens a wait, never lengthens a queued wait
+//! past the queue's own limit. An outside client cannot take the slots, the
+//! queue places or the patience kept for the app's critical work. Behind a
+//! mesh or a balancer that strips these headers from outside requests (or
+//! when every client is a peer), say so once:
+//!
+//! ```
+//! use admission_axum::AdmissionLayer;
+//! use admission_core::RequestPools;
+//! use axum::{Router, routing::get};
+//!
+//! let pools = RequestPools::new(2, 4).unwrap();
+//! // At the edge: the default, nobody is trusted.
+//! let public: Router = Router::new().route("/", get(|| async { "ok" })).layer(AdmissionLayer::new(pools.clone()));
+//! // Behind a mesh that strips x-admission-* from outside traffic.
+//! let internal: Router = Router::new().route("/", get(|| async { "ok" })).layer(AdmissionLayer::new(pools).trust_peers());
+//! # drop((public, internal));
+//! ```
+//!
+//! A route's own criticality, `#[admitted(criticality = critical)]`, is the
+//! app's word, not a client's, and always holds.
 //!
 //! # One set of pools per app
 //!
@@ -139,21 +176,16 @@
 //! [`RequestPools`]: admission_core::RequestPools
 #![doc(test(attr(deny(warnings))))]
 
-pub mod body;
-mod caller;
-mod classify;
-pub mod future;
-mod layer;
-pub mod load_report;
 mod rejection;
 pub mod serve;
-mod service;
 
-pub use crate::caller::{CallerLayer, CallerService};
-pub use crate::layer::AdmissionLayer;
+pub use admission_http::{
+    AdmissionLayer, AdmissionService, CallerLayer, CallerService, HttpRefusalStatus, Trust, body,
+    future, load_report,
+};
+
 pub use crate::rejection::Rejection;
 pub use crate::serve::serve;
-pub use crate::service::AdmissionService;
 
 #[cfg(feature = "macros")]
 pub use admission_macros::admitted_axum as admitted;

@@ -1,24 +1,23 @@
 //! The answer a handler gives when admission or its work did not produce a
 //! response.
 //!
-//! This module owns [`Rejection`] and the one place a core
-//! [`Problem`] becomes an HTTP response in this adapter. It must never choose
-//! a body or a header of its own: status, headers and bytes are core's.
+//! This module owns [`Rejection`] and its `IntoResponse`. It must never
+//! choose a body or a header of its own: status, headers and bytes are
+//! `admission-http`'s [`Problem`].
 
 use std::fmt;
 
-use admission_core::http::{HeaderText, Problem, RefusalStatus};
 use admission_core::{Refusal, WorkError};
+use admission_http::{HttpRefusalStatus, Problem};
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
-use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderName, RETRY_AFTER};
-use http::{HeaderValue, StatusCode};
 
 /// A refusal or a failed piece of work, as a handler returns it: `503` (or
 /// `429`, see [`with_status`](Self::with_status)) with `Retry-After` and an
 /// `application/problem+json` body for a refusal, `500` with a code and no
-/// message for work that failed or panicked.
+/// message for work that failed or panicked, and `500` with
+/// `ADMISSION_REENTRANT` and no `Retry-After` for a task that waited on a
+/// slot only it could free (a programming error, not overload).
 ///
 /// `From<Refusal>` and `From<WorkError<E>>` let a handler use `?` on
 /// [`Pool::run`](admission_core::Pool::run),
@@ -52,7 +51,7 @@ pub struct Rejection {
     // What kind of end it was; the work's own error value is dropped on the
     // way in, since it never reaches the client. A refusal is `Refused`.
     error: WorkError<()>,
-    status: RefusalStatus,
+    status: HttpRefusalStatus,
 }
 
 impl Rejection {
@@ -64,17 +63,17 @@ impl Rejection {
     /// ```
     /// use admission_axum::Rejection;
     /// use admission_core::Pool;
-    /// use admission_core::http::RefusalStatus;
+    /// use admission_axum::HttpRefusalStatus;
     /// use axum::response::IntoResponse;
     ///
     /// let pool = Pool::new("registry", 1).unwrap();
     /// let _held = pool.try_admit().unwrap();
     /// let rejection = Rejection::from(pool.try_admit().unwrap_err());
-    /// let response = rejection.with_status(RefusalStatus::TooManyRequests).into_response();
+    /// let response = rejection.with_status(HttpRefusalStatus::TooManyRequests).into_response();
     /// assert_eq!(response.status(), 429);
     /// ```
     #[must_use]
-    pub fn with_status(self, status: RefusalStatus) -> Rejection {
+    pub fn with_status(self, status: HttpRefusalStatus) -> Rejection {
         Rejection { status, ..self }
     }
 
@@ -93,7 +92,7 @@ impl From<Refusal> for Rejection {
     fn from(refusal: Refusal) -> Self {
         Rejection {
             error: WorkError::Refused(refusal),
-            status: RefusalStatus::default(),
+            status: HttpRefusalStatus::default(),
         }
     }
 }
@@ -104,7 +103,7 @@ impl<E> From<WorkError<E>> for Rejection {
     fn from(err: WorkError<E>) -> Self {
         Rejection {
             error: err.map_err(|_| ()),
-            status: RefusalStatus::default(),
+            status: HttpRefusalStatus::default(),
         }
     }
 }
@@ -123,38 +122,6 @@ impl std::error::Error for Rejection {
 
 impl IntoResponse for Rejection {
     fn into_response(self) -> Response {
-        problem_response(self.problem(), Body::from)
-    }
-}
-
-/// Core's problem as a response whose body `body` builds from the bytes:
-/// the status and the header list in core's order.
-pub(crate) fn problem_response<B>(
-    problem: Problem,
-    body: impl FnOnce(Bytes) -> B,
-) -> http::Response<B> {
-    let status = StatusCode::from_u16(problem.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-    let header_list = problem.headers();
-    let mut response = http::Response::new(body(Bytes::from(problem.into_body())));
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
-    for (name, value) in header_list {
-        let value = match value {
-            HeaderText::Static(text) => HeaderValue::from_static(text),
-            HeaderText::Seconds(secs) => HeaderValue::from(secs),
-        };
-        headers.insert(header_name(name), value);
-    }
-    response
-}
-
-/// Core's header names as `http`'s constants (no parsing on the refusal
-/// path); any other name is parsed.
-fn header_name(name: &'static str) -> HeaderName {
-    match name {
-        "content-type" => CONTENT_TYPE,
-        "cache-control" => CACHE_CONTROL,
-        "retry-after" => RETRY_AFTER,
-        other => HeaderName::from_static(other),
+        self.problem().into_http(Body::from)
     }
 }

@@ -3,7 +3,7 @@
 mod common;
 
 use admission_axum::AdmissionLayer;
-use admission_core::http::RefusalStatus;
+use admission_axum::HttpRefusalStatus;
 use admission_core::{Class, RequestPools};
 use axum::extract::State;
 use axum::{Router, routing::get};
@@ -19,7 +19,7 @@ async fn held(State(gate): State<Gate>) -> &'static str {
 /// One request holds the only *control* slot; the next gets the refusal.
 async fn refused_while_one_is_held(
     pools: RequestPools,
-    status: RefusalStatus,
+    status: HttpRefusalStatus,
 ) -> (reqwest::Response, StatusCode) {
     let (gate, mut control) = gate();
     let router = Router::new()
@@ -55,7 +55,8 @@ async fn refused_while_one_is_held(
 #[tokio::test]
 async fn refusal_is_503_with_retry_after_and_a_problem_body() {
     let pools = RequestPools::new(1, 1).unwrap();
-    let (refused, first) = refused_while_one_is_held(pools.clone(), RefusalStatus::default()).await;
+    let (refused, first) =
+        refused_while_one_is_held(pools.clone(), HttpRefusalStatus::default()).await;
 
     assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
     let headers = refused.headers();
@@ -86,7 +87,8 @@ async fn refusal_is_503_with_retry_after_and_a_problem_body() {
 #[tokio::test]
 async fn refusal_status_is_429_when_the_layer_says_so() {
     let pools = RequestPools::new(1, 1).unwrap();
-    let (refused, first) = refused_while_one_is_held(pools, RefusalStatus::TooManyRequests).await;
+    let (refused, first) =
+        refused_while_one_is_held(pools, HttpRefusalStatus::TooManyRequests).await;
 
     assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(refused.headers()["retry-after"], "1");

@@ -1,19 +1,17 @@
 //! Who is asking: the criticality and the deadline an admission carries.
 //!
-//! This module owns [`Criticality`], [`Caller`] and the task-local that
-//! carries the caller through a request, so that every admission inside it
-//! (a lease, `Pool::run`, a coalesced walk) is made on the request's behalf
-//! without being passed down by hand. It must never decide an admission
-//! (the pool does) and never hold a user value: a caller is a level and an
-//! instant, nothing a client wrote.
+//! This module owns [`Criticality`] and [`Caller`], values an admission is
+//! made for; the task-local that carries the caller through a request, so
+//! that every admission inside it (a lease, `Pool::run`, a coalesced walk)
+//! is made on the request's behalf without being passed down by hand, is
+//! the request scope's ([`Caller::scope`], [`Lease::scope_for`](crate::Lease::scope_for)).
+//! It must never decide an admission (the pool does), never read a request
+//! (adapters do, under their trust policy) and never hold a user value: a
+//! caller is a level and an instant, nothing a client wrote.
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::task::futures::TaskLocalFuture;
 use tokio::time::Instant;
 
 /// How much a caller's work matters when the pool is short of slots.
@@ -141,10 +139,9 @@ impl fmt::Display for Criticality {
 pub struct Caller {
     criticality: Criticality,
     deadline: Option<Instant>,
-}
-
-tokio::task_local! {
-    static CALLER: Caller;
+    /// The deadline came from a peer the app does not trust: it may refuse
+    /// at once or shorten a wait, never lengthen one.
+    asserted: bool,
 }
 
 impl Caller {
@@ -153,6 +150,7 @@ impl Caller {
         Caller {
             criticality,
             deadline: None,
+            asserted: false,
         }
     }
 
@@ -171,14 +169,52 @@ impl Caller {
     /// already had one (a nested call cannot lengthen its client's wait).
     #[must_use]
     pub fn with_deadline(self, deadline: Instant) -> Caller {
-        let deadline = match self.deadline {
-            Some(earlier) => earlier.min(deadline),
-            None => deadline,
-        };
-        Caller {
-            deadline: Some(deadline),
-            ..self
+        self.deadline_from(deadline, false)
+    }
+
+    /// The same caller with a deadline a client asserted and the app does
+    /// not trust (adapters read one from request headers this way unless
+    /// the app trusts its peers): it refuses at once a call that could not
+    /// be answered in time and may shorten a wait for a slot, but never
+    /// lengthens a queued wait past the queue's own limit. The earlier
+    /// deadline wins, as with [`with_deadline`](Self::with_deadline).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use admission_core::Caller;
+    /// use tokio::time::Instant;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let asked = Caller::default().with_asserted_deadline(Instant::now() + Duration::from_secs(60));
+    /// assert!(asked.deadline_is_asserted());
+    /// assert!(!Caller::default().with_budget(Duration::from_secs(60)).deadline_is_asserted());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn with_asserted_deadline(self, deadline: Instant) -> Caller {
+        self.deadline_from(deadline, true)
+    }
+
+    /// The earlier of the deadlines, with the trust of the one that wins.
+    fn deadline_from(self, deadline: Instant, asserted: bool) -> Caller {
+        match self.deadline {
+            Some(earlier) if earlier <= deadline => self,
+            _ => Caller {
+                deadline: Some(deadline),
+                asserted,
+                ..self
+            },
         }
+    }
+
+    /// Whether the deadline is one a client asserted and the app does not
+    /// trust ([`with_asserted_deadline`](Self::with_asserted_deadline)): it
+    /// never lengthens a queued wait.
+    pub const fn deadline_is_asserted(&self) -> bool {
+        self.asserted && self.deadline.is_some()
     }
 
     /// The same caller at another criticality, its deadline kept.
@@ -217,78 +253,5 @@ impl Caller {
     pub fn remaining(&self) -> Option<Duration> {
         self.deadline
             .map(|deadline| deadline.saturating_duration_since(Instant::now()))
-    }
-
-    /// The caller the current task runs for: the innermost [`Caller::scope`],
-    /// or default criticality with no deadline outside any.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use admission_core::{Caller, Criticality};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// assert_eq!(Caller::current().criticality(), Criticality::Default);
-    /// let inside = Caller::new(Criticality::Critical)
-    ///     .scope(async { Caller::current().criticality() })
-    ///     .await;
-    /// assert_eq!(inside, Criticality::Critical);
-    /// # }
-    /// ```
-    pub fn current() -> Caller {
-        CALLER.try_with(|caller| *caller).unwrap_or_default()
-    }
-
-    /// Runs `future` for this caller: every admission inside it is made at
-    /// this criticality and within this deadline.
-    ///
-    /// # Cancel safety
-    ///
-    /// The returned future is as cancel-safe as `future`; dropping it drops
-    /// `future`, and the caller with it.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use admission_core::{Caller, Criticality};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let level = Caller::new(Criticality::Sheddable)
-    ///     .scope(async { Caller::current().criticality() })
-    ///     .await;
-    /// assert_eq!(level, Criticality::Sheddable);
-    /// # }
-    /// ```
-    pub fn scope<F: Future>(self, future: F) -> WithCaller<F> {
-        WithCaller {
-            inner: CALLER.scope(self, future),
-        }
-    }
-
-    /// Runs the synchronous `call` for this caller (an inner service's
-    /// `call`, which may admit in turn), for adapters.
-    #[doc(hidden)]
-    pub fn scope_sync<R>(self, call: impl FnOnce() -> R) -> R {
-        CALLER.sync_scope(self, call)
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// A future run for a [`Caller`]; see [`Caller::scope`].
-    #[must_use = "futures do nothing unless polled"]
-    #[derive(Debug)]
-    pub struct WithCaller<F> {
-        #[pin]
-        inner: TaskLocalFuture<Caller, F>,
-    }
-}
-
-impl<F: Future> Future for WithCaller<F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        self.project().inner.poll(cx)
     }
 }

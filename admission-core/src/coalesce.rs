@@ -3,18 +3,27 @@
 //!
 //! This module owns [`Coalescing`]. Joining a walk takes no slot and starts no
 //! work. It must never let a shared walk free its slot before its thread ends
-//! (all callers gone or not), and never report a failure more than once.
+//! (all callers gone or not), and never report a failure more than once. A
+//! walk whose every caller has gone counts as a running orphan until it ends
+//! or a caller joins it again.
+//!
+//! A walk's age is read on tokio's clock ([`tokio::time::Instant`]), always
+//! on the caller's side (the walk is registered and looked up by callers,
+//! never by the worker thread), so a test on a paused clock decides when a
+//! walk goes stale.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::error::ConfigError;
 use crate::pool::job::{Hold, Job};
+use crate::pool::stats::Listeners;
 use crate::pool::{Admission, Pool, RegistryWork, Slot, WorkError};
 
 /// The shared outcome of one walk, `None` until it ends.
@@ -25,14 +34,34 @@ struct Flight<T, E> {
     id: u64,
     started: Instant,
     rx: watch::Receiver<Outcome<T, E>>,
+    /// The callers waiting for it.
+    listeners: Arc<Listeners>,
 }
+
+/// A caller waiting for a walk's outcome; dropped when it returns or its
+/// future is dropped, when it stops listening.
+struct Listening {
+    pool: Pool,
+    listeners: Arc<Listeners>,
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        // After the walk ended this changes nothing; before, the last
+        // caller to go makes the walk a running orphan.
+        self.listeners.leave(self.pool.counters());
+    }
+}
+
+/// A receiver on a walk's outcome, with the caller counted as listening.
+type Listener<T, E> = (watch::Receiver<Outcome<T, E>>, Listening);
 
 /// How a caller takes part in a walk.
 enum Joined<T, E> {
     /// It started the walk.
-    Walk(watch::Receiver<Outcome<T, E>>),
+    Walk(Listener<T, E>),
     /// It joined a walk already running.
-    Shared(watch::Receiver<Outcome<T, E>>),
+    Shared(Listener<T, E>),
 }
 
 struct Flights<K, T, E> {
@@ -148,11 +177,11 @@ where
     where
         W: RegistryWork<Output = T, Error = E>,
     {
-        let mut rx = match self.join_or_admit(key, work, admission).await? {
-            Joined::Walk(rx) => rx,
-            Joined::Shared(rx) => {
+        let (mut rx, _listening) = match self.join_or_admit(key, work, admission).await? {
+            Joined::Walk(listener) => listener,
+            Joined::Shared(listener) => {
                 self.pool.counters().count_coalesced();
-                rx
+                listener
             }
         };
         let shared = rx.wait_for(Option::is_some).await;
@@ -183,8 +212,8 @@ where
     {
         {
             let mut flights = self.lock();
-            if let Some(rx) = self.fresh(&flights, &key) {
-                return Ok(Joined::Shared(rx));
+            if let Some(listener) = self.fresh(&flights, &key) {
+                return Ok(Joined::Shared(listener));
             }
             if admission == Admission::FailFast {
                 let slot = self.pool.try_admit_for_work(self.pool.saturated_code())?;
@@ -195,16 +224,26 @@ where
         // `slot` drops at the end of this function.
         let slot = self.pool.admit_with(admission).await?;
         let mut flights = self.lock();
-        if let Some(rx) = self.fresh(&flights, &key) {
-            return Ok(Joined::Shared(rx));
+        if let Some(listener) = self.fresh(&flights, &key) {
+            return Ok(Joined::Shared(listener));
         }
         Ok(Joined::Walk(self.start(&mut flights, key, slot, work)))
     }
 
-    /// A receiver on the fresh walk for `key`, if there is one.
-    fn fresh(&self, flights: &Flights<K, T, E>, key: &K) -> Option<watch::Receiver<Outcome<T, E>>> {
+    /// A receiver on the fresh walk for `key`, if there is one, with the
+    /// caller counted as listening (under the caller's lock, so the walk
+    /// cannot end unseen in between).
+    fn fresh(&self, flights: &Flights<K, T, E>, key: &K) -> Option<Listener<T, E>> {
         let flight = flights.by_key.get(key)?;
-        (flight.started.elapsed() <= self.staleness).then(|| flight.rx.clone())
+        if flight.started.elapsed() > self.staleness {
+            return None;
+        }
+        flight.listeners.listen(self.pool.counters());
+        let listening = Listening {
+            pool: self.pool.clone(),
+            listeners: Arc::clone(&flight.listeners),
+        };
+        Some((flight.rx.clone(), listening))
     }
 
     /// Starts the walk for `key` with `slot` moved into it.
@@ -216,11 +255,12 @@ where
         key: K,
         slot: Slot,
         work: W,
-    ) -> watch::Receiver<Outcome<T, E>>
+    ) -> Listener<T, E>
     where
         W: RegistryWork<Output = T, Error = E>,
     {
         let (tx, rx) = watch::channel(None);
+        let listeners = Arc::new(Listeners::new());
         let id = flights.next_id;
         flights.next_id += 1;
         flights.by_key.insert(
@@ -229,11 +269,12 @@ where
                 id,
                 started: Instant::now(),
                 rx: rx.clone(),
+                listeners: Arc::clone(&listeners),
             },
         );
         let flights = Arc::clone(&self.flights);
         let job = Job::new(self.pool.clone(), Hold::Slot(slot), work);
-        job.spawn_with(move |result, hold| {
+        job.spawn_with(Arc::clone(&listeners), move |result, hold| {
             // The next caller starts a fresh walk; a newer flight for the
             // key (one that replaced a stale one) stays. The slot goes back
             // under the same lock, so a caller never finds the walk gone
@@ -252,6 +293,10 @@ where
             tx.send_replace(Some(result));
             Ok(())
         });
-        rx
+        let listening = Listening {
+            pool: self.pool.clone(),
+            listeners,
+        };
+        (rx, listening)
     }
 }

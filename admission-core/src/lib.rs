@@ -7,9 +7,11 @@
 //! background loops reserved slots that requests cannot take, and drains
 //! every pool under one shutdown deadline without blocking the runtime.
 //!
-//! It knows no web framework: `admission-axum` and `admission-actix` turn its
-//! refusals into `503` + `Retry-After` answers and hold a request's lease
-//! until its response body ends.
+//! It knows no web framework and no protocol: `admission-http` reads a
+//! request's caller from its headers (under a trust policy) and answers a
+//! refusal with `503` + `Retry-After` or gRPC's `UNAVAILABLE` + pushback,
+//! and `admission-axum`, `admission-actix` and `admission-tonic` build on
+//! it, holding a request's lease until its response body ends.
 //!
 //! # Which entry point fits which need
 //!
@@ -29,16 +31,16 @@
 //!
 //! | you want | do | what happens |
 //! | --- | --- | --- |
-//! | serve what matters first | run the request for a [`Caller`] of its [`Criticality`] (adapters read `x-admission-criticality`; [`Caller::scope`] by hand) | sheddable work fills at most half a pool ([`PoolBuilder::share`](pool::PoolBuilder::share)), waiters are served critical first |
-//! | never start work the client will not wait for | give the caller a deadline (adapters read `x-admission-budget-ms`, `x-envoy-expected-rq-timeout-ms`, `grpc-timeout`) | refused at once with `ADMISSION_BUDGET_TOO_SHORT` when the time left cannot cover the expected wait and the pool's typical work; no wait outlasts the deadline |
+//! | serve what matters first | run the request for a [`Caller`] of its [`Criticality`] (adapters read `x-admission-criticality` under their trust policy; [`Caller::scope`] by hand) | sheddable work fills at most half a pool ([`PoolBuilder::share`](pool::PoolBuilder::share)), waiters are served critical first |
+//! | never start work the client will not wait for | give the caller a deadline (adapters read `x-admission-budget-ms`, `x-envoy-expected-rq-timeout-ms`, `grpc-timeout`; [`Caller::with_budget`] by hand) | refused at once with `ADMISSION_BUDGET_TOO_SHORT` when the time left cannot cover the expected wait and the pool's typical work; no wait outlasts the deadline |
 //! | serve ordinary bursts instead of refusing them | [`Admission::Queue`] (the layers' `queue()`, `#[admitted(queue)]`) | a bounded queue that turns newest-first and short once it stands ([`QueuePolicy`](pool::QueuePolicy)); refusals stay immediate `503`s |
 //!
 //! The root holds the names most code types; the modules hold the rest:
 //! [`pool`] (the slot, builder, queue policy, retry hint,
 //! [`HasPools`](pool::HasPools)), [`request`] (the lease's scope and
-//! builder), [`caller`] (the caller's scoped future), [`shutdown`] (report
-//! types), [`stats`] (counters), [`http`] (the answer adapters send and the
-//! headers they read), [`balancer`] (readiness, the HAProxy agent and the
+//! builder, and the scoped future of a lease or a caller), [`caller`] (the
+//! caller and its criticality), [`shutdown`] (report
+//! types), [`stats`] (counters), [`balancer`] (readiness, the HAProxy agent and the
 //! load report), [`log`] (failures named by class and code) and, with the
 //! `prometheus` feature, `metrics`.
 //!
@@ -75,7 +77,6 @@ pub mod balancer;
 pub mod caller;
 mod coalesce;
 mod error;
-pub mod http;
 pub mod log;
 mod loom;
 #[cfg(all(test, loom))]

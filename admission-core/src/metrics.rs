@@ -124,6 +124,15 @@ pub const METRICS: &[Metric] = &[
         read: Some(|s| s.running as u64),
     },
     Metric {
+        name: "admission_orphans_running",
+        kind: Kind::Gauge,
+        unit: None,
+        help: "Orphans running right now: work whose caller went away while it runs on, holding its slot.",
+        labels: POOL,
+        by_criticality: None,
+        read: Some(|s| s.orphans_running as u64),
+    },
+    Metric {
         name: "admission_admitted",
         kind: Kind::Counter,
         unit: None,

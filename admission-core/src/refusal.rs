@@ -3,7 +3,7 @@
 //! This module owns [`Refusal`] and its stable [`Code`]s. It must never
 //! carry a user value (only the pool's configured name, the code and the
 //! retry hint) and never know about HTTP: how a refusal is answered is
-//! [`http`](crate::http)'s and the adapters' business.
+//! `admission-http`'s and the adapters' business.
 
 use std::collections::HashMap;
 use std::fmt;

@@ -11,7 +11,6 @@
 
 use std::future::Future;
 
-use admission_core::http::{HeaderText, Problem, RefusalStatus};
 use admission_core::log::Cause;
 use admission_core::pool::{PoolBuilder, RetryHint, Slot, WorkFuture};
 use admission_core::request::{RequestPoolsBuilder, Scoped, UnknownClass};
@@ -75,15 +74,12 @@ fn bounds() {
     sync::<Scoped<AsyncBlock>>();
     not_unpin!(Scoped<AsyncBlock>);
 
-    // shutdown, stats, http, log
+    // shutdown, stats, log
     all::<ShutdownReport>();
     all::<PoolReport>();
     all::<Outcome>();
     all::<Cleanup>();
     all::<PoolStats>();
-    all::<Problem>();
-    all::<RefusalStatus>();
-    all::<HeaderText>();
     all::<Cause>();
 
     #[cfg(feature = "prometheus")]

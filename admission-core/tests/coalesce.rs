@@ -55,7 +55,7 @@ async fn concurrent_callers_of_one_key_share_exactly_one_walk() {
     assert_eq!((stats.coalesced, stats.finished, stats.in_use), (7, 1, 0));
 }
 
-#[tokio::test(flavor = "current_thread")]
+#[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_caller_after_the_staleness_bound_does_not_join() {
     let pool = Pool::new("coalesce-stale", 1).unwrap();
     let scrapes: Scrapes = Coalescing::new(&pool, Duration::from_millis(30)).unwrap();
@@ -63,7 +63,9 @@ async fn a_caller_after_the_staleness_bound_does_not_join() {
     let mut first = Box::pin(scrapes.run("/metrics", walk(&gate, &walks), Admission::FailFast));
     assert!(poll_once(&mut first).is_pending());
     gate.wait_started(1);
-    tokio::time::sleep(Duration::from_millis(60)).await; // the walk ages past the bound
+    // The walk ages past the bound on the paused clock, which the walk's
+    // age is read on.
+    tokio::time::advance(Duration::from_millis(31)).await;
 
     // Bounded: a late caller that wrongly joined the blocked walk would
     // otherwise wait for it forever.
@@ -112,7 +114,28 @@ async fn callers_all_gone_leave_the_slot_held_and_report_a_failure_once() {
     let mut joined = Box::pin(scrapes.run("/metrics", || unreachable!(), Admission::FailFast));
     assert!(poll_once(&mut joined).is_pending());
     drop(leader);
+    assert_eq!(
+        pool.stats().orphans_running,
+        0,
+        "a caller still waits for the walk"
+    );
     drop(joined);
+    assert_eq!(
+        pool.stats().orphans_running,
+        1,
+        "every caller has gone while the walk runs on"
+    );
+    // A caller joining the orphaned walk makes it wait for again.
+    let mut again = Box::pin(scrapes.run("/metrics", || unreachable!(), Admission::FailFast));
+    assert!(poll_once(&mut again).is_pending());
+    assert_eq!(pool.stats().orphans_running, 0, "a caller waits again");
+    drop(again);
+    assert_eq!(pool.stats().orphans_running, 1);
+    assert_eq!(
+        pool.stats().orphaned,
+        0,
+        "counted as orphaned only once it ends"
+    );
 
     assert_eq!(
         pool.try_admit().unwrap_err().code(),
@@ -128,9 +151,11 @@ async fn callers_all_gone_leave_the_slot_held_and_report_a_failure_once() {
     let events = events_for(name);
     assert_eq!(events.len(), 1, "reported once: {events:?}");
     assert_eq!(events[0].field("class"), Some("String"));
+    let stats = pool.stats();
     assert_eq!(
-        (pool.stats().orphaned, pool.stats().orphan_failures),
-        (1, 1)
+        (stats.orphaned, stats.orphan_failures, stats.orphans_running),
+        (1, 1, 0),
+        "the ended orphan moved from running to orphaned"
     );
 }
 
@@ -199,7 +224,7 @@ fn a_zero_staleness_bound_is_a_configuration_error() {
 
 /// Staleness counts from the walk's start: callers that keep joining within
 /// the bound do not keep a walk fresh for ever.
-#[tokio::test(flavor = "current_thread")]
+#[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn joiners_within_the_bound_do_not_extend_a_walks_freshness() {
     let pool = Pool::new("coalesce-stale-joiners", 1).unwrap();
     let bound = Duration::from_millis(200);
@@ -210,14 +235,15 @@ async fn joiners_within_the_bound_do_not_extend_a_walks_freshness() {
     assert!(poll_once(&mut first).is_pending());
     gate.wait_started(1);
 
-    // A joiner late inside the bound.
-    tokio::time::sleep_until(started + bound * 3 / 4).await;
+    // A joiner at the very end of the bound (paused clock).
+    tokio::time::advance(bound).await;
+    assert_eq!(started.elapsed(), bound);
     let mut joiner = Box::pin(scrapes.run("/metrics", || unreachable!(), Admission::FailFast));
     assert!(poll_once(&mut joiner).is_pending());
     assert_eq!(pool.stats().coalesced, 1, "joined inside the bound");
 
     // Past the bound since the start, though not since the last join.
-    tokio::time::sleep_until(started + bound * 5 / 4).await;
+    tokio::time::advance(Duration::from_millis(1)).await;
     let late = tokio::time::timeout(
         Duration::from_secs(10),
         scrapes.run("/metrics", walk(&gate, &walks), Admission::FailFast),
@@ -284,7 +310,7 @@ async fn a_waiter_that_joins_after_admission_returns_its_slot() {
 
 /// A walk that replaced a stale one for its key stays joinable when the
 /// stale walk ends: the stale walk's end removes only its own flight.
-#[tokio::test(flavor = "current_thread")]
+#[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_stale_walk_ending_leaves_the_newer_walk_joinable() {
     let pool = Pool::new("coalesce-replaced", 2).unwrap();
     let bound = Duration::from_millis(50);
@@ -294,7 +320,7 @@ async fn a_stale_walk_ending_leaves_the_newer_walk_joinable() {
     let mut old = Box::pin(scrapes.run("/metrics", walk(&old_gate, &walks), Admission::FailFast));
     assert!(poll_once(&mut old).is_pending());
     old_gate.wait_started(1);
-    tokio::time::sleep(bound * 2).await; // the first walk goes stale
+    tokio::time::advance(bound * 2).await; // the first walk goes stale
 
     let mut new = Box::pin(scrapes.run("/metrics", walk(&new_gate, &walks), Admission::FailFast));
     assert!(poll_once(&mut new).is_pending());

@@ -7,10 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use admission_core::http::{Problem, RefusalStatus};
 use admission_core::pool::{MAX_CAPACITY, RetryHint};
 use admission_core::{
-    Admission, Class, Code, ConfigError, Pool, RequestPools, Reservation, Shutdown, WorkError,
+    Admission, Code, ConfigError, Pool, RequestPools, Reservation, Shutdown, WorkError,
 };
 use support::{Gate, events_for, poll_once};
 
@@ -174,6 +173,46 @@ async fn a_dropped_awaiting_future_keeps_its_slot_until_the_thread_finishes() {
     assert_eq!(stats.orphaned, 1);
     assert_eq!(stats.orphan_failures, 0);
     assert_eq!(stats.admitted, stats.released + stats.in_use as u64);
+}
+
+/// A running orphan is visible while it runs, not only once it ends: two
+/// real worker threads held by their own channels, one caller gone.
+#[tokio::test(flavor = "current_thread")]
+async fn a_running_orphan_is_counted_while_it_runs_and_moves_to_orphaned_when_it_ends() {
+    let pool = Pool::new("orphans-running", 2).unwrap();
+    let (orphan_gate, awaited_gate) = (Gate::new(), Gate::new());
+    let orphan = pool.try_admit().unwrap().offload(orphan_gate.work());
+    let awaited = pool.try_admit().unwrap().offload(awaited_gate.work());
+    orphan_gate.wait_started(1);
+    awaited_gate.wait_started(1);
+    assert_eq!(pool.stats().orphans_running, 0, "both callers still wait");
+
+    drop(orphan);
+    let stats = pool.stats();
+    assert_eq!(
+        (stats.orphans_running, stats.orphaned, stats.running),
+        (1, 0, 2),
+        "the orphan runs on and is counted as it runs"
+    );
+
+    orphan_gate.open(1);
+    // The only slot that can free is the orphan's, after it is counted.
+    let slot = pool.admit().await.unwrap();
+    let stats = pool.stats();
+    assert_eq!(
+        (stats.orphans_running, stats.orphaned),
+        (0, 1),
+        "once ended, it left the gauge and is counted as orphaned"
+    );
+    drop(slot);
+
+    awaited_gate.open(1);
+    assert_eq!(awaited.await, Ok("walked"));
+    assert_eq!(
+        pool.stats().orphans_running,
+        0,
+        "work whose caller took its result was never an orphan"
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -349,8 +388,9 @@ fn bad_configuration_is_refused_at_construction() {
             .build(),
         Err(ConfigError::RetryHintTooSmall { .. })
     ));
-    // The refusal status is no longer a pool setting: the adapters choose
-    // it from `http::RefusalStatus`, an enum in which 404 cannot be written.
+    // The refusal status is no pool setting: the adapters choose it from
+    // `admission_http::HttpRefusalStatus`, an enum in which 404 cannot be
+    // written.
     let zero_slots = Reservation::new("r", 0).unwrap_err();
     assert_eq!(
         zero_slots,
@@ -377,27 +417,6 @@ fn bad_configuration_is_refused_at_construction() {
     ] {
         assert!(!err.to_string().is_empty());
     }
-}
-
-/// The 429 choice lives in the adapters now; the core's part is the answer
-/// it describes: a refusal answered with `TooManyRequests` says 429 in its
-/// status and its body, and keeps `Retry-After`.
-#[tokio::test(flavor = "current_thread")]
-async fn the_429_option_shows_in_the_problem_answer() {
-    let requests = RequestPools::builder().work(1).build().unwrap();
-    let _held = requests.try_lease(Class::Work).unwrap();
-    let refusal = requests.try_lease(Class::Work).unwrap_err();
-    let problem = Problem::refusal(&refusal, RefusalStatus::TooManyRequests);
-    assert_eq!(problem.status(), 429);
-    assert!(
-        problem.body().contains(r#""status":429"#),
-        "{}",
-        problem.body()
-    );
-    assert!(problem.body().contains(r#""pool":"work""#));
-    assert_eq!(problem.retry_after(), Some(refusal.retry_after_secs()));
-    let default = Problem::refusal(&refusal, RefusalStatus::default());
-    assert_eq!(default.status(), 503, "503 stays the default");
 }
 
 #[test]
@@ -468,7 +487,7 @@ fn a_refusal_says_its_pool_code_and_hint_in_words_and_as_a_duration() {
     assert_eq!(Code::WaitTimedOut.to_string(), "ADMISSION_WAIT_TIMEOUT");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn stats_count_the_peak_of_running_work_and_how_long_work_ran() {
     let pool = Pool::new("peak-and-time", 2).unwrap();
     let gate = Gate::new();
@@ -482,22 +501,22 @@ async fn stats_count_the_peak_of_running_work_and_how_long_work_ran() {
     for walk in walks {
         assert_eq!(walk.await, Ok("walked"));
     }
-    pool.run(
-        || {
-            std::thread::sleep(Duration::from_millis(20));
-            Ok::<_, std::fmt::Error>(())
-        },
-        Admission::FailFast,
-    )
-    .await
-    .unwrap();
+    let before = pool.stats().duration_sum;
+    // 20 ms on the paused clock, with a real worker thread held meanwhile.
+    support::run_for(&pool, Duration::from_millis(20)).await;
     let stats = pool.stats();
     assert_eq!((stats.peak_running, stats.finished), (2, 3));
-    assert!(
-        stats.duration_sum >= Duration::from_millis(20),
-        "the 20 ms piece is in the sum: {:?}",
-        stats.duration_sum
+    assert_eq!(
+        stats.duration_sum - before,
+        Duration::from_millis(20),
+        "the 20 ms piece is in the sum, measured on the runtime's clock"
     );
+    // The 25 ms bucket holds it, the 10 ms one does not.
+    assert_eq!(
+        stats.duration_buckets[2], 2,
+        "10 ms: the two released walks"
+    );
+    assert_eq!(stats.duration_buckets[3], 3, "25 ms: and the 20 ms piece");
 }
 
 #[test]
@@ -548,4 +567,93 @@ async fn a_dropped_pool_leaves_no_worker_threads_behind() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// The issue's cold case, on a paused clock with a real worker thread held
+/// by a channel: 20 s walks, none finished yet. Told to expect 20 s, the
+/// pool counts down the oldest walk's expected remaining time; not told,
+/// it says 1 s whatever has run, never the walk's age (which said 1 when
+/// the slot freed in 19 s and 19 when it freed in 1 s).
+#[tokio::test(start_paused = true)]
+async fn a_cold_pools_hint_counts_down_the_expected_work_and_never_the_age() {
+    let told = Pool::builder("cold-expected")
+        .capacity(1)
+        .expected_work(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let untold = Pool::new("cold-untold", 1).unwrap();
+    let (told_gate, untold_gate) = (Gate::new(), Gate::new());
+    let told_walk = told.try_admit().unwrap().offload(told_gate.work());
+    let untold_walk = untold.try_admit().unwrap().offload(untold_gate.work());
+    told_gate.wait_started(1);
+    untold_gate.wait_started(1);
+
+    let mut hints = Vec::new();
+    for _ in 0..20 {
+        tokio::time::advance(Duration::from_secs(1)).await;
+        hints.push((
+            told.try_admit().unwrap_err().retry_after_secs(),
+            untold.try_admit().unwrap_err().retry_after_secs(),
+        ));
+    }
+    let (told_hints, untold_hints): (Vec<u32>, Vec<u32>) = hints.into_iter().unzip();
+    assert_eq!(told_hints[0], 19, "1 s in, the slot frees in 19 s");
+    assert_eq!(told_hints[18], 1, "19 s in, it frees in 1 s");
+    assert!(
+        told_hints.windows(2).take(18).all(|w| w[1] < w[0]),
+        "counts down while the walk is younger than expected: {told_hints:?}"
+    );
+    assert_eq!(
+        told_hints[19], 20,
+        "20 s in, overdue: expected to run as long again"
+    );
+    assert!(
+        untold_hints.iter().all(|&hint| hint == 1),
+        "nothing seen, nothing expected: 1 s, never the age: {untold_hints:?}"
+    );
+
+    told_gate.open(1);
+    untold_gate.open(1);
+    assert_eq!(told_walk.await, Ok("walked"));
+    assert_eq!(untold_walk.await, Ok("walked"));
+    assert_eq!(
+        told.stats().recent_work,
+        Duration::from_secs(20),
+        "measured on the paused clock"
+    );
+    assert_eq!(
+        untold.try_admit().map(drop),
+        Ok(()),
+        "the slot came back with the walk's end"
+    );
+}
+
+/// Orphans far past the pool's typical work (20 ms) are expected to run as
+/// long again: aged 2.5 s on the paused clock, they make the hint 3 s. The
+/// pool learns its 20 ms and the orphans run on real worker threads held by
+/// channels; no real time passes.
+#[tokio::test(start_paused = true)]
+async fn orphans_far_past_the_typical_work_are_expected_to_run_as_long_again() {
+    let pool = Pool::new("orphans-aged", 2).unwrap();
+    for _ in 0..3 {
+        support::run_for(&pool, Duration::from_millis(20)).await;
+    }
+    assert_eq!(pool.stats().recent_work, Duration::from_millis(20));
+    let gate = Gate::new();
+    for _ in 0..2 {
+        drop(pool.try_admit().unwrap().offload(gate.work()));
+    }
+    gate.wait_started(2);
+    assert_eq!(pool.stats().orphans_running, 2, "both callers have gone");
+    tokio::time::advance(Duration::from_millis(2500)).await;
+    assert_eq!(
+        pool.try_admit().unwrap_err().retry_after_secs(),
+        3,
+        "2.5 s past a 20 ms typical: as long again, rounded up"
+    );
+    gate.open(2);
+    let slots = [pool.admit().await.unwrap(), pool.admit().await.unwrap()];
+    let stats = pool.stats();
+    assert_eq!((stats.orphans_running, stats.orphaned), (0, 2));
+    drop(slots);
 }

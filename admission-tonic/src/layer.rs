@@ -4,35 +4,12 @@
 //! create pools: tonic clones the layered service for every connection, and
 //! every clone shares the one set of pools the layer was given.
 
-use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use admission_core::{Class, RequestPools};
+use admission_http::{Classify, FailFast, GrpcRefusalStatus, Queue};
 use tower_layer::Layer;
 
-use crate::classify::{Call, Classify};
+use crate::classify::Call;
 use crate::service::AdmissionService;
-use crate::status::RefusalStatus;
-
-/// What every layer and service clone shares: the app's pools, how calls
-/// are classified, the status a refusal is answered with, and the count of
-/// malformed `grpc-timeout` values.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) pools: RequestPools,
-    pub(crate) classify: Classify,
-    pub(crate) status: RefusalStatus,
-    // Its own `Arc`: a layer rebuilt by `refusal_status` keeps counting into
-    // the same counter as the layer it came from.
-    pub(crate) malformed_timeouts: Arc<AtomicU64>,
-}
-
-impl Shared {
-    pub(crate) fn count_malformed_timeout(&self) {
-        self.malformed_timeouts.fetch_add(1, Ordering::Relaxed);
-    }
-}
 
 /// A tower [`Layer`] for tonic servers
 /// (`Server::builder().layer(AdmissionLayer::new(pools))`) that makes every
@@ -50,10 +27,16 @@ impl Shared {
 /// configuration error surfaces there ([`RequestPools::new`] returns a
 /// `Result`), never on a call.
 ///
-/// It fails fast: a call never waits for a lease. It also reads the
-/// caller's `grpc-timeout` strictly, hands the [`Deadline`](crate::deadline::Deadline)
-/// to the classifier and to the handler (a request extension), and counts
-/// malformed values ([`malformed_timeouts`](Self::malformed_timeouts)).
+/// It fails fast unless told to [`queue`](Self::queue). The call is
+/// admitted for its caller: the criticality its `x-admission-criticality`
+/// metadata names and the shortest of its `grpc-timeout`,
+/// `x-admission-budget-ms` and `x-envoy-expected-rq-timeout-ms` as its
+/// deadline, read under the same trust policy as every adapter's (nobody
+/// raises their own priority or lengthens their own wait unless
+/// [`trust_peers`](Self::trust_peers)); a call whose deadline cannot cover
+/// the pool's typical work is refused at once with `DEADLINE_EXCEEDED`.
+/// Malformed budgets are ignored and counted
+/// ([`malformed_headers`](Self::malformed_headers)).
 ///
 /// # Examples
 ///
@@ -73,9 +56,9 @@ impl Shared {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone)]
-pub struct AdmissionLayer {
-    shared: Arc<Shared>,
+#[derive(Debug, Clone)]
+pub struct AdmissionLayer<M = FailFast> {
+    inner: admission_http::AdmissionLayer<GrpcRefusalStatus, M>,
 }
 
 impl AdmissionLayer {
@@ -104,7 +87,9 @@ impl AdmissionLayer {
     /// # }
     /// ```
     pub fn new(pools: RequestPools) -> Self {
-        Self::with_classify(pools, Classify::Default)
+        AdmissionLayer {
+            inner: admission_http::AdmissionLayer::speaking(pools, GrpcRefusalStatus::default()),
+        }
     }
 
     /// Leases every call from `class`: the form for a layer around one
@@ -131,12 +116,12 @@ impl AdmissionLayer {
     /// # }
     /// ```
     pub fn class(pools: RequestPools, class: Class) -> Self {
-        Self::with_classify(pools, Classify::Fixed(class))
+        AdmissionLayer::new(pools).with_classify(Classify::Fixed(class))
     }
 
     /// Leases from the class `classify` picks from the [`Call`] (method
-    /// path, metadata, deadline). It runs once per call, before the lease
-    /// is taken, and must be cheap.
+    /// path, metadata, caller and deadline). It runs once per call, before
+    /// the lease is taken, and must be cheap.
     ///
     /// # Examples
     ///
@@ -171,9 +156,13 @@ impl AdmissionLayer {
     where
         F: Fn(&Call<'_>) -> Class + Send + Sync + 'static,
     {
-        Self::with_classify(pools, Classify::custom(classify))
+        AdmissionLayer::new(pools).with_classify(Classify::head_and_caller(move |head, caller| {
+            classify(&Call::new(head.uri.path(), &head.headers, caller))
+        }))
     }
+}
 
+impl<M> AdmissionLayer<M> {
     /// The request pools leases are taken from: the ones given at
     /// construction, shared, not a copy.
     ///
@@ -188,11 +177,11 @@ impl AdmissionLayer {
     /// assert!(layer.pools().pool(Class::Work).same_pool(pools.pool(Class::Work)));
     /// ```
     pub fn pools(&self) -> &RequestPools {
-        &self.shared.pools
+        self.inner.pools()
     }
 
     /// Answers refusals with `status` instead of `UNAVAILABLE`: e.g.
-    /// [`RefusalStatus::ResourceExhausted`] for clients that expect it.
+    /// [`GrpcRefusalStatus::ResourceExhausted`] for clients that expect it.
     /// The message and the pushback are the same.
     ///
     /// # Examples
@@ -200,13 +189,13 @@ impl AdmissionLayer {
     /// ```
     /// use admission_core::{Class, RequestPools};
     /// use admission_tonic::AdmissionLayer;
-    /// use admission_tonic::status::RefusalStatus;
+    /// use admission_tonic::GrpcRefusalStatus;
     /// use tower::{Layer, ServiceExt, service_fn};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let pools = RequestPools::new(1, 1).unwrap();
-    /// let layer = AdmissionLayer::new(pools.clone()).refusal_status(RefusalStatus::ResourceExhausted);
+    /// let layer = AdmissionLayer::new(pools.clone()).refusal_status(GrpcRefusalStatus::ResourceExhausted);
     /// let server = layer.layer(service_fn(|_req: http::Request<()>| async {
     ///     Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
     /// }));
@@ -219,26 +208,81 @@ impl AdmissionLayer {
     /// # }
     /// ```
     #[must_use]
-    pub fn refusal_status(self, status: RefusalStatus) -> Self {
-        let Shared {
-            pools,
-            classify,
-            malformed_timeouts,
-            ..
-        } = &*self.shared;
+    pub fn refusal_status(self, status: GrpcRefusalStatus) -> Self {
         AdmissionLayer {
-            shared: Arc::new(Shared {
-                pools: pools.clone(),
-                classify: classify.clone(),
-                status,
-                malformed_timeouts: Arc::clone(malformed_timeouts),
-            }),
+            inner: self.inner.refusal_status(status),
         }
     }
 
-    /// How many calls came with a malformed `grpc-timeout` (or more than
-    /// one), counted by every clone of this layer and the services it made.
-    /// Such a call is served as if it had no deadline.
+    /// Lets a call whose class is full wait in the class pool's bounded
+    /// queue ([`Admission::Queue`](admission_core::Admission::Queue))
+    /// instead of being refused at once: ordinary bursts are served, and
+    /// under overload a call is refused with the same trailers-only answer
+    /// when the queue is full or it has waited the queue's limit, never
+    /// answered late. The services it makes call the inner service after
+    /// the wait, so they need it `Clone + Send + 'static` (tonic's services
+    /// are).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, RequestPools};
+    /// use admission_tonic::AdmissionLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let server = AdmissionLayer::new(pools.clone()).queue().layer(service_fn(|_req: http::Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
+    /// }));
+    /// // The only *work* slot is held (by another thread) past the queue's limit.
+    /// let held = pools.clone();
+    /// let _held = std::thread::spawn(move || held.try_lease(Class::Work).unwrap()).join().unwrap();
+    /// let call = http::Request::post("/shop.v1.Orders/Create").body(()).unwrap();
+    /// assert_eq!(server.oneshot(call).await.unwrap().headers()["grpc-status"], "14");
+    /// # }
+    /// ```
+    pub fn queue(self) -> AdmissionLayer<Queue> {
+        AdmissionLayer {
+            inner: self.inner.queue(),
+        }
+    }
+
+    /// Honours the criticality and budget metadata as sent: for a server
+    /// whose clients are its own peers, or behind a mesh or balancer that
+    /// strips `x-admission-*` from outside calls. Without it a `critical`
+    /// claim is admitted as `default` and a budget never lengthens a queued
+    /// wait; `sheddable` is honoured either way.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::RequestPools;
+    /// use admission_tonic::AdmissionLayer;
+    ///
+    /// let layer = AdmissionLayer::new(RequestPools::new(2, 4).unwrap()).trust_peers();
+    /// assert_eq!(layer.lowered_claims(), 0);
+    /// ```
+    #[must_use]
+    pub fn trust_peers(self) -> Self {
+        AdmissionLayer {
+            inner: self.inner.trust_peers(),
+        }
+    }
+
+    /// How many calls claimed `x-admission-criticality: critical` and were
+    /// admitted as `default`, since the layer trusts nobody's metadata.
+    pub fn lowered_claims(&self) -> u64 {
+        self.inner.lowered_claims()
+    }
+
+    /// How many calls came with a malformed or repeated budget
+    /// (`grpc-timeout`, `x-admission-budget-ms`,
+    /// `x-envoy-expected-rq-timeout-ms`), counted by every clone of this
+    /// layer and the services it made. Such a call is served as if it had
+    /// no deadline (tonic itself parses `grpc-timeout` more leniently, and
+    /// may still end a call over a value counted here).
     ///
     /// # Examples
     ///
@@ -257,40 +301,24 @@ impl AdmissionLayer {
     /// let call = http::Request::post("/a.B/C").header("grpc-timeout", "5s").body(()).unwrap();
     /// let served = server.oneshot(call).await.unwrap();
     /// assert!(served.headers().get("grpc-status").is_none(), "served, without a deadline");
-    /// assert_eq!(layer.malformed_timeouts(), 1);
+    /// assert_eq!(layer.malformed_headers(), 1);
     /// # }
     /// ```
-    pub fn malformed_timeouts(&self) -> u64 {
-        self.shared.malformed_timeouts.load(Ordering::Relaxed)
+    pub fn malformed_headers(&self) -> u64 {
+        self.inner.malformed_headers()
     }
 
-    fn with_classify(pools: RequestPools, classify: Classify) -> Self {
+    fn with_classify(self, classify: Classify) -> Self {
         AdmissionLayer {
-            shared: Arc::new(Shared {
-                pools,
-                classify,
-                status: RefusalStatus::default(),
-                malformed_timeouts: Arc::default(),
-            }),
+            inner: self.inner.with_classify(classify),
         }
     }
 }
 
-impl<S> Layer<S> for AdmissionLayer {
-    type Service = AdmissionService<S>;
+impl<S, M> Layer<S> for AdmissionLayer<M> {
+    type Service = AdmissionService<S, M>;
 
-    fn layer(&self, inner: S) -> AdmissionService<S> {
-        AdmissionService::new(inner, Arc::clone(&self.shared))
-    }
-}
-
-impl fmt::Debug for AdmissionLayer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AdmissionLayer")
-            .field("pools", &self.shared.pools)
-            .field("classify", &self.shared.classify)
-            .field("status", &self.shared.status)
-            .field("malformed_timeouts", &self.malformed_timeouts())
-            .finish()
+    fn layer(&self, inner: S) -> AdmissionService<S, M> {
+        AdmissionService::new(self.inner.layer(inner))
     }
 }

@@ -6,49 +6,63 @@
 //! registry work in one line and returns its refusal as a `Status` with `?`.
 //!
 //! * [`AdmissionLayer`]: the tower layer for
-//!   `Server::builder().layer(...)` (or around one service).
+//!   `Server::builder().layer(...)` (or around one service): `admission-http`'s
+//!   middleware, which every adapter shares, speaking gRPC.
 //!   [`AdmissionLayer::new`] leases health checks and server reflection
 //!   from *control* and every other call from *work*;
 //!   [`AdmissionLayer::class`] one class for a service; and
 //!   [`AdmissionLayer::classify`] by your closure over the [`Call`] (its
-//!   method path, metadata and deadline). It makes an [`AdmissionService`],
-//!   whose [`future::ResponseFuture`] answers with a [`body::LeasedBody`].
+//!   method path, metadata, caller and deadline);
+//!   [`queue()`](AdmissionLayer::queue) lets a call wait in the class
+//!   pool's bounded queue, [`trust_peers()`](AdmissionLayer::trust_peers)
+//!   honours the criticality and budget metadata of trusted peers, and
+//!   [`refusal_status`](AdmissionLayer::refusal_status) answers
+//!   `RESOURCE_EXHAUSTED` ([`GrpcRefusalStatus`]). It makes an
+//!   [`AdmissionService`], whose [`future::ResponseFuture`] answers with a
+//!   [`body::LeasedBody`].
 //! * [`Rejection`]: a core [`Refusal`](admission_core::Refusal) or
 //!   [`WorkError`](admission_core::WorkError) on its way to a
 //!   [`tonic::Status`]: `pool.run(work, Admission::FailFast).await.map_err(Rejection::from)?`.
 //!   A panic is `INTERNAL` with a code and no message.
-//! * [`deadline`]: the caller's `grpc-timeout`, parsed strictly (every unit
-//!   of the specification; a malformed value is ignored and counted, see
-//!   [`AdmissionLayer::malformed_timeouts`]) into a [`Deadline`](deadline::Deadline)
-//!   the handler finds in its request's extensions and the classifier in
-//!   [`Call::deadline`]. The call is admitted for its
-//!   [`Caller`](admission_core::Caller): the `x-admission-criticality`
-//!   metadata and the shortest of `grpc-timeout`, `x-admission-budget-ms`
-//!   and `x-envoy-expected-rq-timeout-ms`, so a call whose deadline cannot
-//!   cover the pool's typical work is refused at once with
-//!   `DEADLINE_EXCEEDED` (`ADMISSION_BUDGET_TOO_SHORT`, no pushback: a
-//!   retry with the same deadline would be refused again).
-//! * [`status`]: the refusal's status code option
-//!   ([`RefusalStatus`](status::RefusalStatus)) and, for clients,
-//!   [`Pushback`](status::Pushback), the `grpc-retry-pushback-ms` trailer
-//!   read as gRPC's retry design (gRFC A6) says.
+//! * [`CallerLayer`] and [`load_report::ReportLoad`]: the same pieces as in
+//!   every adapter, for servers that admit on their own pools and for
+//!   Envoy's client-side weighted round robin.
+//! * [`status::Pushback`]: for clients, the `grpc-retry-pushback-ms`
+//!   trailer read as gRPC's retry design (gRFC A6) says.
 //!
-//! The refusal carries the facts of core's
-//! [`http::Problem`](admission_core::http::Problem) (code, pool, retry hint)
-//! in gRPC's form: the status code for the HTTP status, the message for the
-//! problem's code and detail, and the pushback, in milliseconds, for
-//! `Retry-After`.
+//! The refusal carries the facts of the HTTP adapters'
+//! [`Problem`](admission_http::Problem) (code, pool, retry hint) in gRPC's
+//! form ([`GrpcAnswer`](admission_http::GrpcAnswer)): the status code for
+//! the HTTP status, the message for the problem's code and detail, and the
+//! pushback, in milliseconds, for `Retry-After`.
 //!
 //! # Deadlines
 //!
-//! The layer parses the caller's deadline and exposes it, but does not yet
-//! act on it: deadline-aware admission, which refuses at once a call whose
-//! remaining budget is shorter than the expected wait plus work, lands with
-//! the overload issue, and will take its deadline from here. tonic itself
-//! still ends a call whose `grpc-timeout` passes before its response head
-//! (its lease goes with it); tonic parses the header more leniently (it
-//! takes `+5S`), so a value this layer counts as malformed may still be
-//! enforced by tonic.
+//! A call is admitted for its caller: its `x-admission-criticality`
+//! metadata and the shortest of `grpc-timeout`, `x-admission-budget-ms` and
+//! `x-envoy-expected-rq-timeout-ms`, each parsed strictly (a malformed value
+//! is ignored and counted, [`AdmissionLayer::malformed_headers`]). A call
+//! whose deadline cannot cover the pool's typical work (and the wait ahead
+//! of it) is refused at once with `DEADLINE_EXCEEDED`
+//! (`ADMISSION_BUDGET_TOO_SHORT`, no pushback: a retry with the same
+//! deadline would be refused again): a Python grpcio call with
+//! `timeout=0.1` against a pool whose walks take longer gets it within a
+//! millisecond. The handler reads the deadline from
+//! [`Caller::current`](admission_core::Caller::current), the classifier
+//! from [`Call::deadline`]. tonic itself still ends a call whose
+//! `grpc-timeout` passes before its response head (its lease goes with
+//! it); tonic parses the header more leniently (it takes `+5S`), so a value
+//! this layer counts as malformed may still be enforced by tonic.
+//!
+//! # Trust
+//!
+//! By default nobody's metadata is trusted: `sheddable` is honoured from
+//! anyone, a `critical` claim is admitted as `default` (and counted,
+//! [`AdmissionLayer::lowered_claims`]), and a budget refuses at once or
+//! shortens a wait, never lengthens a queued wait past the queue's limit.
+//! A server whose clients are its own peers, or behind a mesh that strips
+//! `x-admission-*` from outside calls, says so once:
+//! `AdmissionLayer::new(pools).trust_peers()`.
 //!
 //! # One set of pools per server
 //!
@@ -107,14 +121,15 @@
 //! [`RequestPools`]: admission_core::RequestPools
 #![doc(test(attr(deny(warnings))))]
 
-pub mod body;
 mod classify;
-pub mod deadline;
-pub mod future;
 mod layer;
 mod rejection;
 mod service;
 pub mod status;
+
+pub use admission_http::{
+    CallerLayer, CallerService, GrpcRefusalStatus, body, future, load_report,
+};
 
 pub use crate::classify::Call;
 pub use crate::layer::AdmissionLayer;

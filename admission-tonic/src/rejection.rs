@@ -1,28 +1,27 @@
 //! The answer a handler gives when admission or its work did not produce a
 //! response, as a gRPC status.
 //!
-//! This module owns [`Rejection`] and the one place a refusal or a failed
-//! piece of work becomes a [`tonic::Status`] in this adapter: the status
-//! code, the message (the stable code, the pool and the retry hint, never a
-//! user value, an error message or a panic message) and the
-//! `grpc-retry-pushback-ms` trailer. These are the facts of core's
-//! [`Problem`](admission_core::http::Problem), in gRPC's form.
+//! This module owns [`Rejection`] and the one place an `admission-http`
+//! [`GrpcAnswer`] becomes a [`tonic::Status`]. It must never choose a code,
+//! a message or a trailer of its own: they are the middle's, the same the
+//! layer sends for a refusal.
 
 use std::fmt;
 
-use admission_core::http::{WORK_FAILED, WORK_PANICKED};
-use admission_core::{Code, Refusal, WorkError};
+use admission_core::{Refusal, WorkError};
+use admission_http::{GrpcAnswer, GrpcRefusalStatus, RETRY_PUSHBACK_MS};
 use tonic::Status;
 use tonic::metadata::{MetadataMap, MetadataValue};
-
-use crate::status::{RETRY_PUSHBACK_MS, RefusalStatus};
 
 /// A refusal or a failed piece of work, as a tonic handler returns it:
 /// `UNAVAILABLE` (or `RESOURCE_EXHAUSTED`, see
 /// [`with_status`](Self::with_status)) with the stable code and the pool in
-/// the message and `grpc-retry-pushback-ms` for a refusal; `INTERNAL` with
-/// a code (`ADMISSION_WORK_PANICKED`, `ADMISSION_WORK_FAILED`) and no
-/// message of the work's own for work that panicked or failed.
+/// the message and `grpc-retry-pushback-ms` for a refusal;
+/// `DEADLINE_EXCEEDED` and no pushback for a call whose deadline cannot
+/// cover the work; `INTERNAL` with a code (`ADMISSION_WORK_PANICKED`,
+/// `ADMISSION_WORK_FAILED`, `ADMISSION_REENTRANT`) and no message of the
+/// work's own for work that panicked or failed, and for a task that waited
+/// on a slot only it could free (a programming error, not overload).
 ///
 /// `From<Refusal>` and `From<WorkError<E>>` build one, and
 /// `From<Rejection> for Status` lets `?` finish the job, so registry work
@@ -60,7 +59,7 @@ pub struct Rejection {
     // What kind of end it was; the work's own error value is dropped on the
     // way in, since it never reaches the client. A refusal is `Refused`.
     error: WorkError<()>,
-    status: RefusalStatus,
+    status: GrpcRefusalStatus,
 }
 
 impl Rejection {
@@ -72,16 +71,16 @@ impl Rejection {
     /// ```
     /// use admission_core::Pool;
     /// use admission_tonic::Rejection;
-    /// use admission_tonic::status::RefusalStatus;
+    /// use admission_tonic::GrpcRefusalStatus;
     ///
     /// let pool = Pool::new("registry", 1).unwrap();
     /// let _held = pool.try_admit().unwrap();
     /// let rejection = Rejection::from(pool.try_admit().unwrap_err());
-    /// let status = rejection.with_status(RefusalStatus::ResourceExhausted).to_status();
+    /// let status = rejection.with_status(GrpcRefusalStatus::ResourceExhausted).to_status();
     /// assert_eq!(status.code(), tonic::Code::ResourceExhausted);
     /// ```
     #[must_use]
-    pub fn with_status(self, status: RefusalStatus) -> Rejection {
+    pub fn with_status(self, status: GrpcRefusalStatus) -> Rejection {
         Rejection { status, ..self }
     }
 
@@ -104,7 +103,7 @@ impl Rejection {
     /// assert!(status.metadata().get("grpc-retry-pushback-ms").is_none(), "a panic is no refusal");
     /// ```
     pub fn to_status(&self) -> Status {
-        work_status(&self.error, self.status)
+        into_status(&GrpcAnswer::work_error(&self.error, self.status))
     }
 }
 
@@ -112,7 +111,7 @@ impl From<Refusal> for Rejection {
     fn from(refusal: Refusal) -> Self {
         Rejection {
             error: WorkError::Refused(refusal),
-            status: RefusalStatus::default(),
+            status: GrpcRefusalStatus::default(),
         }
     }
 }
@@ -123,7 +122,7 @@ impl<E> From<WorkError<E>> for Rejection {
     fn from(err: WorkError<E>) -> Self {
         Rejection {
             error: err.map_err(|_| ()),
-            status: RefusalStatus::default(),
+            status: GrpcRefusalStatus::default(),
         }
     }
 }
@@ -146,57 +145,25 @@ impl std::error::Error for Rejection {
     }
 }
 
-/// The status of a refusal: `status`, the code and the pool in the message,
-/// the retry hint as `grpc-retry-pushback-ms`.
-pub(crate) fn refusal_status(refusal: &Refusal, status: RefusalStatus) -> Status {
-    refused(
-        refusal.code(),
-        Some(refusal.pool()),
-        refusal.retry_after_secs(),
-        status,
-    )
-}
-
-/// The status of offloaded work that did not produce its output: a refusal
-/// as above; a failure or a panic `INTERNAL` with its code as the whole
-/// message; work cancelled by shutdown a refusal with
-/// `ADMISSION_SHUTTING_DOWN` and a one-second pushback (core's problem for
-/// the same end says `Retry-After: 1`).
-pub(crate) fn work_status(err: &WorkError<()>, status: RefusalStatus) -> Status {
-    match err {
-        WorkError::Refused(refusal) => refusal_status(refusal, status),
-        WorkError::Failed(()) => Status::internal(WORK_FAILED),
-        WorkError::Panicked => Status::internal(WORK_PANICKED),
-        WorkError::Cancelled => refused(Code::ShuttingDown, None, 1, status),
-        // A kind of end this adapter does not know yet: a failure, never
-        // its message.
-        _ => Status::internal(WORK_FAILED),
-    }
-}
-
-fn refused(code: Code, pool: Option<&str>, retry_after_secs: u32, status: RefusalStatus) -> Status {
-    let message = match pool {
-        Some(pool) => {
-            format!("{code}: pool `{pool}` refused the call; retry in {retry_after_secs} s")
-        }
-        None => format!("{code}: {}; retry in {retry_after_secs} s", code.title()),
-    };
-    if code == Code::BudgetTooShort {
-        // The call's own deadline is too short for the work: a retry with
-        // the same deadline would be refused again, so the status is the
-        // one retry policies leave alone, and there is no pushback.
-        return Status::deadline_exceeded(message);
-    }
+/// The middle's answer as tonic's status: the same code, message and
+/// pushback the layer sends for a refusal.
+fn into_status(answer: &GrpcAnswer) -> Status {
     let mut metadata = MetadataMap::new();
-    let pushback_ms = u64::from(retry_after_secs) * 1000;
-    metadata.insert(RETRY_PUSHBACK_MS, MetadataValue::from(pushback_ms));
-    Status::with_metadata(status.code(), message, metadata)
+    if let Some(ms) = answer.pushback_ms() {
+        metadata.insert(RETRY_PUSHBACK_MS, MetadataValue::from(ms));
+    }
+    Status::with_metadata(
+        tonic::Code::from_i32(i32::from(answer.code())),
+        answer.message(),
+        metadata,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use admission_core::Pool;
+    use admission_core::{Code, Pool};
+    use admission_http::{WORK_FAILED, WORK_PANICKED};
 
     fn saturated(pool: &Pool) -> Refusal {
         let _held = pool.try_admit().unwrap();
@@ -214,6 +181,10 @@ mod tests {
         let status = Rejection::from(refusal).to_status();
         assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
         assert!(status.message().starts_with("ADMISSION_BUDGET_TOO_SHORT"));
+        assert!(
+            !status.message().contains("retry"),
+            "a retry would be refused again"
+        );
         assert!(status.metadata().get(RETRY_PUSHBACK_MS).is_none());
     }
 
@@ -253,11 +224,14 @@ mod tests {
 
     #[test]
     fn shutdown_is_a_refusal_with_a_one_second_pushback() {
-        for status in [RefusalStatus::Unavailable, RefusalStatus::ResourceExhausted] {
+        for status in [
+            GrpcRefusalStatus::Unavailable,
+            GrpcRefusalStatus::ResourceExhausted,
+        ] {
             let answer = Rejection::from(WorkError::<()>::Cancelled)
                 .with_status(status)
                 .to_status();
-            assert_eq!(answer.code(), status.code());
+            assert_eq!(answer.code() as i32, i32::from(status.code()));
             assert!(answer.message().starts_with("ADMISSION_SHUTTING_DOWN: "));
             assert_eq!(answer.metadata().get(RETRY_PUSHBACK_MS).unwrap(), "1000");
         }
@@ -267,11 +241,11 @@ mod tests {
     fn the_status_option_changes_refusals_only() {
         let pool = Pool::new("registry", 1).unwrap();
         let exhausted = Rejection::from(saturated(&pool))
-            .with_status(RefusalStatus::ResourceExhausted)
+            .with_status(GrpcRefusalStatus::ResourceExhausted)
             .to_status();
         assert_eq!(exhausted.code(), tonic::Code::ResourceExhausted);
         let panicked = Rejection::from(WorkError::<()>::Panicked)
-            .with_status(RefusalStatus::ResourceExhausted)
+            .with_status(GrpcRefusalStatus::ResourceExhausted)
             .to_status();
         assert_eq!(panicked.code(), tonic::Code::Internal);
     }

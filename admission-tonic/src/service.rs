@@ -1,48 +1,37 @@
-//! The service that takes a request lease before calling the inner service.
+//! The gRPC face of `admission-http`'s service.
 //!
-//! This module owns [`AdmissionService`]: read the deadline, classify, fail
-//! fast, answer a refusal with a trailers-only response, run the inner call
-//! and its future under the lease. It must never wait for a lease and never
-//! create pools.
+//! This module owns [`AdmissionService`]: the middle's service speaking
+//! gRPC, and a [`NamedService`] when the service it wraps is one, so that
+//! `add_service(layer.layer(service))` works. It must never admit, classify
+//! or answer anything itself: the middle does, for every adapter alike.
 
-use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
-use http::{Request, Response};
+use admission_http::{FailFast, GrpcRefusalStatus};
 use tonic::server::NamedService;
 use tower_service::Service;
 
-use admission_core::http::RequestCaller;
-
-use crate::body::LeasedBody;
-use crate::classify::Call;
-use crate::deadline::{Deadline, Timeout};
-use crate::future::ResponseFuture;
-use crate::layer::Shared;
-use crate::rejection::refusal_status;
-
 /// A service that runs each call under a request lease held until its
 /// response stream has ended or been dropped, and refuses at once, with a
-/// trailers-only response, when the call's class has no free slot.
+/// trailers-only response, when the call's class has no free slot (or,
+/// after [`AdmissionLayer::queue`](crate::AdmissionLayer::queue), when its
+/// wait in the queue runs out).
 ///
 /// Made by [`AdmissionLayer`](crate::AdmissionLayer); every clone shares the
-/// layer's pools. Responses are `Response<LeasedBody<B>>` for any inner body
-/// `B` carrying `Bytes`, so it serves under `Server::builder().layer(..)`,
+/// layer's pools. Responses are `Response<LeasedBody<B>>`
+/// ([`body::LeasedBody`](crate::body::LeasedBody)) for any inner body `B`
+/// carrying `Bytes`, so it serves under `Server::builder().layer(..)`,
 /// around one service (`add_service(layer.layer(service))`: it is a
 /// [`NamedService`] when the service it wraps is one), or in any tower
 /// stack.
 ///
-/// Inside the inner service's call and future the lease is the task's
-/// context: pure work
+/// Inside the inner service's call and future the call's caller and lease
+/// are the task's scope: pure work
 /// ([`RequestPools::execute_pure`](admission_core::RequestPools::execute_pure))
-/// runs under it, and a nested admission of the same class (a second
-/// layer) shares it instead of taking a second slot.
-///
-/// The caller's [`Deadline`] (from a well-formed `grpc-timeout`) is
-/// inserted into the request's extensions before the inner call.
-/// [`poll_ready`](Service::poll_ready) is the inner service's; a refused
-/// call does not call the inner service.
+/// runs under the lease, every admission the handler makes is made for the
+/// caller (its deadline is [`Caller::current`](admission_core::Caller::current)'s),
+/// and a nested admission of the same class (a second layer) shares the
+/// lease instead of taking a second slot.
 ///
 /// # Examples
 ///
@@ -66,89 +55,51 @@ use crate::rejection::refusal_status;
 /// # }
 /// ```
 #[derive(Debug, Clone)]
-pub struct AdmissionService<S> {
-    inner: S,
-    shared: Arc<Shared>,
+pub struct AdmissionService<S, M = FailFast> {
+    inner: admission_http::AdmissionService<S, GrpcRefusalStatus, M>,
 }
 
-impl<S> AdmissionService<S> {
-    pub(crate) fn new(inner: S, shared: Arc<Shared>) -> Self {
-        AdmissionService { inner, shared }
+impl<S, M> AdmissionService<S, M> {
+    pub(crate) fn new(inner: admission_http::AdmissionService<S, GrpcRefusalStatus, M>) -> Self {
+        AdmissionService { inner }
     }
 
     /// The wrapped service.
     pub fn get_ref(&self) -> &S {
-        &self.inner
+        self.inner.get_ref()
     }
 
     /// The wrapped service, mutably.
     pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
+        self.inner.get_mut()
     }
 
     /// The wrapped service, consuming `self`.
     pub fn into_inner(self) -> S {
-        self.inner
+        self.inner.into_inner()
     }
 }
 
-impl<S: NamedService> NamedService for AdmissionService<S> {
+impl<S: NamedService, M> NamedService for AdmissionService<S, M> {
     const NAME: &'static str = S::NAME;
 }
 
-impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for AdmissionService<S>
+impl<S, M, Request> Service<Request> for AdmissionService<S, M>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    admission_http::AdmissionService<S, GrpcRefusalStatus, M>: Service<Request>,
 {
-    type Response = Response<LeasedBody<ResBody>>;
-    type Error = S::Error;
-    type Future = ResponseFuture<S::Future>;
+    type Response =
+        <admission_http::AdmissionService<S, GrpcRefusalStatus, M> as Service<Request>>::Response;
+    type Error =
+        <admission_http::AdmissionService<S, GrpcRefusalStatus, M> as Service<Request>>::Error;
+    type Future =
+        <admission_http::AdmissionService<S, GrpcRefusalStatus, M> as Service<Request>>::Future;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: Request<ReqBody>) -> ResponseFuture<S::Future> {
-        let deadline = match Timeout::of(request.headers()) {
-            Timeout::Absent => None,
-            Timeout::Budget(budget) => Deadline::new(budget, Instant::now()),
-            Timeout::Malformed => {
-                self.shared.count_malformed_timeout();
-                tracing::debug!(class = "MalformedTimeout", "`grpc-timeout` ignored");
-                None
-            }
-        };
-        let call = Call::new(request.uri().path(), request.headers(), deadline);
-        let class = self.shared.classify.class(&call);
-        // The caller: its criticality header and the shortest of its
-        // budgets (`grpc-timeout` among them) as the deadline, so that the
-        // lease and the work the handler runs are admitted for it.
-        let caller = RequestCaller::from_headers(
-            request
-                .headers()
-                .iter()
-                .map(|(name, value)| (name.as_str(), value.as_bytes())),
-        )
-        .caller;
-        match caller.scope_sync(|| self.shared.pools.try_lease(class)) {
-            Ok(lease) => {
-                if let Some(deadline) = deadline {
-                    request.extensions_mut().insert(deadline);
-                }
-                // The inner call runs under the lease and for the caller
-                // too: a layer below that admits in `call` shares the lease.
-                let future = caller.scope_sync(|| lease.scope_sync(|| self.inner.call(request)));
-                ResponseFuture::admitted(caller.scope(lease.clone().scope(future)), lease)
-            }
-            Err(refusal) => {
-                tracing::debug!(
-                    pool = refusal.pool(),
-                    code = refusal.code().as_str(),
-                    "call refused"
-                );
-                let status = refusal_status(&refusal, self.shared.status);
-                ResponseFuture::refused(status.into_http())
-            }
-        }
+    fn call(&mut self, request: Request) -> Self::Future {
+        self.inner.call(request)
     }
 }

@@ -1,54 +1,17 @@
-//! The gRPC words for a refusal: which status code, and when to come back.
+//! The client's side of a refusal: when to come back.
 //!
-//! This module owns [`RefusalStatus`] (the status code a refusal is
-//! answered with), the name of the `grpc-retry-pushback-ms` trailer and
-//! [`Pushback`], its client side: how a caller reads the trailer the way
-//! gRPC's retry design (gRFC A6) says a retry policy must. It must never
-//! build an answer itself: that is [`Rejection`](crate::Rejection)'s.
+//! This module owns [`Pushback`]: how a caller reads the
+//! `grpc-retry-pushback-ms` trailer the way gRPC's retry design (gRFC A6)
+//! says a retry policy must. It must never build an answer: the server's
+//! side is `admission-http`'s [`GrpcAnswer`](admission_http::GrpcAnswer),
+//! whose trailer name is re-exported here.
 
 use std::time::Duration;
 
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
-/// The trailer that tells a client's retry policy how long to wait before
-/// trying again, in milliseconds (gRFC A6, "pushback").
-pub const RETRY_PUSHBACK_MS: &str = "grpc-retry-pushback-ms";
-
-/// The gRPC status code a refusal is answered with.
-///
-/// `UNAVAILABLE` (the default) is the code gRPC clients retry: a retry
-/// policy with `retryableStatusCodes: ["UNAVAILABLE"]` tries again after
-/// the pushback, on this replica or another. `RESOURCE_EXHAUSTED` is for
-/// services whose clients treat overload as a quota (gRPC retries it only
-/// when the policy lists it).
-///
-/// # Examples
-///
-/// ```
-/// use admission_tonic::status::RefusalStatus;
-///
-/// assert_eq!(RefusalStatus::default().code(), tonic::Code::Unavailable);
-/// assert_eq!(RefusalStatus::ResourceExhausted.code(), tonic::Code::ResourceExhausted);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum RefusalStatus {
-    /// `UNAVAILABLE` (14): retryable; the default.
-    #[default]
-    Unavailable,
-    /// `RESOURCE_EXHAUSTED` (8).
-    ResourceExhausted,
-}
-
-impl RefusalStatus {
-    /// The status code.
-    pub const fn code(self) -> tonic::Code {
-        match self {
-            RefusalStatus::Unavailable => tonic::Code::Unavailable,
-            RefusalStatus::ResourceExhausted => tonic::Code::ResourceExhausted,
-        }
-    }
-}
+pub use admission_http::RETRY_PUSHBACK_MS;
 
 /// What a server's `grpc-retry-pushback-ms` asks of a client, read as
 /// gRFC A6 says: a non-negative 32-bit integer with no unnecessary leading

@@ -1,6 +1,7 @@
 //! `grpc-timeout` over real HTTP/2: a well-formed budget reaches the
-//! handler (a request extension) and the classifier (`Call::deadline`); a
-//! malformed or repeated one is ignored, the call served, and counted.
+//! handler (its caller's deadline, `Caller::current`) and the classifier
+//! (`Call::remaining`); a malformed or repeated one is ignored, the call
+//! served, and counted.
 
 mod common;
 
@@ -14,6 +15,15 @@ use tonic::{Code, Request};
 
 use common::{check, client, probe, serve};
 
+/// `left` is what remains of `budget` a moment after the layer read it.
+fn assert_left_of(left: Option<Duration>, budget: Duration, what: &str) {
+    let left = left.unwrap_or_else(|| panic!("a deadline for {what}"));
+    assert!(
+        left <= budget && left + Duration::from_secs(5) > budget,
+        "{left:?} left of {budget:?} for {what}"
+    );
+}
+
 #[tokio::test]
 async fn a_tonic_clients_timeout_reaches_the_handler_as_a_deadline() {
     let requests = RequestPools::new(1, 1).unwrap();
@@ -25,16 +35,18 @@ async fn a_tonic_clients_timeout_reaches_the_handler_as_a_deadline() {
     let mut request = Request::new(check(""));
     request.set_timeout(Duration::from_secs(30)); // tonic writes `30000000u`
     client.check(request).await.expect("served");
-    let deadline = control.seen().await.deadline.expect("a deadline");
-    assert_eq!(deadline.budget(), Duration::from_secs(30));
-    assert!(deadline.remaining() <= Duration::from_secs(30));
+    assert_left_of(
+        control.seen().await.remaining,
+        Duration::from_secs(30),
+        "a 30 s timeout",
+    );
 
     client.check(check("")).await.expect("served");
     assert!(
-        control.seen().await.deadline.is_none(),
+        control.seen().await.remaining.is_none(),
         "no header, no deadline"
     );
-    assert_eq!(layer.malformed_timeouts(), 0);
+    assert_eq!(layer.malformed_headers(), 0);
 }
 
 #[tokio::test]
@@ -59,8 +71,11 @@ async fn every_unit_reaches_the_handler() {
             .metadata_mut()
             .insert("grpc-timeout", MetadataValue::from_static(value));
         client.check(request).await.expect("served");
-        let seen = control.seen().await.deadline.expect("a deadline");
-        assert_eq!(seen.budget(), budget, "`grpc-timeout: {value}`");
+        assert_left_of(
+            control.seen().await.remaining,
+            budget,
+            &format!("`grpc-timeout: {value}`"),
+        );
     }
 }
 
@@ -82,11 +97,11 @@ async fn malformed_and_repeated_timeouts_are_ignored_and_counted() {
             .await
             .expect("a malformed timeout never fails a call");
         assert!(
-            control.seen().await.deadline.is_none(),
+            control.seen().await.remaining.is_none(),
             "`{value}` is ignored"
         );
         assert_eq!(
-            layer.malformed_timeouts(),
+            layer.malformed_headers(),
             n as u64 + 1,
             "`{value}` is counted"
         );
@@ -98,10 +113,10 @@ async fn malformed_and_repeated_timeouts_are_ignored_and_counted() {
     metadata.append("grpc-timeout", MetadataValue::from_static("30S"));
     client.check(request).await.expect("served");
     assert!(
-        control.seen().await.deadline.is_none(),
+        control.seen().await.remaining.is_none(),
         "two budgets are none"
     );
-    assert_eq!(layer.malformed_timeouts(), 5);
+    assert_eq!(layer.malformed_headers(), 5);
 }
 
 #[tokio::test]
@@ -112,13 +127,13 @@ async fn the_classifier_sees_the_deadline() {
     let layer = AdmissionLayer::classify(requests.clone(), {
         let budgets = Arc::clone(&budgets);
         move |call| {
-            let deadline = call.deadline();
+            let left = call.remaining();
             budgets
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .push(deadline.map(|d| d.budget()));
+                .push(left);
             // Callers in a hurry lease from *control*.
-            if deadline.is_some() {
+            if left.is_some() {
                 Class::Control
             } else {
                 Class::Work
@@ -138,8 +153,11 @@ async fn the_classifier_sees_the_deadline() {
         .check(check(""))
         .await
         .expect("no deadline: *work*, which is free");
-    assert_eq!(
-        *budgets.lock().unwrap_or_else(PoisonError::into_inner),
-        [Some(Duration::from_millis(1500)), None]
-    );
+    let seen = budgets
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_left_of(seen[0], Duration::from_millis(1500), "a 1.5 s timeout");
+    assert_eq!(seen[1], None, "no timeout, no deadline");
 }

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use admission_core::{Class, RequestPools};
 use admission_tonic::AdmissionLayer;
-use admission_tonic::status::{Pushback, RefusalStatus};
+use admission_tonic::GrpcRefusalStatus;
+use admission_tonic::status::Pushback;
 use bytes::Bytes;
 use http_body::Body as _;
 use http_body_util::{BodyExt, Full};
@@ -112,7 +113,7 @@ async fn resource_exhausted_when_the_layer_says_so() {
     let requests = RequestPools::new(1, 1).unwrap();
     let (probe, _control) = probe(&requests);
     let layer =
-        AdmissionLayer::new(requests.clone()).refusal_status(RefusalStatus::ResourceExhausted);
+        AdmissionLayer::new(requests.clone()).refusal_status(GrpcRefusalStatus::ResourceExhausted);
     let addr = serve(layer, probe).await;
     let mut client = client(addr).await;
 

@@ -116,7 +116,7 @@ async fn assert_refused(response: Response, class: Class) {
             .headers()
             .get("content-type")
             .map(reqwest::header::HeaderValue::as_bytes),
-        Some(admission_core::http::PROBLEM_JSON.as_bytes()),
+        Some(admission_http::PROBLEM_JSON.as_bytes()),
         "a refusal is a problem document"
     );
     let body: serde_json::Value =

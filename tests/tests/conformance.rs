@@ -21,7 +21,14 @@
 //!    middleware is mounted;
 //! 9. scrapes that arrive while a walk runs share it (`registry_coalesced`);
 //! 10. a panicking shared walk answers every caller `500` and the next
-//!     caller walks afresh.
+//!     caller walks afresh;
+//! 11. a client claiming `x-admission-criticality: critical` (gRPC: the
+//!     same metadata key) is admitted as `default`, and counted, unless the
+//!     app trusts its peers (`trust_peers()`); `sheddable` is honoured
+//!     either way;
+//! 12. with half a class's slots held, `sheddable` is refused at once under
+//!     either policy while a `critical` claim is admitted (as `default`
+//!     unless peers are trusted).
 //!
 //! Tests are `axum::<case>`, `actix::<case>` and `tonic::<case>` (every
 //! case but 6, which compares adapters), plus the mount variants of case 8
@@ -56,6 +63,8 @@ macro_rules! every_case {
             panicking_walk_answers_500_and_frees_its_slot,
             concurrent_scrapes_share_exactly_one_walk,
             a_panicking_shared_walk_fails_every_caller_and_the_next_walks_afresh,
+            a_critical_claim_is_served_as_default_unless_peers_are_trusted,
+            sheddable_is_honoured_from_anyone,
         );
     };
     ($adapter:expr; $($case:ident),+ $(,)?) => {

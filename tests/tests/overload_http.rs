@@ -9,8 +9,8 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use admission_core::http::{BUDGET_HEADER, CRITICALITY_HEADER};
 use admission_core::{Admission, Class, Lease, Pool, RequestPools};
+use admission_http::{BUDGET_HEADER, CRITICALITY_HEADER};
 use reqwest::{Response, StatusCode};
 
 /// The problem body of a refusal, checked to be one.
@@ -396,9 +396,11 @@ async fn a_queued_layer_serves_a_burst_and_refuses_at_the_limit(url: String, poo
     assert_eq!(pool.stats().refused, 0);
 
     let _held = pools.try_lease(Class::Work).unwrap();
+    // A client's `critical` claim is not trusted by default: it waits and is
+    // refused as the `default` caller it is served as.
     let body = refusal_body(get(&url, &[(CRITICALITY_HEADER, "critical")]).await).await;
     assert_eq!(body["code"], "ADMISSION_WAIT_TIMEOUT");
-    assert_eq!(body["criticality"], "critical");
+    assert_eq!(body["criticality"], "default");
     assert_eq!(pool.stats().waiting, 0);
 }
 

@@ -16,9 +16,6 @@ use tokio::time::Instant;
 use crate::Pool;
 use crate::pool::HasPools;
 
-/// The response header ORCA load reports travel in, as Envoy reads it.
-pub const ORCA_HEADER: &str = "endpoint-load-metrics";
-
 /// How long a rate is counted over before it is read again.
 pub const RATE_WINDOW: Duration = Duration::from_secs(1);
 
@@ -96,7 +93,8 @@ impl Load {
         percent as u8
     }
 
-    /// The value of the [`ORCA_HEADER`] in ORCA's `TEXT` form:
+    /// The value of ORCA's `endpoint-load-metrics` header in its `TEXT` form
+    /// (`admission-http`'s `ORCA_HEADER` names the header):
     /// `TEXT application_utilization:U,rps_fractional:R,eps:E`.
     ///
     /// Checked against Envoy's source (`source/common/orca/orca_parser.cc`):

@@ -9,7 +9,7 @@
 //! | whether to route here at all (`/readyz`, a readiness probe) | [`Readiness`]: ready until the stop signal, then never again; saturation never flips it | the [`Shutdown`](crate::Shutdown) |
 //! | time to notice before the listener closes (the preStop delay) | [`Readiness::withdraw_for`] | a configured delay |
 //! | a weight per replica (HAProxy `agent-check`) | [`AgentCheck`]: `up ready W%` from free slots, `drain` once not ready | [`LoadReport`] and [`Readiness`] |
-//! | a load figure on every response (Envoy's client-side weighted round robin) | [`Load::orca_text`] in the [`ORCA_HEADER`]; the adapters' `load_report` layers put it on responses | [`LoadReport`] |
+//! | a load figure on every response (Envoy's client-side weighted round robin) | [`Load::orca_text`], which the adapters' `load_report` layers put in the `endpoint-load-metrics` response header | [`LoadReport`] |
 //!
 //! Each file owns one piece: `readiness.rs` the ready state, `load.rs` the
 //! reading of the pools and its two written forms, `agent.rs` the agent
@@ -48,5 +48,5 @@ mod load;
 mod readiness;
 
 pub use self::agent::{AgentAnswer, AgentCheck, DEFAULT_MAX_LINGERING, LINGER, MAX_PEER_BYTES};
-pub use self::load::{Load, LoadReport, ORCA_HEADER, RATE_WINDOW};
+pub use self::load::{Load, LoadReport, RATE_WINDOW};
 pub use self::readiness::Readiness;

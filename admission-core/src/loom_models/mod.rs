@@ -11,6 +11,7 @@
 
 mod loom_close;
 mod loom_counts;
+mod loom_estimator;
 mod loom_evict;
 mod loom_queue;
 mod loom_reservation;

@@ -3,6 +3,8 @@
 //! This module owns [`PoolBuilder`]. It must never let a pool exist with a
 //! setting out of range: every check runs in [`PoolBuilder::build`].
 
+use std::time::Duration;
+
 use super::gate::Kind;
 use super::permits::Shares;
 use super::{Pool, QueuePolicy, RetryHint};
@@ -38,6 +40,7 @@ pub struct PoolBuilder {
     name: String,
     capacity: usize,
     retry: RetryHint,
+    expected_work: Duration,
     shares: Shares,
     queue: Option<QueuePolicy>,
 }
@@ -48,6 +51,7 @@ impl PoolBuilder {
             name: name.into(),
             capacity: 1,
             retry: RetryHint::default(),
+            expected_work: Duration::ZERO,
             shares: Shares::default(),
             queue: None,
         }
@@ -99,6 +103,51 @@ impl PoolBuilder {
         self
     }
 
+    /// How long the pool's work is expected to take, used until the pool
+    /// has seen a piece of its work end (default: no expectation).
+    ///
+    /// Until then it stands in for the typical duration the pool learns
+    /// from its work: the observed `Retry-After` is the expected remaining
+    /// time of the running work, at least 1 s (see
+    /// [`RetryHint::Observed`]); a caller whose deadline leaves less than
+    /// this is refused with `ADMISSION_BUDGET_TOO_SHORT`; and the bounded
+    /// queue's times derive from it. Without it a cold pool says
+    /// `Retry-After: 1` whatever runs, and neither refuses short deadlines
+    /// nor derives queue times until work has ended. From the first piece
+    /// of work that ends, what the pool has seen replaces it. Zero means no
+    /// expectation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use admission_core::Pool;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// // Registry walks take about 20 s.
+    /// let pool = Pool::builder("registry")
+    ///     .capacity(1)
+    ///     .expected_work(Duration::from_secs(20))
+    ///     .build()
+    ///     .unwrap();
+    /// let (release, held) = std::sync::mpsc::channel::<()>();
+    /// let walk = pool
+    ///     .try_admit()
+    ///     .unwrap()
+    ///     .offload(move || held.recv().map_err(|_| std::fmt::Error));
+    /// // The walk has just started: its slot frees in about 20 s.
+    /// let refusal = pool.try_admit().unwrap_err();
+    /// assert!((19..=20).contains(&refusal.retry_after_secs()));
+    /// release.send(()).unwrap();
+    /// walk.await.unwrap();
+    /// # }
+    /// ```
+    pub fn expected_work(mut self, expected: Duration) -> Self {
+        self.expected_work = expected;
+        self
+    }
+
     /// Builds the pool and starts its worker threads.
     ///
     /// # Errors
@@ -111,6 +160,7 @@ impl PoolBuilder {
             self.name,
             self.capacity,
             self.retry,
+            self.expected_work,
             self.shares,
             self.queue,
             Kind::Pool,
@@ -123,6 +173,7 @@ impl PoolBuilder {
             self.name,
             self.capacity,
             self.retry,
+            self.expected_work,
             self.shares,
             self.queue,
             Kind::Reservation,

@@ -6,17 +6,22 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::sync::oneshot;
 
 use super::job::{Delivery, report_orphan};
+use super::stats::Listeners;
 use super::{Pool, WorkError};
 
 /// The result of offloaded work, once it ends.
 ///
 /// Dropping it orphans the work: the work runs on, keeps its slot until it
-/// ends, and a failure is reported by the pool instead of the caller.
+/// ends, and a failure is reported by the pool instead of the caller. While
+/// it runs it counts in
+/// [`PoolStats::orphans_running`](crate::stats::PoolStats::orphans_running),
+/// and once it ends in [`orphaned`](crate::stats::PoolStats::orphaned).
 ///
 /// # Cancel safety
 ///
@@ -38,14 +43,22 @@ use super::{Pool, WorkError};
 pub struct WorkFuture<T, E> {
     rx: oneshot::Receiver<Delivery<T, E>>,
     pool: Pool,
+    /// Told when this future stops listening before it took the result,
+    /// so that a running orphan is counted while it runs.
+    listeners: Arc<Listeners>,
     taken: bool,
 }
 
 impl<T, E> WorkFuture<T, E> {
-    pub(crate) fn new(rx: oneshot::Receiver<Delivery<T, E>>, pool: Pool) -> Self {
+    pub(crate) fn new(
+        rx: oneshot::Receiver<Delivery<T, E>>,
+        pool: Pool,
+        listeners: Arc<Listeners>,
+    ) -> Self {
         WorkFuture {
             rx,
             pool,
+            listeners,
             taken: false,
         }
     }
@@ -84,6 +97,8 @@ impl<T, E> Drop for WorkFuture<T, E> {
         if self.taken {
             return;
         }
+        // A running orphan from now until the work ends, unless it has.
+        self.listeners.leave(self.pool.counters());
         // Either the job sees the channel closed and reports the orphan
         // itself, or its result is already here and never taken: report it
         // here, before the slot it carries is released.

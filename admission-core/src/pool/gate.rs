@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::estimate::WorkTimes;
 use super::holders::{Cell, Holders};
 use super::permits::{Enqueued, Key, NoSlot, Patience, Permits, QueuePolicy, Shares, Shed, Ticket};
-use super::retry::Estimator;
 use super::stats::Counters;
 use super::workers::{Closed, Job as QueuedJob, Workers};
 use super::{PoolBuilder, PoolStats, RegistryWork, RetryHint, Slot, WorkError};
@@ -144,8 +144,9 @@ struct PoolInner {
     queue: Option<QueuePolicy>,
     holders: Holders,
     counters: Counters,
-    /// What the pool has seen of its work, and the retry hint from it.
-    retry: Estimator,
+    /// How long the pool's work takes: the retry hint, deadline
+    /// refusals and queue times come from it.
+    work_times: WorkTimes,
     workers: Workers,
 }
 
@@ -188,6 +189,7 @@ impl Pool {
         name: String,
         capacity: usize,
         retry: RetryHint,
+        expected_work: Duration,
         shares: Shares,
         queue: Option<QueuePolicy>,
         kind: Kind,
@@ -233,7 +235,7 @@ impl Pool {
                 queue,
                 holders: Holders::new(capacity),
                 counters: Counters::default(),
-                retry: Estimator::new(retry.rule(), capacity),
+                work_times: WorkTimes::new(retry.rule(), capacity, expected_work),
                 workers,
             }),
         })
@@ -322,13 +324,13 @@ impl Pool {
         let Some(remaining) = caller.remaining() else {
             return Ok(None);
         };
-        let estimator = &self.inner.retry;
-        if remaining.is_zero() || remaining < estimator.typical() {
+        let times = &self.inner.work_times;
+        if remaining.is_zero() || remaining < times.typical() {
             return Err(self.refuse(Code::BudgetTooShort));
         }
         Ok(Some(Budget {
             remaining,
-            wait: remaining.saturating_sub(estimator.long()),
+            wait: remaining.saturating_sub(times.long()),
         }))
     }
 
@@ -434,7 +436,7 @@ impl Pool {
             // about the typical work, and then this caller's own.
             #[expect(clippy::cast_precision_loss, reason = "a few thousand waiters at most")]
             let rounds = ahead as f64 / self.inner.capacity as f64 + 1.0;
-            if budget.remaining < self.inner.retry.typical().mul_f64(rounds) {
+            if budget.remaining < self.inner.work_times.typical().mul_f64(rounds) {
                 drop(place);
                 return Err(self.refuse(Code::BudgetTooShort));
             }
@@ -445,7 +447,11 @@ impl Pool {
             (Patience::Queued, left) if standing => {
                 Some(left.map_or(times.target, |l| l.min(times.target)))
             }
-            // Otherwise a caller with a deadline waits as long as it allows.
+            // Otherwise a caller with a deadline waits as long as it allows;
+            // one a client asserted never past the queue's own limit.
+            (Patience::Queued, Some(left)) if caller.deadline_is_asserted() => {
+                Some(left.min(times.wait))
+            }
             (Patience::Queued, left) => Some(left.unwrap_or(times.wait)),
             (Patience::Patient, Some(left)) => Some(limit.map_or(left, |l| l.min(left))),
             (Patience::Patient, None) => limit,
@@ -657,7 +663,7 @@ impl Pool {
         if let Some(queue) = self.inner.queue {
             return fixed(queue);
         }
-        let typical = self.inner.retry.typical();
+        let typical = self.inner.work_times.typical();
         if typical.is_zero() {
             return fixed(QueuePolicy::for_capacity(self.inner.capacity));
         }
@@ -696,7 +702,7 @@ impl Pool {
             self.inner.capacity,
             self.inner.permits.books(),
             self.inner.permits.waiting(),
-            self.inner.retry.typical(),
+            self.inner.work_times.typical(),
         )
     }
 
@@ -712,18 +718,26 @@ impl Pool {
     /// # Examples
     ///
     /// ```
-    /// use admission_core::{Admission, Pool};
+    /// use admission_core::Pool;
     ///
-    /// # #[tokio::main(flavor = "current_thread")]
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
+    /// // Work is timed on the runtime's clock: paused here, so the walk
+    /// // takes 1.2 s without the example waiting for it.
     /// let pool = Pool::new("registry", 1).unwrap();
     /// assert_eq!(pool.retry_after_secs(), 1, "nothing seen yet");
     ///
-    /// let walk = || {
-    ///     std::thread::sleep(std::time::Duration::from_millis(1200));
-    ///     Ok::<_, std::fmt::Error>(())
+    /// let (started, running) = tokio::sync::oneshot::channel();
+    /// let (release, held) = std::sync::mpsc::channel::<()>();
+    /// let walk = move || {
+    ///     started.send(()).unwrap();
+    ///     held.recv().map_err(|_| std::fmt::Error)
     /// };
-    /// pool.run(walk, Admission::FailFast).await.unwrap();
+    /// let walking = pool.try_admit().unwrap().offload(walk);
+    /// running.await.unwrap();
+    /// tokio::time::advance(std::time::Duration::from_millis(1200)).await;
+    /// release.send(()).unwrap();
+    /// walking.await.unwrap();
     /// assert_eq!(pool.retry_after_secs(), 2, "a walk takes 1.2 s: 2 s, rounded up");
     /// # }
     /// ```
@@ -731,13 +745,13 @@ impl Pool {
         // Read whether the hint needs it or not: the count is a loom atomic
         // in the models, and the hint's need depends on the clock.
         let in_use = self.in_use();
-        self.inner.retry.secs(|| in_use)
+        self.inner.work_times.secs(|| in_use)
     }
 
-    /// What the pool has seen of its work; the job records starts and ends
+    /// How long the pool's work takes; the job records starts and ends
     /// here.
-    pub(crate) fn estimator(&self) -> &Estimator {
-        &self.inner.retry
+    pub(crate) fn work_times(&self) -> &WorkTimes {
+        &self.inner.work_times
     }
 
     /// Whether shutdown has closed this pool.

@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use super::estimate::Clock;
+use super::stats::Listeners;
 use super::{Pool, RegistryWork, Slot, WorkError, WorkFuture};
 
 /// What keeps the capacity of a piece of work held until it ends: it is
@@ -54,20 +56,22 @@ impl<W: RegistryWork> Job<W> {
     pub(crate) fn spawn(self) -> WorkFuture<W::Output, W::Error> {
         let (tx, rx) = oneshot::channel();
         let pool = self.pool.clone();
-        self.spawn_with(move |result, hold| {
+        let listeners = Arc::new(Listeners::new());
+        self.spawn_with(Arc::clone(&listeners), move |result, hold| {
             if tx.is_closed() {
                 Err((result, hold))
             } else {
                 tx.send((result, hold))
             }
         });
-        WorkFuture::new(rx, pool)
+        WorkFuture::new(rx, pool, listeners)
     }
 
     /// Starts the job; when the work ends, `deliver` gets its result and the
     /// hold, or gives them back when nobody listens any more, and then the
-    /// orphan is reported before the hold is released.
-    pub(crate) fn spawn_with<D>(self, deliver: D)
+    /// orphan is reported before the hold is released. `listeners` are the
+    /// callers waiting for the result, told when the work ends.
+    pub(crate) fn spawn_with<D>(self, listeners: Arc<Listeners>, deliver: D)
     where
         D: FnOnce(
                 Result<W::Output, WorkError<W::Error>>,
@@ -77,14 +81,22 @@ impl<W: RegistryWork> Job<W> {
             + 'static,
     {
         let pool = self.pool.clone();
-        // A closed pool gives the job back; dropping it releases the hold
-        // and drops the delivery (its receivers see `Cancelled`).
-        if let Err(job) = pool.submit(Box::new(move || self.run(deliver))) {
+        // Read here, on the runtime side: the worker thread has no clock
+        // of the runtime's.
+        let clock = Clock::current();
+        let ended = Ended {
+            pool: pool.clone(),
+            listeners,
+        };
+        // A closed pool gives the job back; dropping it releases the hold,
+        // ends the work for its listeners and drops the delivery (its
+        // receivers see `Cancelled`).
+        if let Err(job) = pool.submit(Box::new(move || self.run(&clock, ended, deliver))) {
             drop(job);
         }
     }
 
-    fn run<D>(self, deliver: D)
+    fn run<D>(self, clock: &Clock, ended: Ended, deliver: D)
     where
         D: FnOnce(
             Result<W::Output, WorkError<W::Error>>,
@@ -95,7 +107,7 @@ impl<W: RegistryWork> Job<W> {
         let counters = pool.counters();
         counters.start();
         // The retry hint counts this work as running until it ends.
-        let started = pool.estimator().started();
+        let started = pool.work_times().started(clock);
         let result = match catch_unwind(AssertUnwindSafe(|| work.run())) {
             Ok(Ok(output)) => Ok(output),
             Ok(Err(err)) => Err(WorkError::Failed(err)),
@@ -106,12 +118,27 @@ impl<W: RegistryWork> Job<W> {
                 Err(WorkError::Panicked)
             }
         };
-        let took = pool.estimator().finished(started);
+        let took = pool.work_times().finished(clock, started);
+        // No longer a running orphan, before no longer running.
+        drop(ended);
         counters.finish(took);
         if let Err((result, hold)) = deliver(result, hold) {
             report_orphan(&pool, &result, took);
             drop(hold);
         }
+    }
+}
+
+/// Ends a piece of work for its listeners when dropped: once it ran, or
+/// unrun when a closed pool drops the job.
+struct Ended {
+    pool: Pool,
+    listeners: Arc<Listeners>,
+}
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        self.listeners.end(self.pool.counters());
     }
 }
 

@@ -4,20 +4,20 @@
 //!
 //! The root re-exports what most code needs ([`Pool`], [`Admission`],
 //! [`RegistryWork`], [`WorkError`]); this module holds the rest: the
-//! low-level [`Slot`], the [`WorkFuture`] it offloads to, the builder and the
-//! retry hint, and [`HasPools`], which lets shutdown and metrics take
-//! anything that owns pools.
+//! low-level [`Slot`], the [`WorkFuture`] it offloads to, the builder, the
+//! retry hint (computed from the pool's work times), and [`HasPools`],
+//! which lets shutdown and metrics take anything that owns pools.
 //!
 //! Each file owns one piece with private state; other modules of the crate
 //! reach a pool only through `Pool`'s methods.
 
 mod builder;
+pub(crate) mod estimate;
 mod future;
 mod gate;
 mod holders;
 pub(crate) mod job;
 pub(crate) mod permits;
-mod retry;
 mod slot;
 pub(crate) mod stats;
 mod work;
@@ -25,10 +25,10 @@ mod work_error;
 mod workers;
 
 pub use self::builder::PoolBuilder;
+pub use self::estimate::RetryHint;
 pub use self::future::WorkFuture;
 pub use self::gate::{Admission, Pool, REENTRANT_GRACE};
 pub use self::permits::QueuePolicy;
-pub use self::retry::RetryHint;
 pub use self::slot::Slot;
 pub(crate) use self::stats::PoolStats;
 pub use self::work::RegistryWork;

@@ -1,11 +1,13 @@
 //! Per-pool counters and their cheap snapshot.
 //!
-//! This module owns the atomics a pool updates on its hot paths and the
-//! [`PoolStats`] snapshot read from them. It must never take a lock: every
-//! update is one relaxed atomic operation, made through a method named for
+//! This module owns the atomics a pool updates on its hot paths, the
+//! [`PoolStats`] snapshot read from them, and the per-job word that tells a
+//! running orphan from running work. It must never take a lock: every
+//! update is a relaxed atomic operation (two for a caller leaving or work
+//! ending: the job's word, then the gauge), made through a method named for
 //! the event it counts.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 use crate::caller::Criticality;
@@ -66,8 +68,15 @@ pub struct PoolStats {
     pub peak_running: usize,
     /// Work that ran to an end (success, error or panic).
     pub finished: u64,
-    /// Work whose awaiting future was dropped before it ended.
+    /// Work whose awaiting future was dropped before it ended, counted
+    /// when the work ends.
     pub orphaned: u64,
+    /// Orphans still running right now: work whose every caller has gone
+    /// (its future dropped) while it runs on, holding its slot. Work
+    /// orphaned while still queued for a thread counts from that moment.
+    /// When it ends it leaves this gauge and is counted in
+    /// [`orphaned`](Self::orphaned).
+    pub orphans_running: usize,
     /// Orphaned work that returned an error or panicked.
     pub orphan_failures: u64,
     /// The time orphaned work ran in all: slot time spent on answers no
@@ -78,8 +87,10 @@ pub struct PoolStats {
     /// Callers served by joining a coalesced walk instead of starting one.
     pub coalesced: u64,
     /// The typical duration of recent work: the median of the last 16
-    /// pieces that finished (zero before any did). The retry hint starts
-    /// from it; see [`RetryHint::Observed`](crate::pool::RetryHint::Observed).
+    /// pieces that finished; before any did, the expected work time given
+    /// to [`PoolBuilder::expected_work`](crate::pool::PoolBuilder::expected_work)
+    /// (zero when none was). The retry hint starts from it; see
+    /// [`RetryHint::Observed`](crate::pool::RetryHint::Observed).
     pub recent_work: Duration,
     /// Cumulative counts of work durations per [`DURATION_BUCKETS`] bound,
     /// followed by the total count.
@@ -143,6 +154,9 @@ pub(crate) struct Counters {
     peak_running: AtomicUsize,
     finished: AtomicU64,
     orphaned: AtomicU64,
+    /// Signed: an orphan's end may be counted a moment before its start
+    /// (see [`Listeners`]); a snapshot reads below zero as zero.
+    orphans_running: AtomicI64,
     orphan_failures: AtomicU64,
     panicked: AtomicU64,
     coalesced: AtomicU64,
@@ -236,6 +250,7 @@ impl Counters {
             peak_running: self.peak_running.load(Relaxed),
             finished: self.finished.load(Relaxed),
             orphaned: self.orphaned.load(Relaxed),
+            orphans_running: usize::try_from(self.orphans_running.load(Relaxed)).unwrap_or(0),
             orphan_failures: self.orphan_failures.load(Relaxed),
             orphaned_time: Duration::from_micros(self.orphaned_micros.load(Relaxed)),
             panicked: self.panicked.load(Relaxed),
@@ -247,6 +262,117 @@ impl Counters {
     }
 }
 
+/// Who still waits for one piece of work's result, so that the counters
+/// can tell a running orphan from running work.
+///
+/// One word: bit 0 says the work has ended (or will never run), the rest
+/// counts the callers still listening (one for offloaded work, any number
+/// for a coalesced walk), starting at one. The last caller to leave before
+/// the work ends makes it a running orphan; the end of the work, or a
+/// caller joining again (a coalesced walk), unmakes it. Each decision is
+/// one read-modify-write of the word, so exactly one of the two sides
+/// counts each transition; the gauge itself is a relaxed add, and may
+/// briefly see the end before the start (the snapshot clamps it at zero).
+#[derive(Debug)]
+pub(crate) struct Listeners(AtomicUsize);
+
+const ENDED: usize = 1;
+const ONE: usize = 2;
+
+impl Listeners {
+    /// One caller listening, work not yet ended.
+    pub(crate) fn new() -> Self {
+        Listeners(AtomicUsize::new(ONE))
+    }
+
+    /// Another caller listens (joins a coalesced walk).
+    pub(crate) fn listen(&self, counters: &Counters) {
+        let before = self.0.fetch_add(ONE, Relaxed);
+        if before == 0 {
+            // It was a running orphan; it has a caller again.
+            counters.orphans_running.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// A caller stopped listening before it took the result.
+    pub(crate) fn leave(&self, counters: &Counters) {
+        let before = self.0.fetch_sub(ONE, Relaxed);
+        if before == ONE {
+            // The last caller left while the work runs on.
+            counters.orphans_running.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// The work ended, or was dropped unrun; called once.
+    pub(crate) fn end(&self, counters: &Counters) {
+        let before = self.0.fetch_or(ENDED, Relaxed);
+        if before == 0 {
+            // A running orphan no more.
+            counters.orphans_running.fetch_sub(1, Relaxed);
+        }
+    }
+}
+
 fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running_orphans(counters: &Counters) -> i64 {
+        counters.orphans_running.load(Relaxed)
+    }
+
+    #[test]
+    fn the_last_caller_leaving_running_work_makes_it_a_running_orphan_until_it_ends() {
+        let counters = Counters::default();
+        let walk = Listeners::new();
+        walk.listen(&counters);
+        walk.leave(&counters);
+        assert_eq!(running_orphans(&counters), 0, "one caller still listens");
+        walk.leave(&counters);
+        assert_eq!(running_orphans(&counters), 1, "every caller has gone");
+        walk.listen(&counters);
+        assert_eq!(running_orphans(&counters), 0, "a caller joined again");
+        walk.leave(&counters);
+        assert_eq!(running_orphans(&counters), 1);
+        walk.end(&counters);
+        assert_eq!(running_orphans(&counters), 0, "ended: no longer running");
+    }
+
+    #[test]
+    fn a_caller_leaving_after_the_work_ended_counts_no_running_orphan() {
+        let counters = Counters::default();
+        let work = Listeners::new();
+        work.end(&counters);
+        work.leave(&counters);
+        assert_eq!(running_orphans(&counters), 0);
+        let taken = Listeners::new();
+        taken.end(&counters);
+        assert_eq!(running_orphans(&counters), 0, "its caller took the result");
+    }
+
+    #[test]
+    fn a_snapshot_reads_a_gauge_briefly_below_zero_as_zero() {
+        let counters = Counters::default();
+        counters.orphans_running.store(-1, Relaxed);
+        assert_eq!(
+            counters
+                .snapshot(
+                    "p",
+                    1,
+                    Books {
+                        admitted: 0,
+                        released: 0,
+                        in_use: 0,
+                    },
+                    0,
+                    Duration::ZERO
+                )
+                .orphans_running,
+            0
+        );
+    }
 }

@@ -10,7 +10,7 @@ use crate::error::ConfigError;
 use crate::pool::{HasPools, Pool, Slot};
 use crate::refusal::Refusal;
 use crate::request::Scoped;
-use crate::request::scope::Context;
+use crate::request::scope::{Context, Half};
 use crate::stats::PoolStats;
 
 /// A background owner's reserved slots: N slots and N worker threads that no
@@ -103,7 +103,10 @@ impl Reservation {
     ///
     /// See the type's example.
     pub fn execution<F: Future>(&self, future: F) -> Scoped<F> {
-        Scoped::new(Context::Reservation(self.pool.clone()), future)
+        Scoped::half(
+            Half::Context(Context::Reservation(self.pool.clone())),
+            future,
+        )
     }
 
     /// Takes one slot or refuses at once with

@@ -18,7 +18,7 @@ use super::drain::{self, Hook};
 use super::report::ShutdownReport;
 use crate::error::ConfigError;
 use crate::pool::{HasPools, Pool};
-use crate::request::scope::{self, Context};
+use crate::request::scope::{self, Scope};
 
 /// The default shutdown deadline: 5 s.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(5);
@@ -274,10 +274,11 @@ impl Shutdown {
         F: FnOnce(CancellationToken) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        // The loop is *built* with an empty context too: whatever `make`
-        // captures from a request's scope, it does not capture its lease.
-        let loop_future = scope::sync_scope(Context::Empty, || make(self.inner.stop.clone()));
-        let future = crate::request::Scoped::new(Context::Empty, loop_future);
+        // The loop is *built* in an empty scope too: whatever `make`
+        // captures from a request's scope, it does not capture its lease or
+        // its caller.
+        let loop_future = scope::sync_scope(Scope::EMPTY, || make(self.inner.stop.clone()));
+        let future = crate::request::Scoped::whole(Scope::EMPTY, loop_future);
         let handle = tokio::spawn(future);
         self.inner
             .loops

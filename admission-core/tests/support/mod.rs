@@ -150,3 +150,18 @@ impl Gate {
         }
     }
 }
+
+/// Runs one piece of work on `pool` that takes exactly `took` on the
+/// runtime's paused clock (`#[tokio::test(start_paused = true)]`): a real
+/// worker thread holds it on a channel while the test moves the clock on,
+/// so the pool measures `took` and no test sleeps for it. The pool must
+/// have a free slot.
+pub async fn run_for(pool: &admission_core::Pool, took: std::time::Duration) {
+    let gate = Gate::new();
+    let work = pool.try_admit().expect("a free slot").offload(gate.work());
+    // The pool reads the start before the work reports it.
+    gate.wait_started(1);
+    tokio::time::advance(took).await;
+    gate.open(1);
+    assert_eq!(work.await, Ok("walked"), "the held work ends when let go");
+}

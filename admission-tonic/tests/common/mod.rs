@@ -16,8 +16,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use admission_core::{Admission, Class, Lease, Pool, RequestPools};
-use admission_tonic::deadline::Deadline;
+use admission_core::{Admission, Caller, Class, Lease, Pool, RequestPools};
 use admission_tonic::{AdmissionLayer, Rejection};
 use futures_util::Stream;
 use tokio::net::TcpListener;
@@ -56,8 +55,8 @@ pub(crate) async fn eventually(what: &str, mut condition: impl FnMut() -> bool) 
 /// What a `Check` handler saw when it ran.
 #[derive(Debug, Clone)]
 pub(crate) struct Seen {
-    /// The deadline in its request's extensions.
-    pub(crate) deadline: Option<Deadline>,
+    /// What was left of its caller's deadline when it ran.
+    pub(crate) remaining: Option<Duration>,
     /// The class of the lease its task ran under.
     pub(crate) lease: Option<Class>,
 }
@@ -146,7 +145,7 @@ impl Health for Probe {
         request: Request<HealthCheckRequest>,
     ) -> Result<Response<HealthCheckResponse>, Status> {
         let seen = Seen {
-            deadline: request.extensions().get::<Deadline>().copied(),
+            remaining: Caller::current().remaining(),
             lease: Lease::current().map(|lease| lease.class()),
         };
         let _ = self.seen.send(seen);

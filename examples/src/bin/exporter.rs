@@ -28,6 +28,9 @@
 //! its end), `--agent-check ADDR` answers HAProxy's agent checks there
 //! (`up ready W%` from the walk pool's free slots, `drain` from the signal
 //! on), and every response carries `endpoint-load-metrics` (ORCA `TEXT`).
+//! `--trust-peers` honours the `x-admission-criticality` and budget headers
+//! as sent (by default a `critical` claim is served as `default` and a
+//! budget never lengthens a queued wait).
 //! It prints `listening on ADDR` on stdout once bound; logs go to stderr.
 
 use std::net::SocketAddr;
@@ -41,7 +44,8 @@ use admission_examples::exporter::{self, Config, Gate};
 const USAGE: &str = "usage: exporter [--listen ADDR] [--workers N] [--series N] \
 [--walk-delay-ms MS] [--cardinality-interval-ms MS] [--shutdown-deadline-ms MS] \
 [--gate admission|admission-queue|queue|tower] [--coalesce-ms MS] [--max-connections N] \
-[--header-timeout-ms MS] [--idle-timeout-ms MS] [--drain-delay-ms MS] [--agent-check ADDR]";
+[--header-timeout-ms MS] [--idle-timeout-ms MS] [--drain-delay-ms MS] [--agent-check ADDR] \
+[--trust-peers]";
 
 const CLI: Cli = Cli {
     name: "exporter",
@@ -77,6 +81,7 @@ fn config(mut args: Args) -> Result<Config, ArgError> {
         agent_check: args
             .value::<SocketAddr>("agent-check")?
             .or(defaults.agent_check),
+        trust_peers: args.flag("trust-peers") || defaults.trust_peers,
     };
     args.finish()?;
     if config.coalesce.is_some() && config.gate != Gate::Admission {

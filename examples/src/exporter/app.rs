@@ -36,6 +36,8 @@ pub(crate) struct App {
     pub(crate) cardinality: Gauge,
     pub(crate) workers: usize,
     pub(crate) readiness: Readiness,
+    /// The criticality and budget headers are honoured as sent.
+    pub(crate) trust_peers: bool,
 }
 
 /// A scrape's body with its content type. The body is the walk's own
@@ -196,8 +198,14 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         Backend::Admission(_) | Backend::Coalesced(_) | Backend::Queue(_) => walks,
     };
     // Walks run for the caller the request's headers describe (criticality,
-    // budget); only the admission gates act on it. `/healthz` is outside.
-    let walks = walks.layer(admission_axum::CallerLayer::new());
+    // budget, under the trust policy); only the admission gates act on it.
+    // `/healthz` is outside.
+    let callers = admission_axum::CallerLayer::new();
+    let walks = walks.layer(if app.trust_peers {
+        callers.trust_peers()
+    } else {
+        callers
+    });
     walks
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

@@ -148,6 +148,12 @@ pub struct Config {
     /// by default): a weight from the walk pool's free slots, `drain` from
     /// the signal on. See [`AgentCheck`](admission_core::balancer::AgentCheck).
     pub agent_check: Option<SocketAddr>,
+    /// Whose `x-admission-criticality` and budget headers are honoured as
+    /// sent (`--trust-peers`, off by default): off, a `critical` claim is
+    /// served as `default` and a budget never lengthens a queued wait, as
+    /// at an edge facing outside clients; on, for an exporter behind a
+    /// mesh or balancer that strips those headers from outside traffic.
+    pub trust_peers: bool,
 }
 
 impl Default for Config {
@@ -164,6 +170,7 @@ impl Default for Config {
             connections: ConnectionLimits::new(),
             drain_delay: Duration::ZERO,
             agent_check: None,
+            trust_peers: false,
         }
     }
 }

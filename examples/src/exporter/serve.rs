@@ -159,6 +159,7 @@ impl Exporter {
             cardinality,
             workers: config.workers,
             readiness: Readiness::new(&shutdown),
+            trust_peers: config.trust_peers,
         });
         Ok(Exporter {
             app,

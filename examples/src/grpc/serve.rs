@@ -169,7 +169,7 @@ impl GrpcExporter {
     }
 
     /// The admission layer in front of every call (a clone: its
-    /// [`malformed_timeouts`](AdmissionLayer::malformed_timeouts) counts
+    /// [`malformed_headers`](AdmissionLayer::malformed_headers) counts
     /// for the server).
     pub fn layer(&self) -> AdmissionLayer {
         self.layer.clone()

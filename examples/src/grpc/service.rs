@@ -72,8 +72,8 @@ impl App {
             Backend::Blocking => match tokio::task::spawn_blocking(move || walker.walk()).await {
                 Ok(Ok(walked)) => Ok(walked),
                 // A code, never the error's or the panic's message.
-                Ok(Err(_)) => Err(Status::internal(admission_core::http::WORK_FAILED)),
-                Err(_) => Err(Status::internal(admission_core::http::WORK_PANICKED)),
+                Ok(Err(_)) => Err(Status::internal(admission_http::WORK_FAILED)),
+                Err(_) => Err(Status::internal(admission_http::WORK_PANICKED)),
             },
         }
     }

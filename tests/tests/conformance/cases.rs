@@ -8,18 +8,19 @@
 
 use std::time::{Duration, Instant};
 
-use admission_core::http::{PROBLEM_JSON, Problem, RefusalStatus, WORK_PANICKED};
 use admission_core::{Admission, Class, Lease, Pool, RequestPools};
+use admission_http::{CRITICALITY_HEADER, Trust};
+use admission_http::{HttpRefusalStatus, PROBLEM_JSON, Problem, WORK_PANICKED};
 use admission_tonic::status::Pushback;
 use bytes::Bytes;
 use reqwest::StatusCode;
 use tokio::sync::{mpsc, oneshot};
 
-use super::client::{Answer, Reply, eventually, reply, within};
+use super::client::{Answer, Headers, Reply, eventually, reply, within};
 use super::endpoints::{
     Endpoint, Feeds, Gate, HTML, HandlerEnd, METRICS, Release, Scrapes, Walk, Walks,
 };
-use super::harness::{Adapter, Routes};
+use super::harness::{Adapter, Config, Routes, Server};
 
 /// The registry pool's name, as refusals name it.
 const REGISTRY: &str = "registry";
@@ -36,13 +37,24 @@ fn roomy_requests() -> RequestPools {
     RequestPools::new(8, 8).expect("valid request pools")
 }
 
-/// A refusal naming the code `ADMISSION_SATURATED` and `pool`, with a
-/// retry hint of at least 1 s. Over HTTP: `503`, `Retry-After`, a problem
-/// document that must not be cached. Over gRPC: `UNAVAILABLE`, the code and
-/// the pool in the message, `grpc-retry-pushback-ms` in whole seconds.
+/// The code of a refusal by a full pool.
+const SATURATED: &str = "ADMISSION_SATURATED";
+
+/// A refusal naming the code `ADMISSION_SATURATED` and `pool` (see
+/// [`assert_refused_as`]).
+#[track_caller]
 fn assert_refused(answer: &Reply, pool: &str) {
+    assert_refused_as(answer, pool, SATURATED);
+}
+
+/// A refusal naming `code` and `pool`, with a retry hint of at least 1 s.
+/// Over HTTP: `503`, `Retry-After`, a problem document that must not be
+/// cached. Over gRPC: `UNAVAILABLE`, the code and the pool in the message,
+/// `grpc-retry-pushback-ms` in whole seconds.
+#[track_caller]
+fn assert_refused_as(answer: &Reply, pool: &str, code: &str) {
     match answer {
-        Reply::Http(answer) => assert_http_refused(answer, pool),
+        Reply::Http(answer) => assert_http_refused(answer, pool, code),
         Reply::Grpc(answer) => {
             let status = answer.as_ref().expect_err("a refusal is an error status");
             assert_eq!(
@@ -50,7 +62,7 @@ fn assert_refused(answer: &Reply, pool: &str) {
                 tonic::Code::Unavailable,
                 "a refusal is UNAVAILABLE: {status:?}"
             );
-            let named = format!("ADMISSION_SATURATED: pool `{pool}` refused the call");
+            let named = format!("{code}: pool `{pool}` refused the call");
             assert!(
                 status.message().starts_with(&named),
                 "the code and the refusing pool are named: {:?}",
@@ -67,7 +79,8 @@ fn assert_refused(answer: &Reply, pool: &str) {
     }
 }
 
-fn assert_http_refused(answer: &Answer, pool: &str) {
+#[track_caller]
+fn assert_http_refused(answer: &Answer, pool: &str, code: &str) {
     assert_eq!(
         answer.status,
         StatusCode::SERVICE_UNAVAILABLE,
@@ -89,12 +102,13 @@ fn assert_http_refused(answer: &Answer, pool: &str) {
         "a refusal is never cached"
     );
     let problem = answer.problem();
-    assert_eq!(problem["code"], "ADMISSION_SATURATED", "the code is named");
+    assert_eq!(problem["code"], code, "the code is named");
     assert_eq!(problem["pool"], pool, "the refusing pool is named");
     assert_eq!(problem["status"], 503, "the body repeats the status");
 }
 
 /// Served with `body` (over HTTP a `200` served as `content_type`).
+#[track_caller]
 fn assert_ok(answer: &Reply, content_type: &str, body: &str) {
     if let Reply::Http(answer) = answer {
         assert_eq!(answer.header("content-type"), content_type);
@@ -103,6 +117,7 @@ fn assert_ok(answer: &Reply, content_type: &str, body: &str) {
 }
 
 /// Served with `body`, whatever its content type: a `200`, or an OK call.
+#[track_caller]
 fn assert_served(answer: &Reply, body: &str) {
     match answer {
         Reply::Http(answer) => {
@@ -119,6 +134,7 @@ fn assert_served(answer: &Reply, body: &str) {
 /// Work that panicked: over HTTP a `500` problem naming
 /// `ADMISSION_WORK_PANICKED`, over gRPC `INTERNAL` with that code as its
 /// message; no retry hint, never the panic's message.
+#[track_caller]
 fn assert_panicked(answer: &Reply) {
     match answer {
         Reply::Http(answer) => {
@@ -487,7 +503,7 @@ const SCRAPES: usize = 8;
 /// `SCRAPES` scrapes of `path` on one held walk: the first starts it, the
 /// others join it (no slot taken); then the walk is released.
 async fn coalesced_storm(
-    server: &super::harness::Server,
+    server: &Server,
     registry: &Pool,
     walks: &mut Walks,
     path: &str,
@@ -644,6 +660,7 @@ const PROBLEM_HEADERS: [&str; 4] = [
 ];
 
 /// Asserts that two adapters' answers are the same, byte for byte.
+#[track_caller]
 fn assert_same(what: &str, axum: &Answer, actix: &Answer) {
     assert_eq!(axum.status, actix.status, "{what}: the same status");
     for name in PROBLEM_HEADERS {
@@ -685,7 +702,7 @@ pub(crate) async fn both_adapters_answer_byte_for_byte_alike() {
     assert_same("a registry refusal", a.http(), b.http());
     let core = Problem::refusal(
         &registry.try_admit().expect_err("the slot is taken"),
-        RefusalStatus::default(),
+        HttpRefusalStatus::default(),
     );
     assert_eq!(a.http().text(), core.body(), "the body is core's problem");
     drop(walking);
@@ -699,7 +716,7 @@ pub(crate) async fn both_adapters_answer_byte_for_byte_alike() {
     assert_same("a request-class refusal", a.http(), b.http());
     let core = Problem::refusal(
         &requests.try_lease(Class::Control).expect_err("all taken"),
-        RefusalStatus::default(),
+        HttpRefusalStatus::default(),
     );
     assert_eq!(a.http().text(), core.body(), "the body is core's problem");
     drop(held);
@@ -803,4 +820,99 @@ pub(crate) async fn grpc_and_http_refusals_state_the_same_facts() {
     leases_back(&requests).await;
     axum.stop().await;
     tonic.stop().await;
+}
+
+/// A claim of `x-admission-criticality: critical` (over gRPC, the same
+/// metadata key).
+const CLAIMS_CRITICAL: Headers = &[(CRITICALITY_HEADER, "critical")];
+/// `x-admission-criticality: sheddable`.
+const SHEDDABLE: Headers = &[(CRITICALITY_HEADER, "sheddable")];
+/// The route that answers the criticality its request was admitted for.
+const LEVEL: &str = "/criticality";
+/// Both trust policies, the default first.
+const TRUSTS: [Trust; 2] = [Trust::Nobody, Trust::Peers];
+
+/// What a `critical` claim is admitted as under `trust`.
+fn critical_claim_under(trust: Trust) -> &'static str {
+    match trust {
+        Trust::Nobody => "default",
+        Trust::Peers => "critical",
+    }
+}
+
+/// A server of [`LEVEL`] configured as `config`, over request pools of
+/// `slots` per class, with one slot of the adapter's class held by the
+/// test (from its own task: the server's tasks are others).
+async fn serve_one_slot_held(
+    adapter: Adapter,
+    config: Config,
+    slots: usize,
+) -> (RequestPools, Lease, Server) {
+    let requests = RequestPools::new(slots, slots).expect("valid request pools");
+    let held = requests.try_lease(adapter.class()).expect("a free slot");
+    let routes = Routes::new().route(LEVEL, Endpoint::Criticality);
+    let server = adapter.serve_with(&requests, routes, config).await;
+    (requests, held, server)
+}
+
+/// Case 11: a client claiming `critical` is admitted as `default` (and
+/// counted) unless the app trusts its peers; `sheddable` from the same
+/// client is honoured either way. Read inside the handler:
+/// `Caller::current()`.
+pub(crate) async fn a_critical_claim_is_served_as_default_unless_peers_are_trusted(
+    adapter: Adapter,
+) {
+    for trust in TRUSTS {
+        let requests = roomy_requests();
+        let routes = Routes::new().route(LEVEL, Endpoint::Criticality);
+        let config = Config {
+            trust,
+            ..Config::default()
+        };
+        let server = adapter.serve_with(&requests, routes, config).await;
+
+        let claim = server.get_with(LEVEL, CLAIMS_CRITICAL).await;
+        assert_served(&claim, critical_claim_under(trust));
+        assert_served(&server.get_with(LEVEL, SHEDDABLE).await, "sheddable");
+        assert_served(&server.get(LEVEL).await, "default");
+        assert_eq!(
+            server.lowered_claims(),
+            u64::from(trust == Trust::Nobody),
+            "under {trust:?} the middleware counts each claim it lowered"
+        );
+        leases_back(&requests).await;
+        server.stop().await;
+    }
+}
+
+/// Case 12: with half the class's slots held, a `sheddable` request is
+/// refused at once under either policy (lowering one's own priority is
+/// always honoured), while a `critical` claim is admitted: as `default`
+/// unless peers are trusted, since the claim gains an outsider nothing.
+pub(crate) async fn sheddable_is_honoured_from_anyone(adapter: Adapter) {
+    let class = adapter.class();
+    for trust in TRUSTS {
+        let config = Config {
+            trust,
+            ..Config::default()
+        };
+        let (requests, held, server) = serve_one_slot_held(adapter, config, 2).await;
+
+        let asked = Instant::now();
+        let shed = server.get_with(LEVEL, SHEDDABLE).await;
+        let took = asked.elapsed();
+        assert_refused(&shed, class.as_str());
+        if let Reply::Http(answer) = &shed {
+            assert_eq!(answer.problem()["criticality"], "sheddable");
+        }
+        assert!(
+            took < FAIL_FAST,
+            "a shed request never waits (took {took:?})"
+        );
+        let claim = server.get_with(LEVEL, CLAIMS_CRITICAL).await;
+        assert_served(&claim, critical_claim_under(trust));
+        drop(held);
+        leases_back(&requests).await;
+        server.stop().await;
+    }
 }

@@ -38,6 +38,9 @@ pub(crate) enum Endpoint {
     /// A handler that reports its arrival and answers `done` once the test
     /// opens the gate for it.
     Gated(Gate),
+    /// Answers the criticality the request was admitted for
+    /// (`Caller::current()`): `critical`, `default` or `sheddable`.
+    Criticality,
 }
 
 /// Coalesced walks: one key (every coalesced route walks the same

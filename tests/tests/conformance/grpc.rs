@@ -17,20 +17,21 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use admission_core::Admission;
+use admission_core::{Admission, Caller};
 use admission_tonic::Rejection;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use http::uri::PathAndQuery;
 use tonic::body::Body;
 use tonic::codec::Streaming;
+use tonic::metadata::MetadataValue;
 use tonic::server::NamedService;
 use tonic::transport::{Channel, Endpoint as Connect};
 use tonic::{Request, Response, Status};
 use tonic_prost::ProstCodec;
 use tower::service_fn;
 
-use crate::client::within;
+use crate::client::{Headers, within};
 use crate::endpoints::{Endpoint, Fed, WALK, Watch};
 
 /// The service's fully qualified name.
@@ -138,6 +139,10 @@ async fn answer(endpoint: Endpoint) -> Result<Response<Messages>, Status> {
             gate.pass().await;
             Ok(Response::new(one(Bytes::from_static(b"done"))))
         }
+        Endpoint::Criticality => {
+            let level = Caller::current().criticality().as_str();
+            Ok(Response::new(one(Bytes::from_static(level.as_bytes()))))
+        }
     }
 }
 
@@ -152,21 +157,35 @@ async fn connect(addr: SocketAddr) -> tonic::client::Grpc<Channel> {
 
 /// Calls `route` on a fresh connection and returns its head: the stream of
 /// messages, or the status a trailers-only answer carried.
-pub(crate) async fn open(addr: SocketAddr, route: &str) -> Result<Streaming<Text>, Status> {
+/// `metadata` goes with the call, as an HTTP client's headers would.
+pub(crate) async fn open(
+    addr: SocketAddr,
+    route: &str,
+    metadata: Headers,
+) -> Result<Streaming<Text>, Status> {
     let mut client = connect(addr).await;
     client.ready().await.expect("the connection is ready");
     let path = PathAndQuery::try_from(path(route)).expect("a valid path");
     let codec = ProstCodec::<Ask, Text>::default();
+    let mut request = Request::new(Ask {});
+    for (name, value) in metadata {
+        let value = MetadataValue::from_static(value);
+        request.metadata_mut().insert(*name, value);
+    }
     client
-        .server_streaming(Request::new(Ask {}), path, codec)
+        .server_streaming(request, path, codec)
         .await
         .map(Response::into_inner)
 }
 
 /// Calls `route` on a fresh connection and reads the answer to its end:
 /// every message's bytes, or the call's status.
-pub(crate) async fn call(addr: SocketAddr, route: &str) -> Result<Bytes, Status> {
-    let mut messages = open(addr, route).await?;
+pub(crate) async fn call(
+    addr: SocketAddr,
+    route: &str,
+    metadata: Headers,
+) -> Result<Bytes, Status> {
+    let mut messages = open(addr, route, metadata).await?;
     let mut body = BytesMut::new();
     while let Some(text) = messages.message().await? {
         body.extend_from_slice(&text.data);

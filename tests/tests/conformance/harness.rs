@@ -27,12 +27,13 @@ use std::net::SocketAddr;
 
 use actix_web::dev::ServerHandle;
 use admission_core::{Class, RequestPools};
+use admission_http::Trust;
 use bytes::Bytes;
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::client::{Reply, answer, client, get, hang_up_later, spawn_get, within};
+use super::client::{Headers, Reply, client, get_with, hang_up_later, within};
 use super::endpoints::{Endpoint, Fed, METRICS, WALK, Watch};
 
 // A child of the harness, so that every suite that shares the harness
@@ -77,6 +78,26 @@ pub(crate) enum TonicMount {
     Service,
 }
 
+/// How the middleware is configured, the same way on every adapter.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Config {
+    /// A request whose class is full waits in the class pool's queue
+    /// (`.queue()`) instead of being refused at once.
+    pub(crate) queue: bool,
+    /// Whose headers are honoured: `Trust::Peers` is `.trust_peers()`.
+    pub(crate) trust: Trust,
+}
+
+impl Config {
+    /// `layer`, made to trust peers with `trust_peers` if this says so.
+    fn trusting<L>(self, layer: L, trust_peers: impl FnOnce(L) -> L) -> L {
+        match self.trust {
+            Trust::Nobody => layer,
+            Trust::Peers => trust_peers(layer),
+        }
+    }
+}
+
 /// The prefix of the routes under [`ActixMount::Scope`].
 const SCOPE: &str = "/scoped";
 
@@ -89,12 +110,23 @@ impl Adapter {
     pub(crate) const TONIC: Adapter = Adapter::Tonic(TonicMount::Server);
 
     /// Serves `routes` (all `GET`, or gRPC methods) behind admission over
-    /// `pools`.
+    /// `pools`, failing fast and trusting nobody (the defaults).
     pub(crate) async fn serve(self, pools: &RequestPools, routes: Routes) -> Server {
+        self.serve_with(pools, routes, Config::default()).await
+    }
+
+    /// [`serve`](Self::serve) with the middleware configured as `config`
+    /// says.
+    pub(crate) async fn serve_with(
+        self,
+        pools: &RequestPools,
+        routes: Routes,
+        config: Config,
+    ) -> Server {
         match self {
-            Adapter::Axum(mount) => axum_app::serve(mount, pools, routes).await,
-            Adapter::Actix(mount) => actix_app::serve(mount, pools, routes),
-            Adapter::Tonic(mount) => tonic_app::serve(mount, pools, routes).await,
+            Adapter::Axum(mount) => axum_app::serve(mount, pools, routes, config).await,
+            Adapter::Actix(mount) => actix_app::serve(mount, pools, routes, config),
+            Adapter::Tonic(mount) => tonic_app::serve(mount, pools, routes, config).await,
         }
     }
 
@@ -130,8 +162,13 @@ pub(crate) struct Server {
     addr: SocketAddr,
     prefix: &'static str,
     protocol: Protocol,
+    /// The middleware's count of `critical` claims read as `default`.
+    lowered: Lowered,
     stop: Option<Stop>,
 }
+
+/// Reads a middleware's `lowered_claims()`.
+type Lowered = Box<dyn Fn() -> u64 + Send + Sync>;
 
 /// How a server's routes are called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,33 +249,41 @@ impl Server {
 
     /// Calls route `path` on a fresh connection and reads the whole answer.
     pub(crate) async fn get(&self, path: &str) -> Reply {
-        match self.protocol {
-            Protocol::Http => Reply::Http(get(&self.url(path)).await),
-            Protocol::Grpc => Reply::Grpc(
-                within(
-                    &format!("an answer from {path}"),
-                    grpc::call(self.addr, path),
-                )
-                .await,
-            ),
-        }
+        self.call(path, &[]).await
+    }
+
+    /// [`get`](Self::get), sending `headers` (over gRPC, as metadata).
+    pub(crate) async fn get_with(&self, path: &str, headers: Headers) -> Reply {
+        self.call(path, headers).await
     }
 
     /// [`get`](Self::get) in a task of its own, for a request the test holds.
     pub(crate) fn spawn_get(&self, path: &str) -> JoinHandle<Reply> {
-        match self.protocol {
-            Protocol::Http => {
-                let request = spawn_get(self.url(path));
-                tokio::spawn(async move { Reply::Http(answer(request).await) })
-            }
-            Protocol::Grpc => {
-                let (addr, path) = (self.addr, path.to_owned());
-                tokio::spawn(async move {
-                    let what = format!("an answer from {path}");
-                    Reply::Grpc(within(&what, grpc::call(addr, &path)).await)
-                })
+        tokio::spawn(self.call(path, &[]))
+    }
+
+    /// A call of route `path` with `headers`, owning what it needs.
+    fn call(&self, path: &str, headers: Headers) -> impl Future<Output = Reply> + Send + 'static {
+        let (protocol, addr) = (self.protocol, self.addr);
+        let target = match protocol {
+            Protocol::Http => self.url(path),
+            Protocol::Grpc => path.to_owned(),
+        };
+        async move {
+            match protocol {
+                Protocol::Http => Reply::Http(get_with(&target, headers).await),
+                Protocol::Grpc => {
+                    let what = format!("an answer from {target}");
+                    Reply::Grpc(within(&what, grpc::call(addr, &target, headers)).await)
+                }
             }
         }
+    }
+
+    /// How many requests claiming `critical` the middleware admitted as
+    /// `default` (its `lowered_claims()`).
+    pub(crate) fn lowered_claims(&self) -> u64 {
+        (self.lowered)()
     }
 
     /// Sends a request for route `path` and leaves it open: dropping the
@@ -249,7 +294,7 @@ impl Server {
             Protocol::Grpc => {
                 let (addr, path) = (self.addr(), path.to_owned());
                 HangUp::Call(tokio::spawn(async move {
-                    let _ = grpc::call(addr, &path).await;
+                    let _ = grpc::call(addr, &path, &[]).await;
                 }))
             }
         }
@@ -268,7 +313,7 @@ impl Server {
                 Streamed::Http(response)
             }
             Protocol::Grpc => {
-                let head = within("the stream's head", grpc::open(self.addr, path)).await;
+                let head = within("the stream's head", grpc::open(self.addr, path, &[])).await;
                 Streamed::Grpc(head.expect("the call is admitted"))
             }
         }
@@ -323,7 +368,7 @@ mod axum_app {
     //! The axum side: handlers, the three mounts, `axum::serve`.
 
     use admission_axum::AdmissionLayer;
-    use admission_core::{Admission, RequestPools};
+    use admission_core::{Admission, Caller, RequestPools};
     use axum::Router;
     use axum::body::Body;
     use axum::handler::Handler;
@@ -334,7 +379,9 @@ mod axum_app {
     use tokio::net::TcpListener;
     use tower_layer::Layer;
 
-    use super::{AxumMount, Endpoint, Fed, METRICS, Routes, Server, Stop, WALK, Watch};
+    use super::{
+        AxumMount, Config, Endpoint, Fed, Lowered, METRICS, Routes, Server, Stop, WALK, Watch,
+    };
 
     /// One endpoint's answer, as an axum handler gives it.
     async fn answer(endpoint: Endpoint) -> Response {
@@ -366,30 +413,59 @@ mod axum_app {
                 gate.pass().await;
                 "done".into_response()
             }
+            Endpoint::Criticality => Caller::current().criticality().as_str().into_response(),
         }
     }
 
-    fn router(mount: AxumMount, pools: &RequestPools, routes: Routes) -> Router {
-        let layer = || AdmissionLayer::new(pools.clone());
-        let mut router = Router::new();
-        for (path, endpoint) in routes.0 {
-            let handler = move || answer(endpoint.clone());
-            router = match mount {
-                AxumMount::Router => router.route(path, get(handler)),
-                AxumMount::Route => router.route(path, get(handler).layer(layer())),
-                AxumMount::RouteService => {
-                    router.route_service(path, layer().layer(handler.with_state(())))
-                }
-            };
-        }
-        match mount {
-            AxumMount::Router => router.layer(layer()),
-            AxumMount::Route | AxumMount::RouteService => router,
-        }
+    /// The router with `$layer` mounted as `$mount` says: a macro, since
+    /// a queueing layer is a type of its own.
+    macro_rules! mounted {
+        ($mount:expr, $layer:expr, $routes:expr) => {{
+            let (mount, layer) = ($mount, $layer);
+            let mut router = Router::new();
+            for (path, endpoint) in $routes.0 {
+                let handler = move || answer(endpoint.clone());
+                router = match mount {
+                    AxumMount::Router => router.route(path, get(handler)),
+                    AxumMount::Route => router.route(path, get(handler).layer(layer.clone())),
+                    AxumMount::RouteService => {
+                        router.route_service(path, layer.layer(handler.with_state(())))
+                    }
+                };
+            }
+            match mount {
+                AxumMount::Router => router.layer(layer),
+                AxumMount::Route | AxumMount::RouteService => router,
+            }
+        }};
     }
 
-    pub(super) async fn serve(mount: AxumMount, pools: &RequestPools, routes: Routes) -> Server {
-        let router = router(mount, pools, routes);
+    fn router(
+        mount: AxumMount,
+        pools: &RequestPools,
+        routes: Routes,
+        config: Config,
+    ) -> (Router, Lowered) {
+        let layer = config.trusting(
+            AdmissionLayer::new(pools.clone()),
+            AdmissionLayer::trust_peers,
+        );
+        let counted = layer.clone();
+        let router = if config.queue {
+            mounted!(mount, layer.queue(), routes)
+        } else {
+            mounted!(mount, layer, routes)
+        };
+        (router, Box::new(move || counted.lowered_claims()))
+    }
+
+    pub(super) async fn serve(
+        mount: AxumMount,
+        pools: &RequestPools,
+        routes: Routes,
+        config: Config,
+    ) -> Server {
+        let (router, lowered) = router(mount, pools, routes, config);
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind 127.0.0.1:0");
@@ -406,6 +482,7 @@ mod axum_app {
             addr,
             prefix: "",
             protocol: super::Protocol::Http,
+            lowered,
             stop: Some(Stop::Axum { shutdown, task }),
         }
     }
@@ -417,10 +494,12 @@ mod actix_app {
 
     use actix_web::{App, HttpResponse, HttpServer, web};
     use admission_actix::AdmissionControl;
-    use admission_core::{Admission, RequestPools};
+    use admission_core::{Admission, Caller, RequestPools};
     use futures_util::StreamExt;
 
-    use super::{ActixMount, Endpoint, Fed, METRICS, Routes, SCOPE, Server, Stop, WALK, Watch};
+    use super::{
+        ActixMount, Config, Endpoint, Fed, METRICS, Routes, SCOPE, Server, Stop, WALK, Watch,
+    };
 
     /// One endpoint's answer, as an actix-web handler gives it: registry
     /// errors go out through `?` and core's `ResponseError`.
@@ -451,6 +530,9 @@ mod actix_app {
                 gate.pass().await;
                 Ok(HttpResponse::Ok().body("done"))
             }
+            Endpoint::Criticality => {
+                Ok(HttpResponse::Ok().body(Caller::current().criticality().as_str()))
+            }
         }
     }
 
@@ -463,17 +545,31 @@ mod actix_app {
         }
     }
 
-    pub(super) fn serve(mount: ActixMount, pools: &RequestPools, routes: Routes) -> Server {
+    pub(super) fn serve(
+        mount: ActixMount,
+        pools: &RequestPools,
+        routes: Routes,
+        config: Config,
+    ) -> Server {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local address");
-        let (pools, configure) = (pools.clone(), configure(routes));
+        let admission = AdmissionControl::new(pools.clone());
+        let admission = if config.queue {
+            admission.queue()
+        } else {
+            admission
+        };
+        let admission = config.trusting(admission, AdmissionControl::trust_peers);
+        // Every worker's clone counts with this one.
+        let counted = admission.clone();
+        let configure = configure(routes);
         let (handle_tx, handle_rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
             actix_rt::System::new().block_on(async move {
                 let server = match mount {
                     ActixMount::App => HttpServer::new(move || {
                         App::new()
-                            .wrap(AdmissionControl::new(pools.clone()))
+                            .wrap(admission.clone())
                             .configure(configure.clone())
                     })
                     .workers(2)
@@ -485,7 +581,7 @@ mod actix_app {
                     ActixMount::Scope => HttpServer::new(move || {
                         App::new().service(
                             web::scope(SCOPE)
-                                .wrap(AdmissionControl::new(pools.clone()))
+                                .wrap(admission.clone())
                                 .configure(configure.clone()),
                         )
                     })
@@ -510,6 +606,7 @@ mod actix_app {
             addr,
             prefix,
             protocol: super::Protocol::Http,
+            lowered: Box::new(move || counted.lowered_claims()),
             stop: Some(Stop::Actix { handle, thread }),
         }
     }
@@ -527,9 +624,14 @@ mod tonic_app {
     use tower_layer::Layer;
 
     use super::grpc;
-    use super::{Protocol, Routes, Server, Stop, TonicMount};
+    use super::{Config, Protocol, Routes, Server, Stop, TonicMount};
 
-    pub(super) async fn serve(mount: TonicMount, pools: &RequestPools, routes: Routes) -> Server {
+    pub(super) async fn serve(
+        mount: TonicMount,
+        pools: &RequestPools,
+        routes: Routes,
+        config: Config,
+    ) -> Server {
         let service = grpc::Routes::new(routes.0);
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
@@ -540,24 +642,39 @@ mod tonic_app {
         let stopped = async move {
             let _ = stopped.await;
         };
-        let layer = AdmissionLayer::new(pools.clone());
-        let task = match mount {
-            TonicMount::Server => tokio::spawn(
-                TonicServer::builder()
-                    .layer(layer)
-                    .add_service(service)
-                    .serve_with_incoming_shutdown(incoming, stopped),
-            ),
-            TonicMount::Service => tokio::spawn(
-                TonicServer::builder()
-                    .add_service(layer.layer(service))
-                    .serve_with_incoming_shutdown(incoming, stopped),
-            ),
+        let layer = config.trusting(
+            AdmissionLayer::new(pools.clone()),
+            AdmissionLayer::trust_peers,
+        );
+        let counted = layer.clone();
+        // A macro, since a queueing layer is a type of its own.
+        macro_rules! spawn_with {
+            ($layer:expr) => {
+                match mount {
+                    TonicMount::Server => tokio::spawn(
+                        TonicServer::builder()
+                            .layer($layer)
+                            .add_service(service)
+                            .serve_with_incoming_shutdown(incoming, stopped),
+                    ),
+                    TonicMount::Service => tokio::spawn(
+                        TonicServer::builder()
+                            .add_service($layer.layer(service))
+                            .serve_with_incoming_shutdown(incoming, stopped),
+                    ),
+                }
+            };
+        }
+        let task = if config.queue {
+            spawn_with!(layer.queue())
+        } else {
+            spawn_with!(layer)
         };
         Server {
             addr,
             prefix: "",
             protocol: Protocol::Grpc,
+            lowered: Box::new(move || counted.lowered_claims()),
             stop: Some(Stop::Tonic { shutdown, task }),
         }
     }

@@ -8,7 +8,7 @@ use std::fmt;
 use std::str::FromStr;
 
 pub use admission_core::Criticality;
-pub use admission_core::http::{BUDGET_HEADER, CRITICALITY_HEADER};
+pub use admission_http::{BUDGET_HEADER, CRITICALITY_HEADER};
 
 /// `level`'s place in [`Criticality::ALL`]: the index of its counts.
 pub(super) const fn slot(level: Criticality) -> usize {

@@ -232,6 +232,9 @@ pub async fn serve_child(spec: ServeSpec) -> io::Result<()> {
         shutdown_deadline: Duration::from_secs(2),
         // The background walk stays out of the measurement.
         cardinality_interval: Duration::from_secs(3600),
+        // The load generator is the service's own peer (the criticality
+        // scenario marks its critical traffic, as a trusted edge would).
+        trust_peers: true,
         ..Config::default()
     })?;
     let walks = exporter.walks();

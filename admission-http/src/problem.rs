@@ -1,28 +1,26 @@
 //! The HTTP answer for a refusal or a failed piece of work, described once,
-//! without any HTTP library, so that every adapter sends the same bytes.
+//! so that every HTTP adapter sends the same bytes.
 //!
 //! This module owns [`Problem`] (a status number, the header list as static
 //! names and values, and an RFC 9457 `application/problem+json` body, all
-//! written by one function) and [`RefusalStatus`], the 503-or-429 choice an
-//! adapter is configured with. It must never depend on a web framework, and
-//! never put a user value, an error message or a stack trace in a body: only
-//! codes, the pool's configured name and the retry hint.
+//! written by one function) and [`HttpRefusalStatus`], the 503-or-429 choice
+//! an HTTP adapter is configured with. It must never depend on a web
+//! framework (actix-web speaks another version of `http`, so the header list
+//! is plain names and values), and never put a user value, an error message
+//! or a stack trace in a body: only codes, the pool's configured name and
+//! the retry hint.
 //!
-//! The adapters turn a `Problem` into their framework's response; an
-//! application rarely needs this module directly.
+//! A refusal is overload (`503` + `Retry-After`), except
+//! `ADMISSION_REENTRANT`: a task waiting on a slot only it can free is a
+//! programming error, answered `500` with its code and no `Retry-After`, so
+//! that no balancer retries it and no client backs off from it.
 
 use std::fmt::Write as _;
 
-mod caller;
-
-pub use self::caller::{
-    BUDGET_HEADER, CRITICALITY_HEADER, ENVOY_TIMEOUT_HEADER, GRPC_TIMEOUT_HEADER, Malformed,
-    RequestCaller, parse_budget_ms, parse_grpc_timeout,
-};
-
-use crate::caller::Criticality;
-use crate::pool::WorkError;
-use crate::refusal::{Code, Refusal};
+use admission_core::{Code, Criticality, Refusal, WorkError};
+use bytes::Bytes;
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderName, RETRY_AFTER};
+use http::{HeaderValue, StatusCode};
 
 /// The media type of every problem body.
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -35,18 +33,18 @@ pub const WORK_FAILED: &str = "ADMISSION_WORK_FAILED";
 /// The code in the body of a `500` for work that panicked.
 pub const WORK_PANICKED: &str = "ADMISSION_WORK_PANICKED";
 
-/// The status a refusal is answered with.
+/// The HTTP status a refusal is answered with.
 ///
 /// # Examples
 ///
 /// ```
-/// use admission_core::http::RefusalStatus;
+/// use admission_http::HttpRefusalStatus;
 ///
-/// assert_eq!(RefusalStatus::default().code(), 503);
-/// assert_eq!(RefusalStatus::TooManyRequests.code(), 429);
+/// assert_eq!(HttpRefusalStatus::default().code(), 503);
+/// assert_eq!(HttpRefusalStatus::TooManyRequests.code(), 429);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum RefusalStatus {
+pub enum HttpRefusalStatus {
     /// `503 Service Unavailable`: the server is overloaded (the default;
     /// balancers retry it on another replica).
     #[default]
@@ -55,12 +53,12 @@ pub enum RefusalStatus {
     TooManyRequests,
 }
 
-impl RefusalStatus {
+impl HttpRefusalStatus {
     /// The status code number.
     pub const fn code(self) -> u16 {
         match self {
-            RefusalStatus::ServiceUnavailable => 503,
-            RefusalStatus::TooManyRequests => 429,
+            HttpRefusalStatus::ServiceUnavailable => 503,
+            HttpRefusalStatus::TooManyRequests => 429,
         }
     }
 }
@@ -83,11 +81,11 @@ pub enum HeaderText {
 ///
 /// ```
 /// use admission_core::Pool;
-/// use admission_core::http::{Problem, RefusalStatus};
+/// use admission_http::{HttpRefusalStatus, Problem};
 ///
 /// let pool = Pool::new("registry", 1).unwrap();
 /// let _held = pool.try_admit().unwrap();
-/// let problem = Problem::refusal(&pool.try_admit().unwrap_err(), RefusalStatus::default());
+/// let problem = Problem::refusal(&pool.try_admit().unwrap_err(), HttpRefusalStatus::default());
 /// assert_eq!(problem.status(), 503);
 /// assert_eq!(problem.retry_after(), Some(1));
 /// assert!(problem.body().contains(r#""code":"ADMISSION_SATURATED""#));
@@ -104,14 +102,22 @@ impl Problem {
     /// The answer to a refusal: `status`, `Retry-After` and a body naming
     /// the code, the refused caller's criticality, the pool and the retry
     /// hint, and nothing else.
-    pub fn refusal(refusal: &Refusal, status: RefusalStatus) -> Problem {
-        let secs = refusal.retry_after_secs();
+    ///
+    /// `ADMISSION_REENTRANT` is no overload but a programming error: `500`,
+    /// whatever `status` says, with no `Retry-After`.
+    pub fn refusal(refusal: &Refusal, status: HttpRefusalStatus) -> Problem {
+        let code = refusal.code();
+        let (status, retry_after) = if code == Code::Reentrant {
+            (500, None)
+        } else {
+            (status.code(), Some(refusal.retry_after_secs()))
+        };
         Problem::new(
-            refusal.code().as_str(),
-            refusal.code().title(),
-            status.code(),
+            code.as_str(),
+            code.title(),
+            status,
             Some((refusal.pool(), refusal.criticality())),
-            Some(secs),
+            retry_after,
         )
     }
 
@@ -124,18 +130,17 @@ impl Problem {
     ///
     /// ```
     /// use admission_core::WorkError;
-    /// use admission_core::http::{Problem, RefusalStatus, WORK_PANICKED};
+    /// use admission_http::{HttpRefusalStatus, Problem, WORK_PANICKED};
     ///
-    /// let problem = Problem::work_error(&WorkError::<()>::Panicked, RefusalStatus::default());
+    /// let problem = Problem::work_error(&WorkError::<()>::Panicked, HttpRefusalStatus::default());
     /// assert_eq!(problem.status(), 500);
     /// assert_eq!(problem.retry_after(), None);
     /// assert!(problem.body().contains(WORK_PANICKED));
     /// ```
-    pub fn work_error<E>(err: &WorkError<E>, status: RefusalStatus) -> Problem {
+    pub fn work_error<E>(err: &WorkError<E>, status: HttpRefusalStatus) -> Problem {
         let code = Problem::work_error_status(err, status);
         match err {
             WorkError::Refused(refusal) => Problem::refusal(refusal, status),
-            WorkError::Failed(_) => Problem::new(WORK_FAILED, "Work failed", code, None, None),
             WorkError::Panicked => Problem::new(WORK_PANICKED, "Work panicked", code, None, None),
             WorkError::Cancelled => Problem::new(
                 Code::ShuttingDown.as_str(),
@@ -144,6 +149,9 @@ impl Problem {
                 None,
                 Some(1),
             ),
+            // Failed, and any kind of end core adds later: a failure,
+            // never its message.
+            _ => Problem::new(WORK_FAILED, "Work failed", code, None, None),
         }
     }
 
@@ -155,16 +163,17 @@ impl Problem {
     ///
     /// ```
     /// use admission_core::WorkError;
-    /// use admission_core::http::{Problem, RefusalStatus};
+    /// use admission_http::{HttpRefusalStatus, Problem};
     ///
     /// let cancelled = WorkError::<()>::Cancelled;
-    /// assert_eq!(Problem::work_error_status(&cancelled, RefusalStatus::TooManyRequests), 429);
-    /// assert_eq!(Problem::work_error_status(&WorkError::<()>::Panicked, RefusalStatus::default()), 500);
+    /// assert_eq!(Problem::work_error_status(&cancelled, HttpRefusalStatus::TooManyRequests), 429);
+    /// assert_eq!(Problem::work_error_status(&WorkError::<()>::Panicked, HttpRefusalStatus::default()), 500);
     /// ```
-    pub fn work_error_status<E>(err: &WorkError<E>, status: RefusalStatus) -> u16 {
+    pub fn work_error_status<E>(err: &WorkError<E>, status: HttpRefusalStatus) -> u16 {
         match err {
+            WorkError::Refused(refusal) if refusal.code() == Code::Reentrant => 500,
             WorkError::Refused(_) | WorkError::Cancelled => status.code(),
-            WorkError::Failed(_) | WorkError::Panicked => 500,
+            _ => 500,
         }
     }
 
@@ -199,11 +208,11 @@ impl Problem {
     ///
     /// ```
     /// use admission_core::Pool;
-    /// use admission_core::http::{HeaderText, Problem, RefusalStatus};
+    /// use admission_http::{HeaderText, HttpRefusalStatus, Problem};
     ///
     /// let pool = Pool::new("registry", 1).unwrap();
     /// let _held = pool.try_admit().unwrap();
-    /// let problem = Problem::refusal(&pool.try_admit().unwrap_err(), RefusalStatus::default());
+    /// let problem = Problem::refusal(&pool.try_admit().unwrap_err(), HttpRefusalStatus::default());
     /// let headers: Vec<_> = problem.headers().collect();
     /// assert_eq!(headers, [
     ///     ("content-type", HeaderText::Static("application/problem+json")),
@@ -231,6 +240,51 @@ impl Problem {
     /// The body, owned.
     pub fn into_body(self) -> String {
         self.body
+    }
+
+    /// The answer as an `http` response whose body `body` builds from the
+    /// problem's bytes: the status and the header list in this module's
+    /// order, with `http`'s constants for the names (nothing is parsed on
+    /// the refusal path).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Pool;
+    /// use admission_http::{HttpRefusalStatus, Problem};
+    ///
+    /// let pool = Pool::new("registry", 1).unwrap();
+    /// let _held = pool.try_admit().unwrap();
+    /// let problem = Problem::refusal(&pool.try_admit().unwrap_err(), HttpRefusalStatus::default());
+    /// let response = problem.into_http(|bytes| bytes);
+    /// assert_eq!(response.status(), 503);
+    /// assert_eq!(response.headers()["retry-after"], "1");
+    /// ```
+    pub fn into_http<B>(self, body: impl FnOnce(Bytes) -> B) -> http::Response<B> {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+        let header_list = self.headers();
+        let mut response = http::Response::new(body(Bytes::from(self.into_body())));
+        *response.status_mut() = status;
+        let headers = response.headers_mut();
+        for (name, value) in header_list {
+            let value = match value {
+                HeaderText::Static(text) => HeaderValue::from_static(text),
+                HeaderText::Seconds(secs) => HeaderValue::from(secs),
+            };
+            headers.insert(header_name(name), value);
+        }
+        response
+    }
+}
+
+/// The problem's header names as `http`'s constants; any other name is
+/// parsed.
+fn header_name(name: &'static str) -> HeaderName {
+    match name {
+        "content-type" => CONTENT_TYPE,
+        "cache-control" => CACHE_CONTROL,
+        "retry-after" => RETRY_AFTER,
+        other => HeaderName::from_static(other),
     }
 }
 
@@ -292,34 +346,46 @@ fn push_json_escaped(out: &mut String, value: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::refusal::intern;
+    use admission_core::{Caller, Pool};
+
+    /// A saturated refusal of `criticality` from a one-slot pool named
+    /// `name`, as a pool makes one.
+    fn refusal(name: &str, criticality: Criticality) -> Refusal {
+        let pool = Pool::builder(name.to_owned())
+            .capacity(1)
+            .share(Criticality::Sheddable, 100)
+            .build()
+            .unwrap();
+        let _held = pool.try_admit().unwrap();
+        let refused = Caller::new(criticality).scope_sync(|| pool.try_admit().unwrap_err());
+        assert_eq!(refused.code(), Code::Saturated);
+        refused
+    }
 
     #[test]
     fn the_refusal_body_is_valid_json_with_every_field() {
         for name in ["registry", "we\"ird\\name\n"] {
-            let refusal = Refusal::new(
-                intern(name.to_owned()),
-                Code::Saturated,
-                Criticality::Sheddable,
-                3,
-            );
-            let problem = Problem::refusal(&refusal, RefusalStatus::TooManyRequests);
+            let refusal = refusal(name, Criticality::Sheddable);
+            let secs = refusal.retry_after_secs();
+            let problem = Problem::refusal(&refusal, HttpRefusalStatus::TooManyRequests);
             let body: serde_json::Value = serde_json::from_str(problem.body()).unwrap();
             assert_eq!(body["pool"], name);
             assert_eq!(body["code"], "ADMISSION_SATURATED");
-            assert_eq!(body["retry_after"], 3);
+            assert_eq!(body["retry_after"], secs);
             assert_eq!(body["criticality"], "sheddable");
             assert_eq!(body["status"], 429);
             assert_eq!(body["title"], "Capacity exhausted");
             assert_eq!(body["type"], "urn:admission:ADMISSION_SATURATED");
-            assert!(body["detail"].as_str().unwrap().contains("retry in 3 s"));
+            let detail = body["detail"].as_str().unwrap();
+            assert!(detail.contains(&format!("retry in {secs} s")), "{detail}");
             assert_eq!(body.as_object().unwrap().len(), 8);
         }
     }
 
     #[test]
     fn a_cancelled_body_has_the_shape_of_a_shutdown_refusal() {
-        let problem = Problem::work_error(&WorkError::<()>::Cancelled, RefusalStatus::default());
+        let problem =
+            Problem::work_error(&WorkError::<()>::Cancelled, HttpRefusalStatus::default());
         let body: serde_json::Value = serde_json::from_str(problem.body()).unwrap();
         assert_eq!(problem.status(), 503);
         assert_eq!(problem.retry_after(), Some(1));
@@ -331,21 +397,15 @@ mod tests {
 
     #[test]
     fn the_status_alone_is_the_answers_status() {
-        let refusal = Refusal::new(
-            intern("status-alone".to_owned()),
-            Code::Saturated,
-            Criticality::Default,
-            2,
-        );
         let errors = [
-            WorkError::Refused(refusal),
+            WorkError::Refused(refusal("status-alone", Criticality::Default)),
             WorkError::Failed(()),
             WorkError::Panicked,
             WorkError::Cancelled,
         ];
         for status in [
-            RefusalStatus::ServiceUnavailable,
-            RefusalStatus::TooManyRequests,
+            HttpRefusalStatus::ServiceUnavailable,
+            HttpRefusalStatus::TooManyRequests,
         ] {
             for err in &errors {
                 assert_eq!(
@@ -361,7 +421,7 @@ mod tests {
     fn failures_carry_a_code_and_no_message() {
         let problem = Problem::work_error(
             &WorkError::Failed("secret value 42"),
-            RefusalStatus::default(),
+            HttpRefusalStatus::default(),
         );
         assert!(!problem.body().contains("secret"));
         let body: serde_json::Value = serde_json::from_str(problem.body()).unwrap();
@@ -381,13 +441,8 @@ mod tests {
             ("\\", "\\\\"),
             ("we\"ird\\name\n", "we\\\"ird\\\\name\\u000a"),
         ] {
-            let refusal = Refusal::new(
-                intern(name.to_owned()),
-                Code::Saturated,
-                Criticality::Default,
-                1,
-            );
-            let body = Problem::refusal(&refusal, RefusalStatus::default()).into_body();
+            let refusal = refusal(name, Criticality::Default);
+            let body = Problem::refusal(&refusal, HttpRefusalStatus::default()).into_body();
             assert!(
                 body.contains(&format!("\"pool\":\"{escaped}\"")),
                 "{name:?} written as {escaped:?} in {body}"
@@ -399,27 +454,33 @@ mod tests {
 
     #[test]
     fn a_refusal_sends_its_retry_hint_as_a_header_and_a_failure_sends_none() {
-        let refusal = Refusal::new(
-            intern("headers".to_owned()),
-            Code::Saturated,
-            Criticality::Default,
-            7,
-        );
-        let refused = Problem::refusal(&refusal, RefusalStatus::default());
-        assert_eq!(refused.retry_after(), Some(7));
+        let refusal = refusal("headers", Criticality::Default);
+        let secs = refusal.retry_after_secs();
+        let refused = Problem::refusal(&refusal, HttpRefusalStatus::default());
+        assert_eq!(refused.retry_after(), Some(secs));
         let headers: Vec<_> = refused.headers().collect();
         assert_eq!(
             headers,
             [
                 ("content-type", HeaderText::Static(PROBLEM_JSON)),
                 ("cache-control", HeaderText::Static(NO_STORE)),
-                ("retry-after", HeaderText::Seconds(7)),
+                ("retry-after", HeaderText::Seconds(secs)),
             ]
         );
         let body = refused.body().to_owned();
-        assert_eq!(refused.into_body(), body, "the owned body is the body");
+        assert_eq!(
+            refused.clone().into_body(),
+            body,
+            "the owned body is the body"
+        );
+        let response = refused.into_http(|bytes| bytes);
+        assert_eq!(response.status(), 503);
+        assert_eq!(response.headers()["content-type"], PROBLEM_JSON);
+        assert_eq!(response.headers()["cache-control"], NO_STORE);
+        assert_eq!(response.headers()["retry-after"], secs.to_string());
+        assert_eq!(response.into_body(), body);
 
-        let failed = Problem::work_error(&WorkError::Failed(()), RefusalStatus::default());
+        let failed = Problem::work_error(&WorkError::Failed(()), HttpRefusalStatus::default());
         assert_eq!(failed.retry_after(), None);
         assert_eq!(failed.headers().count(), 2, "no retry-after for a failure");
         assert!(failed.into_body().starts_with("{\"code\":"));

@@ -1,21 +1,25 @@
 //! The replica's load on every response, for balancers that read it.
 //!
-//! This module owns [`ReportLoad`] (the tower layer) and
-//! [`ReportLoadService`]: they put core's ORCA text
-//! ([`Load::orca_text`](admission_core::balancer::Load::orca_text)) in the
-//! [`ORCA_HEADER`] of every response, refusals included. They must never
-//! admit, refuse or delay a request, and never read anything from it.
-//! The actix adapter's `load_report::ReportLoad` is the same piece.
+//! This module owns [`ReportLoad`] (the tower layer), [`ReportLoadService`]
+//! and the name of the header they write, [`ORCA_HEADER`]: core's ORCA text
+//! ([`Load::orca_text`](admission_core::balancer::Load::orca_text)) on every
+//! response, refusals included. They must never admit, refuse or delay a
+//! request, and never read anything from it. The actix adapter's
+//! `load_report::ReportLoad` is the same piece for actix-web.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use admission_core::balancer::{LoadReport, ORCA_HEADER};
+use admission_core::balancer::LoadReport;
 use http::{HeaderName, HeaderValue, Request, Response};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
+
+/// The response header Envoy's client-side weighted round robin reads a
+/// backend's load from (ORCA's `endpoint-load-metrics`).
+pub const ORCA_HEADER: &str = "endpoint-load-metrics";
 
 /// A tower [`Layer`] that adds the replica's load, in ORCA's `TEXT` form,
 /// to every response as `endpoint-load-metrics`: Envoy's client-side
@@ -29,21 +33,21 @@ use tower_service::Service;
 /// # Examples
 ///
 /// ```
-/// use admission_axum::load_report::ReportLoad;
 /// use admission_core::Pool;
 /// use admission_core::balancer::LoadReport;
-/// use axum::{Router, body::Body, http::Request, routing::get};
-/// use tower::ServiceExt;
+/// use admission_http::load_report::ReportLoad;
+/// use http::{Request, Response};
+/// use tower::{Layer, ServiceExt, service_fn};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let registry = Pool::new("registry", 2).unwrap();
-/// let app: Router = Router::new()
-///     .route("/metrics", get(|| async { "# EOF\n" }))
-///     .layer(ReportLoad::new(LoadReport::new(&registry)));
+/// let service = ReportLoad::new(LoadReport::new(&registry)).layer(service_fn(|_req: Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(Response::new("# EOF\n"))
+/// }));
 ///
 /// let _slot = registry.try_admit().unwrap();
-/// let response = app.oneshot(Request::get("/metrics").body(Body::empty()).unwrap()).await.unwrap();
+/// let response = service.oneshot(Request::get("/metrics").body(()).unwrap()).await.unwrap();
 /// assert_eq!(
 ///     response.headers()["endpoint-load-metrics"],
 ///     "TEXT application_utilization:0.500,rps_fractional:0.000,eps:0.000"
@@ -61,7 +65,7 @@ impl ReportLoad {
     /// # Examples
     ///
     /// ```
-    /// use admission_axum::load_report::ReportLoad;
+    /// use admission_http::load_report::ReportLoad;
     /// use admission_core::RequestPools;
     /// use admission_core::balancer::LoadReport;
     ///
@@ -89,7 +93,7 @@ impl<S> Layer<S> for ReportLoad {
 /// # Examples
 ///
 /// ```
-/// use admission_axum::load_report::ReportLoad;
+/// use admission_http::load_report::ReportLoad;
 /// use admission_core::Pool;
 /// use admission_core::balancer::LoadReport;
 /// use tower::Layer;

@@ -1,17 +1,58 @@
 //! What a request's headers say about its caller: its criticality and how
-//! long it will wait.
+//! long it will wait, read under the app's [`Trust`] in its peers.
 //!
-//! This module owns the header names and their strict parsing, shared by
-//! every adapter so that each reads the same headers the same way. It must
-//! never fail a request: an unknown criticality is the default, and a
-//! malformed or repeated budget is ignored and reported (for a counter),
-//! never answered with an error; and it never keeps a header's text.
+//! This module owns the header names, their strict parsing and the trust
+//! boundary, shared by every adapter so that each reads the same headers the
+//! same way. It must never fail a request: an unknown criticality is the
+//! default, and a malformed or repeated budget is ignored and reported (for
+//! a counter), never answered with an error; it never lets an untrusted
+//! header raise a caller's priority or lengthen its wait; and it never keeps
+//! a header's text.
 
 use std::time::Duration;
 
+use admission_core::{Caller, Criticality};
 use tokio::time::Instant;
 
-use crate::caller::{Caller, Criticality};
+/// Whom the app trusts to say how important a request is and how long its
+/// client will wait.
+///
+/// Under [`Trust::Nobody`] (the default), a request's headers can only
+/// lower its own priority and shorten its own wait: `critical` is read as
+/// `default` (and counted), `sheddable` is honoured, and a budget refuses
+/// at once a call that could not be answered in time or shortens a wait,
+/// but never lengthens a queued wait past the queue's own limit. An outside
+/// client cannot claim the slots, the queue places or the patience the
+/// server keeps for its own critical work.
+///
+/// [`Trust::Peers`] honours the headers as sent: for a service whose only
+/// clients are its own peers, or behind a mesh or balancer that strips
+/// these headers from outside requests at the edge (as Envoy strips its
+/// `x-envoy-*` headers from untrusted clients).
+///
+/// # Examples
+///
+/// ```
+/// use admission_core::Criticality;
+/// use admission_http::{CRITICALITY_HEADER, RequestCaller, Trust};
+///
+/// let claim = [(CRITICALITY_HEADER, &b"critical"[..])];
+/// let outsider = RequestCaller::from_headers(claim, Trust::Nobody);
+/// assert_eq!(outsider.caller.criticality(), Criticality::Default);
+/// assert!(outsider.lowered);
+///
+/// let peer = RequestCaller::from_headers(claim, Trust::Peers);
+/// assert_eq!(peer.caller.criticality(), Criticality::Critical);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Trust {
+    /// Headers may lower a request's priority and shorten its wait, never
+    /// raise or lengthen them (the default).
+    #[default]
+    Nobody,
+    /// Headers are honoured as sent: the app's peers are trusted.
+    Peers,
+}
 
 /// The request header naming the caller's criticality: `critical`,
 /// `default` or `sheddable` (ASCII case-insensitive; anything else is
@@ -36,7 +77,7 @@ pub const GRPC_TIMEOUT_HEADER: &str = "grpc-timeout";
 /// # Examples
 ///
 /// ```
-/// use admission_core::http::parse_budget_ms;
+/// use admission_http::parse_budget_ms;
 ///
 /// assert!(parse_budget_ms(b"-5").is_err());
 /// ```
@@ -69,7 +110,7 @@ const MAX_GRPC_DIGITS: usize = 8;
 ///
 /// ```
 /// use std::time::Duration;
-/// use admission_core::http::parse_budget_ms;
+/// use admission_http::parse_budget_ms;
 ///
 /// assert_eq!(parse_budget_ms(b"250"), Ok(Duration::from_millis(250)));
 /// for bad in [&b""[..], b" 250", b"250ms", b"+1", b"1234567890", b"2.5"] {
@@ -94,7 +135,7 @@ pub fn parse_budget_ms(value: &[u8]) -> Result<Duration, Malformed> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use admission_core::http::parse_grpc_timeout;
+/// use admission_http::parse_grpc_timeout;
 ///
 /// assert_eq!(parse_grpc_timeout(b"2H"), Ok(Duration::from_secs(7200)));
 /// assert_eq!(parse_grpc_timeout(b"250m"), Ok(Duration::from_millis(250)));
@@ -129,43 +170,51 @@ fn digits(value: &[u8], max: usize) -> Result<u64, Malformed> {
         .fold(0, |n, digit| n * 10 + u64::from(digit - b'0')))
 }
 
-/// The caller a request's headers describe.
+/// The caller a request's headers describe, under the app's [`Trust`].
 ///
 /// # Examples
 ///
 /// ```
 /// use admission_core::Criticality;
-/// use admission_core::http::RequestCaller;
+/// use admission_http::{RequestCaller, Trust};
 ///
 /// let read = RequestCaller::from_headers([
 ///     ("x-admission-criticality", &b"sheddable"[..]),
 ///     ("x-envoy-expected-rq-timeout-ms", b"15000"),
 ///     ("x-admission-budget-ms", b"250"),
-/// ]);
-/// assert_eq!(read.caller.criticality(), Criticality::Sheddable);
+/// ], Trust::Nobody);
+/// assert_eq!(read.caller.criticality(), Criticality::Sheddable, "lowering is always honoured");
 /// assert!(read.caller.remaining().unwrap().as_millis() <= 250, "the shorter budget wins");
-/// assert!(!read.malformed);
+/// assert!(read.caller.deadline_is_asserted(), "it may shorten a wait, never lengthen one");
+/// assert!(!read.malformed && !read.lowered);
 ///
-/// let bad = RequestCaller::from_headers([("x-admission-budget-ms", &b"soon"[..])]);
+/// let bad = RequestCaller::from_headers([("x-admission-budget-ms", &b"soon"[..])], Trust::Nobody);
 /// assert!(bad.malformed && bad.caller.deadline().is_none());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestCaller {
-    /// The criticality named (default when absent or unknown) with the
-    /// shortest well-formed budget as its deadline.
+    /// The criticality named (default when absent or unknown, and for a
+    /// `critical` claim nobody trusts) with the shortest well-formed budget
+    /// as its deadline.
     pub caller: Caller,
     /// A budget header was malformed or repeated and was ignored; adapters
     /// count these.
     pub malformed: bool,
+    /// The request claimed `critical` and was read as `default`, since the
+    /// app trusts nobody to raise their own priority; adapters count these.
+    pub lowered: bool,
 }
 
 impl RequestCaller {
     /// Reads the criticality from [`CRITICALITY_HEADER`] (its first value)
     /// and the deadline from the shortest of [`BUDGET_HEADER`],
     /// [`ENVOY_TIMEOUT_HEADER`] and [`GRPC_TIMEOUT_HEADER`], counted from
-    /// now. `headers` are (name, value) pairs, names in any case; a budget
-    /// header that appears twice is ignored as malformed.
-    pub fn from_headers<'a>(headers: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Self {
+    /// now, under `trust`. `headers` are (name, value) pairs, names in any
+    /// case; a budget header that appears twice is ignored as malformed.
+    pub fn from_headers<'a>(
+        headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+        trust: Trust,
+    ) -> Self {
         let mut criticality = None;
         let mut budgets: [Budget; 3] = [Budget::Absent; 3];
         for (name, value) in headers {
@@ -191,7 +240,13 @@ impl RequestCaller {
                 };
             }
         }
-        let mut caller = Caller::new(criticality.unwrap_or_default());
+        let claimed = criticality.unwrap_or_default();
+        let lowered = trust == Trust::Nobody && claimed < Criticality::Default;
+        let mut caller = Caller::new(if lowered {
+            Criticality::Default
+        } else {
+            claimed
+        });
         let shortest = budgets
             .iter()
             .filter_map(|budget| match budget {
@@ -201,11 +256,16 @@ impl RequestCaller {
             .min();
         if let Some(budget) = shortest {
             let now = Instant::now();
-            caller = caller.with_deadline(now.checked_add(budget).unwrap_or(now));
+            let deadline = now.checked_add(budget).unwrap_or(now);
+            caller = match trust {
+                Trust::Nobody => caller.with_asserted_deadline(deadline),
+                Trust::Peers => caller.with_deadline(deadline),
+            };
         }
         RequestCaller {
             caller,
             malformed: budgets.contains(&Budget::Malformed),
+            lowered,
         }
     }
 }
@@ -270,11 +330,14 @@ mod tests {
 
     #[test]
     fn a_repeated_budget_is_malformed_and_ignored_while_the_others_count() {
-        let read = RequestCaller::from_headers([
-            ("X-Admission-Budget-Ms", &b"100"[..]),
-            ("x-admission-budget-ms", b"100"),
-            ("grpc-timeout", b"2S"),
-        ]);
+        let read = RequestCaller::from_headers(
+            [
+                ("X-Admission-Budget-Ms", &b"100"[..]),
+                ("x-admission-budget-ms", b"100"),
+                ("grpc-timeout", b"2S"),
+            ],
+            Trust::Peers,
+        );
         assert!(read.malformed);
         let left = read.caller.remaining().unwrap();
         assert!(left > Duration::from_millis(1500) && left <= Duration::from_secs(2));
@@ -284,7 +347,8 @@ mod tests {
     fn each_criticality_is_read_by_its_name_in_any_case() {
         for level in Criticality::ALL {
             let upper = level.as_str().to_ascii_uppercase();
-            let read = RequestCaller::from_headers([(CRITICALITY_HEADER, upper.as_bytes())]);
+            let read =
+                RequestCaller::from_headers([(CRITICALITY_HEADER, upper.as_bytes())], Trust::Peers);
             assert_eq!(read.caller.criticality(), level);
             assert_eq!(Criticality::parse(level.as_str()), Some(level));
         }
@@ -293,17 +357,49 @@ mod tests {
 
     #[test]
     fn an_unknown_or_repeated_criticality_is_never_an_error() {
-        let read = RequestCaller::from_headers([
-            (CRITICALITY_HEADER, &b"<script>"[..]),
-            (CRITICALITY_HEADER, b"critical"),
-        ]);
+        let read = RequestCaller::from_headers(
+            [
+                (CRITICALITY_HEADER, &b"<script>"[..]),
+                (CRITICALITY_HEADER, b"critical"),
+            ],
+            Trust::Peers,
+        );
         assert_eq!(
             read.caller.criticality(),
             Criticality::Default,
             "the first wins"
         );
         assert!(!read.malformed);
-        let none = RequestCaller::from_headers([]);
+        let none = RequestCaller::from_headers([], Trust::Nobody);
         assert_eq!(none.caller, Caller::default());
+    }
+
+    #[test]
+    fn nobody_raises_their_own_priority_or_lengthens_their_own_wait_unless_trusted() {
+        let claim = [
+            (CRITICALITY_HEADER, &b"Critical"[..]),
+            (BUDGET_HEADER, b"60000"),
+        ];
+        let outsider = RequestCaller::from_headers(claim, Trust::Nobody);
+        assert_eq!(outsider.caller.criticality(), Criticality::Default);
+        assert!(outsider.lowered && !outsider.malformed);
+        assert!(outsider.caller.deadline_is_asserted());
+        assert!(outsider.caller.remaining().unwrap() > Duration::from_secs(59));
+
+        let peer = RequestCaller::from_headers(claim, Trust::Peers);
+        assert_eq!(peer.caller.criticality(), Criticality::Critical);
+        assert!(!peer.lowered);
+        assert!(!peer.caller.deadline_is_asserted());
+
+        for trust in [Trust::Nobody, Trust::Peers] {
+            let shed =
+                RequestCaller::from_headers([(CRITICALITY_HEADER, &b"sheddable"[..])], trust);
+            assert_eq!(
+                shed.caller.criticality(),
+                Criticality::Sheddable,
+                "{trust:?}"
+            );
+            assert!(!shed.lowered);
+        }
     }
 }

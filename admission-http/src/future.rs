@@ -8,7 +8,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use admission_core::Lease;
-use admission_core::caller::WithCaller;
 use admission_core::request::Scoped;
 use bytes::Bytes;
 use http::Response;
@@ -17,14 +16,18 @@ use crate::body::LeasedBody;
 
 pin_project_lite::pin_project! {
     /// The response of a request that was admitted (the inner service's
-    /// future, run under the request's lease) or refused (the refusal
-    /// answer, ready at once).
+    /// future, run under the request's lease and for its caller), waited in
+    /// the queue, or was refused (the refusal's answer, ready at once).
     ///
     /// # Cancel safety
     ///
-    /// Dropping it before it completes drops the inner future and releases
-    /// the request's lease, unless pure work the handler started still holds
-    /// a share: that work keeps the slot until it ends.
+    /// Dropping it before it completes (the client went away, or a gRPC
+    /// call's deadline passed) drops the inner future and releases the
+    /// request's lease, unless pure work the handler started still holds a
+    /// share: that work keeps the slot until it ends. Registry work
+    /// offloaded with [`Pool::run`](admission_core::Pool::run) keeps its own
+    /// pool's slot until it ends, whoever is still waiting for it. A request
+    /// dropped while it waits in the queue takes no slot.
     ///
     /// # Panics
     ///
@@ -44,16 +47,16 @@ pin_project_lite::pin_project! {
     enum State<F> {
         Admitted {
             #[pin]
-            future: WithCaller<Scoped<F>>,
+            future: Scoped<F>,
             // The request's lease lives here until the response exists, then
             // moves into its body: the request holds its slot until the body
             // has been sent, not only until the handler returns. After
-            // `future`, the one drop order of both adapters: what the
+            // `future`, the one drop order of every adapter: what the
             // response owns goes before the slot.
             lease: Lease,
         },
         Refused {
-            response: Response<Bytes>,
+            response: Response<Option<Bytes>>,
         },
         // Waiting in the class pool's queue: the lease and the inner call's
         // future once it comes, or the refusal's answer.
@@ -66,7 +69,7 @@ pin_project_lite::pin_project! {
 }
 
 /// What a queued request's wait ends with.
-pub(crate) type Queued<F> = Result<(WithCaller<Scoped<F>>, Lease), Response<Bytes>>;
+pub(crate) type Queued<F> = Result<(Scoped<F>, Lease), Response<Option<Bytes>>>;
 
 /// A queued request's wait for its lease.
 pub(crate) struct Wait<F>(Pin<Box<dyn Future<Output = Queued<F>> + Send>>);
@@ -84,13 +87,13 @@ impl<F> ResponseFuture<F> {
         }
     }
 
-    pub(crate) fn admitted(future: WithCaller<Scoped<F>>, lease: Lease) -> Self {
+    pub(crate) fn admitted(future: Scoped<F>, lease: Lease) -> Self {
         ResponseFuture {
             state: State::Admitted { future, lease },
         }
     }
 
-    pub(crate) fn refused(response: Response<Bytes>) -> Self {
+    pub(crate) fn refused(response: Response<Option<Bytes>>) -> Self {
         ResponseFuture {
             state: State::Refused { response },
         }
@@ -125,7 +128,7 @@ where
         }
         match state.project_replace(State::Done) {
             StateReplace::Refused { response } => {
-                Poll::Ready(Ok(response.map(LeasedBody::problem)))
+                Poll::Ready(Ok(response.map(LeasedBody::refusal)))
             }
             _ => panic!("`ResponseFuture` polled after completion"),
         }

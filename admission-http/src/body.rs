@@ -1,10 +1,11 @@
 //! The response body of a request that went through admission.
 //!
-//! This module owns [`LeasedBody`]: the inner body with a share of the
-//! request's lease, or the refusal's own problem body. It must never release
-//! the lease before the inner body has reported its end, failed, or been
-//! dropped: a handler that returned a streamed body has not finished its
-//! response.
+//! This module owns [`LeasedBody`]: the inner body (an HTTP body, or a gRPC
+//! call's messages and trailers) with a share of the request's lease, or the
+//! refusal's own body (a problem document, or none at all for a gRPC
+//! trailers-only answer). It must never release the lease before the inner
+//! body has reported its end, failed, or been dropped: a handler that
+//! returned a streamed body has not finished its response.
 
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -16,7 +17,9 @@ use http_body::{Body, Frame, SizeHint};
 pin_project_lite::pin_project! {
     /// The body of every response [`AdmissionService`](crate::AdmissionService)
     /// returns: an admitted response's own body holding a share of the
-    /// request's lease until it ends, or a refusal's problem body.
+    /// request's lease until it ends, or a refusal's body: a problem
+    /// document over HTTP; over gRPC none, so that the refusal goes out as
+    /// one HEADERS frame (trailers-only).
     ///
     /// It is generic over the inner body (as tower-http's bodies are), so the
     /// service serves any tower or hyper stack whose bodies carry [`Bytes`].
@@ -24,7 +27,7 @@ pin_project_lite::pin_project! {
     /// # Examples
     ///
     /// ```
-    /// use admission_axum::body::LeasedBody;
+    /// use admission_http::body::LeasedBody;
     /// use admission_core::{Class, RequestPools};
     /// use http_body_util::BodyExt;
     ///
@@ -64,7 +67,9 @@ pin_project_lite::pin_project! {
             // gone before the slot is back.
             lease: Option<Lease>,
         },
-        Problem {
+        // A refusal's body: its bytes until they are sent; `None` from the
+        // start for a trailers-only gRPC refusal.
+        Refusal {
             body: Option<Bytes>,
         },
     }
@@ -81,10 +86,21 @@ impl<B> LeasedBody<B> {
         }
     }
 
-    /// A refusal's problem body.
-    pub(crate) fn problem(body: Bytes) -> Self {
+    /// A refusal's body: the bytes of its answer, or `None` for an answer
+    /// that is all head (a gRPC trailers-only refusal).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_http::body::LeasedBody;
+    /// use http_body::Body;
+    ///
+    /// let trailers_only = LeasedBody::<String>::refusal(None);
+    /// assert!(trailers_only.is_end_stream() && !trailers_only.holds_lease());
+    /// ```
+    pub fn refusal(body: Option<Bytes>) -> Self {
         LeasedBody {
-            kind: Kind::Problem { body: Some(body) },
+            kind: Kind::Refusal { body },
         }
     }
 
@@ -94,7 +110,7 @@ impl<B> LeasedBody<B> {
     /// # Examples
     ///
     /// ```
-    /// use admission_axum::body::LeasedBody;
+    /// use admission_http::body::LeasedBody;
     /// use admission_core::{Class, RequestPools};
     ///
     /// let pools = RequestPools::new(1, 1).unwrap();
@@ -127,21 +143,21 @@ impl<B: Body<Data = Bytes>> Body for LeasedBody<B> {
                 }
                 Poll::Ready(frame)
             }
-            KindProj::Problem { body } => Poll::Ready(body.take().map(|b| Ok(Frame::data(b)))),
+            KindProj::Refusal { body } => Poll::Ready(body.take().map(|b| Ok(Frame::data(b)))),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
             Kind::Leased { inner, .. } => inner.is_end_stream(),
-            Kind::Problem { body } => body.is_none(),
+            Kind::Refusal { body } => body.is_none(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
             Kind::Leased { inner, .. } => inner.size_hint(),
-            Kind::Problem { body } => {
+            Kind::Refusal { body } => {
                 SizeHint::with_exact(body.as_ref().map_or(0, |b| b.len() as u64))
             }
         }

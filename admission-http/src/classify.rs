@@ -1,0 +1,83 @@
+//! How a request is given its class.
+//!
+//! This module owns [`Classify`]: the protocol's default (reads by method
+//! for HTTP, health and reflection by path for gRPC), one class for every
+//! request, or the app's closure over the request head (and, for adapters
+//! that offer it, the caller its headers describe). It must never take a
+//! lease or look at the body.
+
+use std::fmt;
+use std::sync::Arc;
+
+use admission_core::{Caller, Class};
+use http::Request;
+use http::request::Parts;
+
+/// A closure over the request head and its caller, shared by every clone.
+type Classifier = Arc<dyn Fn(&Parts, &Caller) -> Class + Send + Sync + 'static>;
+
+/// How a layer picks a request's class.
+///
+/// Apps pick one through the layer's constructors (`new`, `class`,
+/// `classify`); adapters build one for constructors of their own.
+#[derive(Clone)]
+pub enum Classify {
+    /// [`Class::for_method`]: reads are *control*, every other method
+    /// *work* (HTTP's default).
+    Method,
+    /// [`grpc_default_class`](crate::grpc_default_class) of the path:
+    /// health and reflection are *control*, every other call *work* (gRPC's
+    /// default).
+    GrpcPath,
+    /// One class for every request (a per-route layer).
+    Fixed(Class),
+    /// A closure over the request head and its caller.
+    Custom(Classifier),
+}
+
+impl Classify {
+    /// The app's closure over the request head (method, URI, headers,
+    /// extensions).
+    pub fn head<F>(classify: F) -> Classify
+    where
+        F: Fn(&Parts) -> Class + Send + Sync + 'static,
+    {
+        Classify::Custom(Arc::new(move |head, _| classify(head)))
+    }
+
+    /// A closure over the request head and the caller its headers describe
+    /// (its criticality after the trust policy, its deadline).
+    pub fn head_and_caller<F>(classify: F) -> Classify
+    where
+        F: Fn(&Parts, &Caller) -> Class + Send + Sync + 'static,
+    {
+        Classify::Custom(Arc::new(classify))
+    }
+
+    /// The request's class, and the request given back whole.
+    pub(crate) fn class<B>(&self, request: Request<B>, caller: &Caller) -> (Class, Request<B>) {
+        match self {
+            Classify::Method => (Class::for_method(request.method().as_str()), request),
+            Classify::GrpcPath => (crate::grpc_default_class(request.uri().path()), request),
+            Classify::Fixed(class) => (*class, request),
+            Classify::Custom(classifier) => {
+                // Moving the head out and back is two moves, no allocation; it
+                // lets the closure ignore the body type.
+                let (parts, body) = request.into_parts();
+                let class = classifier(&parts, caller);
+                (class, Request::from_parts(parts, body))
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Classify {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Classify::Method => f.write_str("Method"),
+            Classify::GrpcPath => f.write_str("GrpcPath"),
+            Classify::Fixed(class) => f.debug_tuple("Fixed").field(class).finish(),
+            Classify::Custom(_) => f.write_str("Custom(..)"),
+        }
+    }
+}

@@ -1,0 +1,443 @@
+//! The layer that wraps services in admission control.
+//!
+//! This module owns [`AdmissionLayer`], its constructors and its settings.
+//! It must never create pools: axum may call [`Layer::layer`] once per
+//! connection and tonic clones the layered service for every connection,
+//! and every service it makes shares the one set of pools it was given.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use admission_core::{Caller, Class, RequestPools};
+use http::request::Parts;
+use tower_layer::Layer;
+
+use crate::admit::RequestAdmission;
+use crate::classify::Classify;
+use crate::problem::HttpRefusalStatus;
+use crate::protocol::Protocol;
+use crate::service::{AdmissionService, FailFast, Queue, Shared};
+
+/// A tower [`Layer`] that makes every request hold a request lease for its
+/// whole response, body included, and answers a refused request at once:
+/// over HTTP with `503 Service Unavailable` (or `429`, see
+/// [`refusal_status`](Self::refusal_status)), `Retry-After` and an
+/// `application/problem+json` body; over gRPC (the tonic adapter's layer)
+/// with a trailers-only `UNAVAILABLE` and `grpc-retry-pushback-ms`.
+///
+/// The layer holds the [`RequestPools`] it was given and nothing else:
+/// cloning it, or applying it once per connection as axum does, never
+/// creates pools, so one app has one set of slots however many connections
+/// it serves. Build the pools once at startup; a configuration error
+/// surfaces there ([`RequestPools::new`] returns a `Result`), never on a
+/// request.
+///
+/// By default a request whose class is full is refused at once
+/// ([`FailFast`]); [`queue`](Self::queue) lets it wait in the class pool's
+/// bounded queue instead. Stacked layers of the same pools (router-wide and
+/// per route), or a layer and `#[admitted]`, hold one slot per request and
+/// class: the inner admission shares the outer lease.
+///
+/// The caller a request is admitted for comes from its headers
+/// (`x-admission-criticality`, and the shortest of `x-admission-budget-ms`,
+/// `x-envoy-expected-rq-timeout-ms` and `grpc-timeout`), read under a trust
+/// policy: by default nobody's headers can raise their own priority or
+/// lengthen their own wait ([`Trust::Nobody`](crate::Trust::Nobody)); [`trust_peers`](Self::trust_peers)
+/// honours them as sent.
+///
+/// # Examples
+///
+/// ```
+/// use admission_core::{Class, RequestPools};
+/// use admission_http::AdmissionLayer;
+/// use http::{Request, Response};
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let pools = RequestPools::new(1, 4).unwrap();
+/// let service = AdmissionLayer::new(pools.clone()).layer(service_fn(|_req: Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(Response::new(String::from("created")))
+/// }));
+///
+/// let _held = pools.try_lease(Class::Work).unwrap(); // every *work* slot is taken
+/// let refused = service.oneshot(Request::post("/items").body(()).unwrap()).await.unwrap();
+/// assert_eq!(refused.status(), 503);
+/// assert_eq!(refused.headers()["retry-after"], "1");
+/// # }
+/// ```
+pub struct AdmissionLayer<P = HttpRefusalStatus, M = FailFast> {
+    shared: Arc<Shared<P>>,
+    mode: PhantomData<fn() -> M>,
+}
+
+impl AdmissionLayer {
+    /// Leases by method: `GET`, `HEAD` and `OPTIONS` from *control*, every
+    /// other method from *work* ([`Class::for_method`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, RequestPools};
+    /// use admission_http::AdmissionLayer;
+    /// use http::{Request, Response};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 4).unwrap();
+    /// let service = AdmissionLayer::new(pools.clone()).layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+    /// }));
+    /// let _work = pools.try_lease(Class::Work).unwrap();
+    /// let read = service.oneshot(Request::get("/items").body(()).unwrap()).await.unwrap();
+    /// assert_eq!(read.status(), 200, "reads lease from *control*");
+    /// # }
+    /// ```
+    pub fn new(pools: RequestPools) -> Self {
+        AdmissionLayer::speaking(pools, HttpRefusalStatus::default())
+    }
+
+    /// Leases every request from `class`: the per-route form,
+    /// `.route("/metrics", get(metrics).layer(AdmissionLayer::class(pools, Class::Control)))`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, RequestPools};
+    /// use admission_http::AdmissionLayer;
+    /// use http::{Request, Response};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let layer = AdmissionLayer::class(pools.clone(), Class::Control);
+    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(Response::new(String::from("stopping")))
+    /// }));
+    /// let _work = pools.try_lease(Class::Work).unwrap(); // *work* is full, *control* is not
+    /// let stop = Request::post("/terminal/stop").body(()).unwrap();
+    /// assert_eq!(service.oneshot(stop).await.unwrap().status(), 200);
+    /// # }
+    /// ```
+    pub fn class(pools: RequestPools, class: Class) -> Self {
+        AdmissionLayer::new(pools).with_classify(Classify::Fixed(class))
+    }
+
+    /// Leases from the class `classify` picks from the request head
+    /// (method, URI, headers, extensions). It runs once per request, before
+    /// the lease is taken, and must be cheap.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, RequestPools};
+    /// use admission_http::AdmissionLayer;
+    /// use http::{Request, Response};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let layer = AdmissionLayer::classify(pools.clone(), |head| {
+    ///     if head.uri.path().starts_with("/control/") { Class::Control } else { Class::Work }
+    /// });
+    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+    /// }));
+    /// let _work = pools.try_lease(Class::Work).unwrap();
+    /// let pause = Request::post("/control/pause").body(()).unwrap();
+    /// assert_eq!(service.clone().oneshot(pause).await.unwrap().status(), 200);
+    /// let job = Request::post("/jobs").body(()).unwrap();
+    /// assert_eq!(service.oneshot(job).await.unwrap().status(), 503);
+    /// # }
+    /// ```
+    pub fn classify<F>(pools: RequestPools, classify: F) -> Self
+    where
+        F: Fn(&Parts) -> Class + Send + Sync + 'static,
+    {
+        AdmissionLayer::new(pools).with_classify(Classify::head(classify))
+    }
+}
+
+impl<P: Protocol> AdmissionLayer<P, FailFast> {
+    /// A fail-fast layer over `pools` speaking `protocol`'s answers, with its
+    /// default classification: the constructor adapter crates build their
+    /// own layers on (the HTTP adapters' [`AdmissionLayer::new`], the gRPC
+    /// adapter's).
+    pub fn speaking(pools: RequestPools, protocol: P) -> Self {
+        AdmissionLayer::from_shared(Shared {
+            admission: RequestAdmission::new(pools),
+            classify: P::default_classify(),
+            protocol,
+        })
+    }
+}
+
+impl<P: Protocol, M> AdmissionLayer<P, M> {
+    /// The same layer with another classification (for adapter crates'
+    /// constructors over their own view of a request).
+    #[must_use]
+    pub fn with_classify(self, classify: Classify) -> Self {
+        self.with(|shared| shared.classify = classify)
+    }
+
+    /// Leases from the class `classify` picks from the request head and
+    /// the caller its headers describe (its criticality after the trust
+    /// policy, its deadline): for example, a short deadline to *control*.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use admission_core::{Class, RequestPools};
+    /// use admission_http::AdmissionLayer;
+    /// use http::{Request, Response};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let layer = AdmissionLayer::new(pools.clone()).classify_for_caller(|_head, caller| {
+    ///     match caller.remaining() {
+    ///         Some(left) if left < Duration::from_secs(1) => Class::Control,
+    ///         _ => Class::Work,
+    ///     }
+    /// });
+    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+    /// }));
+    /// let _work = pools.try_lease(Class::Work).unwrap();
+    /// let hurried = Request::post("/").header("x-admission-budget-ms", "500").body(()).unwrap();
+    /// assert_eq!(service.oneshot(hurried).await.unwrap().status(), 200);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn classify_for_caller<F>(self, classify: F) -> Self
+    where
+        F: Fn(&Parts, &Caller) -> Class + Send + Sync + 'static,
+    {
+        self.with_classify(Classify::head_and_caller(classify))
+    }
+
+    /// The request pools leases are taken from: the ones given at
+    /// construction, shared, not a copy.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, RequestPools};
+    /// use admission_http::AdmissionLayer;
+    ///
+    /// let pools = RequestPools::new(2, 4).unwrap();
+    /// let layer = AdmissionLayer::new(pools.clone());
+    /// assert!(layer.pools().pool(Class::Work).same_pool(pools.pool(Class::Work)));
+    /// ```
+    pub fn pools(&self) -> &RequestPools {
+        self.shared.admission.pools()
+    }
+
+    /// How many requests came with a malformed or repeated budget header
+    /// (`x-admission-budget-ms`, `x-envoy-expected-rq-timeout-ms`,
+    /// `grpc-timeout`), counted by every clone of this layer and the
+    /// services it made; each was served as if it had none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::RequestPools;
+    /// use admission_http::AdmissionLayer;
+    /// use http::{Request, Response};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let layer = AdmissionLayer::new(RequestPools::new(1, 1).unwrap());
+    /// let service = layer.clone().layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+    /// }));
+    /// let request = Request::get("/").header("x-admission-budget-ms", "soon").body(()).unwrap();
+    /// assert_eq!(service.oneshot(request).await.unwrap().status(), 200);
+    /// assert_eq!(layer.malformed_headers(), 1);
+    /// # }
+    /// ```
+    pub fn malformed_headers(&self) -> u64 {
+        self.shared.admission.malformed_headers()
+    }
+
+    /// How many requests claimed `x-admission-criticality: critical` and
+    /// were admitted as `default`, since the layer trusts nobody's headers
+    /// (always 0 after [`trust_peers`](Self::trust_peers)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Caller, RequestPools};
+    /// use admission_http::AdmissionLayer;
+    /// use http::{Request, Response};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let layer = AdmissionLayer::new(RequestPools::new(1, 1).unwrap());
+    /// let service = layer.clone().layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(Response::new(Caller::current().criticality().to_string()))
+    /// }));
+    /// let claim = Request::get("/").header("x-admission-criticality", "critical").body(()).unwrap();
+    /// let response = service.oneshot(claim).await.unwrap();
+    /// assert_eq!(http_body_util::BodyExt::collect(response.into_body()).await.unwrap().to_bytes(), "default");
+    /// assert_eq!(layer.lowered_claims(), 1);
+    /// # }
+    /// ```
+    pub fn lowered_claims(&self) -> u64 {
+        self.shared.admission.lowered_claims()
+    }
+
+    /// Honours the criticality and budget headers as sent ([`Trust::Peers`](crate::Trust::Peers)):
+    /// for a service whose clients are its own peers, or behind a mesh or
+    /// balancer that strips these headers from outside requests. Without
+    /// it a `critical` claim is admitted as `default` and a budget never
+    /// lengthens a queued wait; `sheddable` is honoured either way.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Caller, RequestPools};
+    /// use admission_http::AdmissionLayer;
+    /// use http::{Request, Response};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let layer = AdmissionLayer::new(RequestPools::new(1, 1).unwrap()).trust_peers();
+    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(Response::new(Caller::current().criticality().to_string()))
+    /// }));
+    /// let claim = Request::get("/").header("x-admission-criticality", "critical").body(()).unwrap();
+    /// let response = service.oneshot(claim).await.unwrap();
+    /// assert_eq!(http_body_util::BodyExt::collect(response.into_body()).await.unwrap().to_bytes(), "critical");
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn trust_peers(self) -> Self {
+        self.with(|shared| shared.admission = shared.admission.clone().trust_peers())
+    }
+
+    /// Answers refusals with `status` instead of the protocol's default:
+    /// e.g. [`HttpRefusalStatus::TooManyRequests`] for clients that expect
+    /// `429`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, RequestPools};
+    /// use admission_http::{AdmissionLayer, HttpRefusalStatus};
+    /// use http::{Request, Response};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let layer = AdmissionLayer::new(pools.clone()).refusal_status(HttpRefusalStatus::TooManyRequests);
+    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+    /// }));
+    /// let _held = pools.try_lease(Class::Control).unwrap();
+    /// assert_eq!(service.oneshot(Request::new(())).await.unwrap().status(), 429);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn refusal_status(self, status: P) -> Self {
+        self.with(|shared| shared.protocol = status)
+    }
+
+    /// Lets a request whose class is full wait in the class pool's bounded
+    /// queue ([`Admission::Queue`](admission_core::Admission::Queue))
+    /// instead of being refused at once: ordinary bursts are served, and
+    /// under overload a request is refused with the same answer when the
+    /// queue is full or it has waited the queue's limit, never answered
+    /// late. The services it makes call the inner service after the wait,
+    /// so they need it `Clone + Send + 'static`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, RequestPools};
+    /// use admission_http::AdmissionLayer;
+    /// use http::{Request, Response};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let layer = AdmissionLayer::class(pools.clone(), Class::Work).queue();
+    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+    /// }));
+    /// // The only slot is held (by another thread) past the queue's limit
+    /// // (100 ms by default).
+    /// let held = pools.clone();
+    /// let _held = std::thread::spawn(move || held.try_lease(Class::Work).unwrap()).join().unwrap();
+    /// let refused = service.oneshot(Request::new(())).await.unwrap();
+    /// assert_eq!(refused.status(), 503);
+    /// assert_eq!(refused.headers()["retry-after"], "1");
+    /// # }
+    /// ```
+    pub fn queue(self) -> AdmissionLayer<P, Queue> {
+        AdmissionLayer::from_shared(self.copy(|shared| {
+            shared.admission = shared.admission.clone().queue();
+        }))
+    }
+
+    /// The same layer with one setting changed (the counters stay shared).
+    fn with(self, change: impl FnOnce(&mut Shared<P>)) -> Self {
+        AdmissionLayer::from_shared(self.copy(change))
+    }
+
+    fn copy(&self, change: impl FnOnce(&mut Shared<P>)) -> Shared<P> {
+        let Shared {
+            admission,
+            classify,
+            protocol,
+        } = &*self.shared;
+        let mut shared = Shared {
+            admission: admission.clone(),
+            classify: classify.clone(),
+            protocol: *protocol,
+        };
+        change(&mut shared);
+        shared
+    }
+
+    fn from_shared(shared: Shared<P>) -> Self {
+        AdmissionLayer {
+            shared: Arc::new(shared),
+            mode: PhantomData,
+        }
+    }
+}
+
+impl<P, M> Clone for AdmissionLayer<P, M> {
+    fn clone(&self) -> Self {
+        AdmissionLayer {
+            shared: Arc::clone(&self.shared),
+            mode: PhantomData,
+        }
+    }
+}
+
+impl<S, P, M> Layer<S> for AdmissionLayer<P, M> {
+    type Service = AdmissionService<S, P, M>;
+
+    fn layer(&self, inner: S) -> AdmissionService<S, P, M> {
+        AdmissionService::new(inner, Arc::clone(&self.shared))
+    }
+}
+
+impl<P: fmt::Debug, M> fmt::Debug for AdmissionLayer<P, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("AdmissionLayer").field(&self.shared).finish()
+    }
+}

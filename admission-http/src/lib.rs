@@ -1,0 +1,93 @@
+//! The admission middle under every `admission` adapter, as tower-http is to
+//! tower: one tower middleware generic over `http::Request<B>`, the caller
+//! read from request headers under a trust policy, and the answer a refused
+//! request gets, as an HTTP problem document or a gRPC trailers-only status.
+//!
+//! `admission-axum` and `admission-tonic` are this middleware with what is
+//! theirs added (axum: `IntoResponse` for its `Rejection`, `#[admitted]`,
+//! `serve`; tonic: its `Rejection` as a `tonic::Status`, `NamedService`);
+//! `admission-actix` calls the same [`RequestAdmission`] from its own
+//! middleware, so no adapter can disagree with another on who is admitted
+//! or what a refusal says. It knows no web framework; an app usually reaches
+//! it through its adapter's re-exports.
+//!
+//! # Which piece for which need
+//!
+//! | you have | use | a refused request gets |
+//! | --- | --- | --- |
+//! | an HTTP tower or hyper stack (axum, a bare hyper server) | [`AdmissionLayer::new`] / [`class`](AdmissionLayer::class) / [`classify`](AdmissionLayer::classify) | `503` + `Retry-After` + a problem document ([`HttpRefusalStatus`], or `429`) |
+//! | a gRPC tower stack | the tonic adapter's layer: this layer speaking [`GrpcRefusalStatus`] | a trailers-only `UNAVAILABLE` + `grpc-retry-pushback-ms` |
+//! | bursts a short wait would serve | [`AdmissionLayer::queue`] | the same answer when the queue is full or its wait runs out, never a late one |
+//! | peers whose headers you trust (a mesh, an edge that strips them) | [`AdmissionLayer::trust_peers`] | as sent: `critical` is honoured, a budget may lengthen a queued wait |
+//! | admission on your own pools, no lease (`Pool::run` in handlers) | [`CallerLayer`] | whatever `Pool::run` refuses |
+//! | a balancer that weighs replicas by load (Envoy) | [`load_report::ReportLoad`] | (every answer carries `endpoint-load-metrics`) |
+//! | another framework's middleware (actix-web) | [`RequestAdmission`], [`Problem`], [`GrpcAnswer`] | the same bytes |
+//!
+//! # Trust
+//!
+//! By default nobody's headers are trusted ([`Trust::Nobody`]): a request
+//! can lower its own priority (`x-admission-criticality: sheddable` is
+//! always honoured) and shorten its own wait (a budget header refuses at
+//! once what could not be answered in time), but a `critical` claim is
+//! admitted as `default` (and counted, [`AdmissionLayer::lowered_claims`]),
+//! and a budget never lengthens a queued wait past the queue's own limit.
+//! A service behind a mesh or a balancer that strips these headers from
+//! outside requests, or whose clients are all its own peers, opts in with
+//! one call, [`AdmissionLayer::trust_peers`]. A route's fixed criticality
+//! (`#[admitted(criticality = critical)]`) is the app's own word and always
+//! holds.
+//!
+//! # Examples
+//!
+//! ```
+//! use admission_core::{Class, RequestPools};
+//! use admission_http::AdmissionLayer;
+//! use http::{Request, Response};
+//! use tower::{Layer, ServiceExt, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! // Built once at startup: a configuration error surfaces here.
+//! let pools = RequestPools::new(2, 4).unwrap();
+//! let service = AdmissionLayer::new(pools.clone()).layer(service_fn(|_req: Request<()>| async {
+//!     Ok::<_, std::convert::Infallible>(Response::new(String::from("# EOF\n")))
+//! }));
+//!
+//! // Four reads in flight take every *control* slot: the next one is refused.
+//! let in_flight: Vec<_> = (0..4).map(|_| pools.try_lease(Class::Control).unwrap()).collect();
+//! let refused = service.oneshot(Request::get("/metrics").body(()).unwrap()).await.unwrap();
+//! assert_eq!(refused.status(), 503);
+//! assert_eq!(refused.headers()["retry-after"], "1");
+//! assert_eq!(refused.headers()["content-type"], "application/problem+json");
+//! # drop(in_flight);
+//! # }
+//! ```
+#![doc(test(attr(deny(warnings))))]
+
+mod admit;
+pub mod body;
+mod caller_layer;
+mod classify;
+pub mod future;
+mod grpc;
+mod headers;
+mod layer;
+pub mod load_report;
+mod problem;
+mod protocol;
+mod service;
+
+pub use crate::admit::RequestAdmission;
+pub use crate::caller_layer::{CallerLayer, CallerService};
+pub use crate::classify::Classify;
+pub use crate::grpc::{GrpcAnswer, GrpcRefusalStatus, RETRY_PUSHBACK_MS, grpc_default_class};
+pub use crate::headers::{
+    BUDGET_HEADER, CRITICALITY_HEADER, ENVOY_TIMEOUT_HEADER, GRPC_TIMEOUT_HEADER, Malformed,
+    RequestCaller, Trust, parse_budget_ms, parse_grpc_timeout,
+};
+pub use crate::layer::AdmissionLayer;
+pub use crate::problem::{
+    HeaderText, HttpRefusalStatus, NO_STORE, PROBLEM_JSON, Problem, WORK_FAILED, WORK_PANICKED,
+};
+pub use crate::protocol::Protocol;
+pub use crate::service::{AdmissionService, FailFast, Queue};

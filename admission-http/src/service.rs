@@ -1,0 +1,218 @@
+//! The service that takes a request lease before calling the inner service.
+//!
+//! This module owns [`AdmissionService`] and what its clones share: read
+//! the caller, classify, admit (at once, or after a bounded wait in the
+//! queue for a [`Queue`] service), answer a refusal in the protocol's form,
+//! run the inner call and its future in one scope holding the caller and
+//! the lease. It must never create pools, and never wait for a lease
+//! unless it was built to queue.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use tower_service::Service;
+
+use crate::admit::RequestAdmission;
+use crate::body::LeasedBody;
+use crate::classify::Classify;
+use crate::future::ResponseFuture;
+use crate::problem::HttpRefusalStatus;
+use crate::protocol::Protocol;
+
+/// The wait mode of a layer that refuses a request at once when its class
+/// is full (the default).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FailFast;
+
+/// The wait mode of a layer whose requests wait in the class pool's bounded
+/// queue when their class is full ([`AdmissionLayer::queue`](crate::AdmissionLayer::queue)).
+/// The inner service is called after the wait, so it must be `Clone`
+/// (tower's pattern for a call made after an await).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Queue;
+
+/// What every layer and service clone shares: the admission decision, the
+/// classification and the protocol refusals are answered in.
+pub(crate) struct Shared<P> {
+    pub(crate) admission: RequestAdmission,
+    pub(crate) classify: Classify,
+    pub(crate) protocol: P,
+}
+
+impl<P: fmt::Debug> fmt::Debug for Shared<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("pools", self.admission.pools())
+            .field("queue", &self.admission.queues())
+            .field("trust", &self.admission.trust())
+            .field("classify", &self.classify)
+            .field("refusal_status", &self.protocol)
+            .finish()
+    }
+}
+
+/// A service that runs each request under a request lease held until its
+/// response body has been sent or dropped, and answers a refused request at
+/// once, in its protocol's form (`P`: [`HttpRefusalStatus`](crate::HttpRefusalStatus)
+/// or [`GrpcRefusalStatus`](crate::GrpcRefusalStatus)).
+///
+/// Made by [`AdmissionLayer`](crate::AdmissionLayer); every clone shares the
+/// layer's pools. Responses are `Response<LeasedBody<B>>` for any inner body
+/// `B` carrying `Bytes`, so it serves any tower or hyper stack: axum,
+/// tonic, or a bare `hyper` server.
+///
+/// Inside the inner service's call and future the request's caller and
+/// lease are the task's scope (one task-local): pure work
+/// ([`RequestPools::execute_pure`](admission_core::RequestPools::execute_pure))
+/// runs under the lease, every admission the handler makes is made for the
+/// caller, and a nested admission of the same class (a second layer,
+/// `#[admitted]`) shares the lease instead of taking a second slot.
+///
+/// [`poll_ready`](Service::poll_ready) is the inner service's; a refused
+/// request does not call the inner service. A [`FailFast`] service asks
+/// nothing of the inner service; a [`Queue`] service needs it `Clone`.
+///
+/// # Examples
+///
+/// ```
+/// use admission_core::{Class, RequestPools};
+/// use admission_http::AdmissionLayer;
+/// use http::{Request, Response, StatusCode};
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let pools = RequestPools::new(1, 1).unwrap();
+/// let service = AdmissionLayer::new(pools.clone()).layer(service_fn(|_req: Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(Response::new(String::from("hello")))
+/// }));
+///
+/// let response = service.oneshot(Request::new(())).await.unwrap();
+/// assert_eq!(response.status(), StatusCode::OK);
+/// assert_eq!(pools.pool(Class::Control).stats().in_use, 1, "the body still holds the lease");
+/// drop(response);
+/// assert_eq!(pools.pool(Class::Control).stats().in_use, 0);
+/// # }
+/// ```
+pub struct AdmissionService<S, P = HttpRefusalStatus, M = FailFast> {
+    inner: S,
+    shared: Arc<Shared<P>>,
+    mode: PhantomData<fn() -> M>,
+}
+
+impl<S, P, M> AdmissionService<S, P, M> {
+    pub(crate) fn new(inner: S, shared: Arc<Shared<P>>) -> Self {
+        AdmissionService {
+            inner,
+            shared,
+            mode: PhantomData,
+        }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The wrapped service, consuming `self`.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S: Clone, P, M> Clone for AdmissionService<S, P, M> {
+    fn clone(&self) -> Self {
+        AdmissionService::new(self.inner.clone(), Arc::clone(&self.shared))
+    }
+}
+
+impl<S: fmt::Debug, P: fmt::Debug, M> fmt::Debug for AdmissionService<S, P, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdmissionService")
+            .field("inner", &self.inner)
+            .field("shared", &self.shared)
+            .finish()
+    }
+}
+
+impl<S, P, ReqBody, ResBody> Service<Request<ReqBody>> for AdmissionService<S, P, FailFast>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    P: Protocol,
+{
+    type Response = Response<LeasedBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<S::Future> {
+        let shared = &*self.shared;
+        let caller = shared.admission.caller(header_pairs(&request));
+        let (class, request) = shared.classify.class(request, &caller);
+        match shared.admission.try_lease(class, caller) {
+            Ok(lease) => {
+                // The inner call runs under the lease and for the caller: a
+                // layer below that admits in `call` shares the lease, and
+                // work the handler runs is admitted for this caller.
+                let future = lease.scope_sync_for(caller, || self.inner.call(request));
+                ResponseFuture::admitted(lease.clone().scope_for(caller, future), lease)
+            }
+            Err(refusal) => ResponseFuture::refused(shared.protocol.refusal(&refusal)),
+        }
+    }
+}
+
+impl<S, P, ReqBody, ResBody> Service<Request<ReqBody>> for AdmissionService<S, P, Queue>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send,
+    P: Protocol,
+    ReqBody: Send + 'static,
+{
+    type Response = Response<LeasedBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<S::Future> {
+        let caller = self.shared.admission.caller(header_pairs(&request));
+        let (class, request) = self.shared.classify.class(request, &caller);
+        // The service that was made ready goes with the request; this one
+        // keeps a clone for the next (tower's pattern for a call made after
+        // an await).
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let shared = Arc::clone(&self.shared);
+        ResponseFuture::queued(Box::pin(async move {
+            match shared.admission.lease(class, caller).await {
+                Ok(lease) => {
+                    let future = lease.scope_sync_for(caller, || inner.call(request));
+                    Ok((lease.clone().scope_for(caller, future), lease))
+                }
+                Err(refusal) => Err(shared.protocol.refusal(&refusal)),
+            }
+        }))
+    }
+}
+
+/// A request's headers as the (name, value) pairs the caller is read from.
+fn header_pairs<B>(request: &Request<B>) -> impl Iterator<Item = (&str, &[u8])> {
+    request
+        .headers()
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_bytes()))
+}

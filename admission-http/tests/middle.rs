@@ -1,0 +1,107 @@
+//! The middle as a plain tower stack: what it asks of the inner service in
+//! each wait mode, one scope for caller and lease, and the gRPC refusal's
+//! trailers-only shape.
+
+use std::convert::Infallible;
+use std::future::Ready;
+use std::task::{Context, Poll};
+
+use admission_core::{Caller, Class, Criticality, Lease, RequestPools};
+use admission_http::{AdmissionLayer, GrpcRefusalStatus};
+use http::{Request, Response};
+use http_body::Body as _;
+use tower::{Layer, Service, ServiceExt};
+
+/// A service that is not `Clone`: a fail-fast layer must take it as it is.
+struct Once;
+
+impl Service<Request<()>> for Once {
+    type Response = Response<String>;
+    type Error = Infallible;
+    type Future = Ready<Result<Response<String>, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _request: Request<()>) -> Self::Future {
+        // The call itself runs in the request's scope.
+        let seen = format!(
+            "{} {:?}",
+            Caller::current().criticality(),
+            Lease::current().map(|lease| lease.class())
+        );
+        std::future::ready(Ok(Response::new(seen)))
+    }
+}
+
+#[tokio::test]
+async fn a_fail_fast_layer_serves_a_service_that_is_not_clone_in_one_scope() {
+    let pools = RequestPools::new(1, 1).unwrap();
+    let service = AdmissionLayer::new(pools.clone()).layer(Once);
+    let request = Request::post("/items")
+        .header("x-admission-criticality", "sheddable")
+        .body(())
+        .unwrap();
+    let response = service.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        pools.pool(Class::Work).stats().in_use,
+        1,
+        "the body holds the lease"
+    );
+    let body = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    assert_eq!(body, "sheddable Some(Work)");
+    assert_eq!(pools.pool(Class::Work).stats().in_use, 0);
+}
+
+#[tokio::test]
+async fn a_grpc_refusal_is_one_head_and_no_body() {
+    let pools = RequestPools::new(1, 1).unwrap();
+    let service = AdmissionLayer::speaking(pools.clone(), GrpcRefusalStatus::default()).layer(
+        tower::service_fn(|_: Request<()>| async {
+            Ok::<_, Infallible>(Response::new(String::new()))
+        }),
+    );
+    let _held = pools.try_lease(Class::Work).unwrap();
+    let call = Request::post("/shop.v1.Orders/Create").body(()).unwrap();
+    let refused = service.oneshot(call).await.unwrap();
+    assert_eq!(refused.status(), 200, "gRPC answers in its own status");
+    assert_eq!(refused.headers()["grpc-status"], "14");
+    assert_eq!(refused.headers()["content-type"], "application/grpc");
+    assert!(
+        refused.headers()["grpc-message"]
+            .to_str()
+            .unwrap()
+            .starts_with("ADMISSION_SATURATED: pool `work` refused the call")
+    );
+    assert_eq!(refused.headers()["grpc-retry-pushback-ms"], "1000");
+    assert!(
+        refused.body().is_end_stream(),
+        "trailers-only: the head ends the stream"
+    );
+    assert!(!refused.body().holds_lease());
+}
+
+#[tokio::test]
+async fn a_route_fixed_criticality_holds_under_the_default_trust() {
+    // The app's own word (what `#[admitted(criticality = critical)]` sets)
+    // is not a client's claim: it is never lowered.
+    let pools = RequestPools::new(1, 1).unwrap();
+    let service = AdmissionLayer::new(pools).layer(tower::service_fn(|_: Request<()>| async {
+        let level = Caller::current()
+            .with_criticality(Criticality::Critical)
+            .scope(async { Caller::current().criticality() })
+            .await;
+        Ok::<_, Infallible>(Response::new(level.to_string()))
+    }));
+    let response = service.oneshot(Request::new(())).await.unwrap();
+    let body = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    assert_eq!(body, "critical");
+}
