@@ -151,6 +151,15 @@ pub const METRICS: &[Metric] = &[
         read: Some(|s| s.refused),
     },
     Metric {
+        name: "admission_reentrant",
+        kind: Kind::Counter,
+        unit: None,
+        help: "Waits refused because the waiting task held every slot of the pool itself (ADMISSION_REENTRANT): a programming error, not counted as a refusal.",
+        labels: POOL,
+        by_criticality: None,
+        read: Some(|s| s.reentrant),
+    },
+    Metric {
         name: "admission_orphaned",
         kind: Kind::Counter,
         unit: None,

@@ -5,7 +5,7 @@
 //! retry hint) and never know about HTTP: how a refusal is answered is
 //! `admission-http`'s and the adapters' business.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -42,6 +42,13 @@ pub enum Code {
     ShuttingDown,
     /// `ADMISSION_REENTRANT`: a task that holds every slot of a pool asked
     /// to wait for another, a wait that could never end.
+    ///
+    /// A programming error in the caller, not overload: the only code for
+    /// which [`is_overload`](Self::is_overload) is `false`. The pool counts
+    /// it in [`PoolStats::reentrant`](crate::stats::PoolStats::reentrant),
+    /// not in `refused`, and logs it at `ERROR` once per call site. It is
+    /// meant to be answered as a server error (HTTP 500, gRPC
+    /// `FAILED_PRECONDITION`), not as overload with a `Retry-After`.
     Reentrant,
     /// `ADMISSION_BUDGET_TOO_SHORT`: the caller's deadline leaves less time
     /// than the expected wait plus the pool's typical work; admitting it
@@ -60,6 +67,32 @@ impl Code {
         Code::Reentrant,
         Code::BudgetTooShort,
     ];
+
+    /// Whether this code says the service is overloaded (or closing) and
+    /// the caller may retry later, as every code but
+    /// [`Reentrant`](Self::Reentrant) does; `false` for a programming error,
+    /// which a retry would only repeat.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Code;
+    ///
+    /// assert!(Code::Saturated.is_overload());
+    /// assert!(Code::ShuttingDown.is_overload());
+    /// assert!(!Code::Reentrant.is_overload());
+    /// ```
+    pub const fn is_overload(self) -> bool {
+        match self {
+            Code::Saturated
+            | Code::LeaseUnavailable
+            | Code::ReservationExhausted
+            | Code::WaitTimedOut
+            | Code::ShuttingDown
+            | Code::BudgetTooShort => true,
+            Code::Reentrant => false,
+        }
+    }
 
     /// The stable string form.
     pub const fn as_str(self) -> &'static str {
@@ -110,7 +143,8 @@ impl fmt::Display for Code {
 /// Work was not admitted: which pool, why, and when to try again.
 ///
 /// A refusal is cheap to build (no allocation, no reference count: the pool
-/// name is interned) and
+/// name is interned, and the refusal is one word: with a slot, two,
+/// returned in registers) and
 /// carries no user value, so it is safe to log and to send to clients.
 ///
 /// # Examples
@@ -127,15 +161,34 @@ impl fmt::Display for Code {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    pool: &'static str,
+    pool: PoolName,
     code: Code,
     criticality: Criticality,
     retry_after_secs: u32,
 }
 
 impl Refusal {
+    /// A refusal from the pool named `pool` (interned by [`intern`]); the
+    /// pools themselves build theirs with [`for_pool`](Self::for_pool).
+    #[cfg_attr(not(test), expect(dead_code, reason = "the pools use for_pool"))]
     pub(crate) fn new(
         pool: &'static str,
+        code: Code,
+        criticality: Criticality,
+        retry_after_secs: u32,
+    ) -> Self {
+        Self::for_pool(
+            intern_name(pool.to_owned()),
+            code,
+            criticality,
+            retry_after_secs,
+        )
+    }
+
+    /// A refusal from the pool whose interned name is `pool`.
+    #[inline]
+    pub(crate) fn for_pool(
+        pool: PoolName,
         code: Code,
         criticality: Criticality,
         retry_after_secs: u32,
@@ -155,12 +208,29 @@ impl Refusal {
 
     /// The name of the pool (or reservation, or request class) that refused.
     pub fn pool(&self) -> &'static str {
-        self.pool
+        self.pool.as_str()
     }
 
     /// The stable code.
     pub fn code(&self) -> Code {
         self.code
+    }
+
+    /// Whether the refusal is for overload (or shutdown), so the caller
+    /// may retry later: [`Code::is_overload`] of its code. `false` for
+    /// [`Code::Reentrant`], a programming error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Pool;
+    ///
+    /// let pool = Pool::new("registry", 1).unwrap();
+    /// let _held = pool.try_admit().unwrap();
+    /// assert!(pool.try_admit().unwrap_err().is_overload());
+    /// ```
+    pub fn is_overload(&self) -> bool {
+        self.code.is_overload()
     }
 
     /// The retry hint in whole seconds, at least 1.
@@ -179,19 +249,75 @@ impl fmt::Display for Refusal {
         write!(
             f,
             "pool `{}` refused work ({}); retry in {} s",
-            self.pool, self.code, self.retry_after_secs
+            self.pool.as_str(),
+            self.code,
+            self.retry_after_secs
         )
     }
 }
 
 impl std::error::Error for Refusal {}
 
+/// An interned pool name: its number in the process's table of names, so
+/// that a [`Refusal`] fits one word (and `Result<Slot, Refusal>` two,
+/// returned in registers).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PoolName(u16);
+
+/// The table's chunks: chunk `k` holds names `2^k - 1 .. 2^(k+1) - 1`, so
+/// the table grows without ever moving a name, and a lookup takes no lock.
+const CHUNKS: usize = 16;
+
+/// The most distinct pool names a process may have.
+const MAX_NAMES: usize = (1 << CHUNKS) - 1;
+
+type Chunk = Box<[OnceLock<&'static str>]>;
+
+static TABLE: [OnceLock<Chunk>; CHUNKS] = [const { OnceLock::new() }; CHUNKS];
+
+/// Chunk and offset of name number `n`.
+fn place(n: u16) -> (usize, usize) {
+    let n = usize::from(n) + 1;
+    let chunk = (usize::BITS - 1 - n.leading_zeros()) as usize;
+    (chunk, n - (1 << chunk))
+}
+
+impl PoolName {
+    pub(crate) fn as_str(self) -> &'static str {
+        let (chunk, at) = place(self.0);
+        TABLE[chunk]
+            .get()
+            .and_then(|names| names[at].get())
+            .copied()
+            .unwrap_or("")
+    }
+}
+
+/// As the name itself.
+impl fmt::Debug for PoolName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
 /// Interns a pool name: one leaked copy per distinct name for the life of
 /// the process, so a refusal carries its pool's name with no allocation and
 /// no reference count. Pool names are a small, fixed set of configured
 /// strings; creating pools with ever new names would grow this set.
+#[cfg_attr(not(test), expect(dead_code, reason = "the pools use intern_name"))]
 pub(crate) fn intern(name: String) -> &'static str {
-    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    intern_name(name).as_str()
+}
+
+/// [`intern`], as the handle a refusal carries.
+///
+/// # Panics
+///
+/// When the process already has 65 535 distinct pool names: names are
+/// interned for the life of the process, so a process that makes pools
+/// with ever new names is leaking them.
+pub(crate) fn intern_name(name: String) -> PoolName {
+    static NAMES: OnceLock<Mutex<HashMap<&'static str, PoolName>>> = OnceLock::new();
     let mut names = NAMES
         .get_or_init(Mutex::default)
         .lock()
@@ -199,7 +325,40 @@ pub(crate) fn intern(name: String) -> &'static str {
     if let Some(&interned) = names.get(name.as_str()) {
         return interned;
     }
+    let number = u16::try_from(names.len())
+        .ok()
+        .filter(|&n| usize::from(n) < MAX_NAMES)
+        .expect("at most 65 535 distinct pool names in a process");
     let interned: &'static str = Box::leak(name.into_boxed_str());
-    names.insert(interned);
-    interned
+    let (chunk, at) = place(number);
+    let chunk = TABLE[chunk].get_or_init(|| (0..1 << chunk).map(|_| OnceLock::new()).collect());
+    // Set once, under the lock, before the number is handed out.
+    let _first = chunk[at].set(interned);
+    let handle = PoolName(number);
+    names.insert(interned, handle);
+    handle
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refusal is one word (so a slot-or-refusal is two, see the slot's
+    /// tests); names read back as interned, the same name to the same
+    /// handle, across the table's chunks.
+    #[test]
+    fn a_refusal_is_one_word_and_names_read_back() {
+        assert_eq!(size_of::<Refusal>(), 8);
+        let names: Vec<String> = (0..40).map(|i| format!("interned-{i}")).collect();
+        let handles: Vec<PoolName> = names.iter().map(|n| intern_name(n.clone())).collect();
+        for (name, handle) in names.iter().zip(&handles) {
+            assert_eq!(handle.as_str(), name);
+            assert_eq!(intern_name(name.clone()), *handle, "interned once");
+        }
+        assert_eq!(place(0), (0, 0));
+        assert_eq!(place(1), (1, 0));
+        assert_eq!(place(2), (1, 1));
+        assert_eq!(place(3), (2, 0));
+        assert_eq!(place(u16::MAX - 1), (15, (1 << 15) - 1));
+    }
 }

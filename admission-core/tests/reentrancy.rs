@@ -1,8 +1,12 @@
 //! `ADMISSION_REENTRANT`: a task that holds every slot of a pool and asks to
 //! wait for another would wait forever (only its own slots could free one),
-//! so every waiting admission refuses it at once; a task whose slot went
-//! into work, a task holding only some slots, and a different task all wait
-//! as before and are admitted when a slot frees.
+//! so every waiting admission refuses it once the grace
+//! (`REENTRANT_GRACE`, 100 ms) shows the task still holds them all; a
+//! branch of the task whose sibling lets go within the grace, a task whose
+//! slot went into work, a task holding only some slots, and a different
+//! task all wait as before and are admitted when a slot frees. The refusal
+//! is a programming error: counted in `reentrant`, not `refused`,
+//! `is_overload()` false, logged at ERROR once per call site.
 //!
 //! Each case runs in a task of its own ([`in_task`]), as a request or a loop
 //! does; one runs in the body of `block_on`, where the thread is the holder.
@@ -100,7 +104,12 @@ async fn run_wait_while_holding_the_only_slot_is_refused_at_once() {
         "the refusal took nothing and the held slot stayed held"
     );
     let stats = pool.stats();
-    assert_eq!(stats.refused, 1, "the refusal is counted");
+    assert_eq!(
+        (stats.reentrant, stats.refused),
+        (1, 0),
+        "counted as reentrant, not as a refusal for overload"
+    );
+    assert!(!refusal.is_overload(), "a programming error, not overload");
     assert_eq!((stats.in_use, stats.admitted), (0, 1));
 }
 
@@ -122,7 +131,7 @@ async fn run_wait_for_while_holding_the_only_slot_is_refused_before_its_bound() 
         "refused as reentrant, not as a timed-out wait"
     );
     assert!(!ran.load(Ordering::SeqCst));
-    assert_eq!(pool.stats().refused, 1);
+    assert_eq!((pool.stats().reentrant, pool.stats().refused), (1, 0));
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -153,7 +162,11 @@ async fn every_waiting_admit_while_holding_the_only_slot_is_refused_at_once() {
     .await;
     assert_eq!(codes, [Code::Reentrant; 4]);
     let stats = pool.stats();
-    assert_eq!(stats.refused, 4, "each refusal is counted");
+    assert_eq!(
+        (stats.reentrant, stats.refused),
+        (4, 0),
+        "each is counted, as reentrant"
+    );
     assert_eq!((stats.admitted, stats.in_use), (1, 0));
 }
 
@@ -184,7 +197,7 @@ async fn a_lease_held_outside_any_scope_refuses_a_waiting_lease_of_its_class() {
     assert_eq!(codes, [Code::Reentrant; 2]);
     assert_eq!(control, Ok(Class::Control), "another class is not affected");
     let [work, _] = requests.stats();
-    assert_eq!(work.refused, 2);
+    assert_eq!((work.reentrant, work.refused), (2, 0));
     assert_eq!((work.admitted, work.in_use), (1, 0));
 }
 
@@ -215,7 +228,7 @@ async fn a_coalesced_wait_while_holding_the_only_slot_is_refused_at_once() {
     }
     assert!(!ran.load(Ordering::SeqCst) && !ran_for.load(Ordering::SeqCst));
     let stats = pool.stats();
-    assert_eq!(stats.refused, 2);
+    assert_eq!((stats.reentrant, stats.refused), (2, 0));
     assert_eq!((stats.coalesced, stats.finished), (0, 0));
 }
 
@@ -383,7 +396,7 @@ async fn a_task_holding_some_but_not_every_slot_waits_for_the_others() {
     other.await.unwrap();
     assert!(waited);
     assert_eq!(second, Err(Code::Reentrant));
-    assert_eq!(pool.stats().refused, 1);
+    assert_eq!((pool.stats().reentrant, pool.stats().refused), (1, 0));
 }
 
 /// The body of `block_on` (that of `#[tokio::main]` and `#[tokio::test]`)
@@ -453,12 +466,12 @@ fn a_thread_outside_any_task_waits_for_the_slot_another_thread_holds() {
     assert_eq!(pool.stats().refused, 0);
 }
 
-/// The documented limit of the rule: holders are tasks (or threads), not
-/// futures, so two branches of one task (`tokio::join!`, `select!`,
-/// `for_each_concurrent`) are one holder. A branch that holds a raw slot
-/// across an `.await` while another branch of the same task waits for the
-/// only slot gets `ADMISSION_REENTRANT` at once, as `Pool`'s docs say,
-/// instead of a wait.
+/// Holders are tasks (or threads), not futures, so two branches of one
+/// task (`tokio::join!`, `select!`, `for_each_concurrent`) are one holder.
+/// A branch that holds a raw slot across an `.await` that only its waiting
+/// sibling could end is a real deadlock: the sibling gets
+/// `ADMISSION_REENTRANT` when the grace ends, never a hang. (Seen failing,
+/// the bound expiring, with the check at the grace's end made `false`.)
 #[tokio::test(flavor = "current_thread")]
 async fn a_raw_slot_held_across_an_await_by_one_branch_refuses_a_waiting_branch() {
     let pool = Pool::new("reentrant-join", 1).unwrap();
@@ -516,4 +529,98 @@ async fn branches_of_one_task_waiting_through_run_are_admitted_in_turn() {
     .await;
     assert_eq!(outcomes, (Ok(()), Ok(())));
     assert_eq!(pool.stats().refused, 0);
+}
+
+/// A branch of one task whose sibling holds the only slot across an
+/// `.await` and lets go of it while the branch waits is admitted, not
+/// refused: the wait would have succeeded. (Seen failing, `waited` was
+/// `Err(Reentrant)` and no one in line, when a task holding every slot was
+/// refused at once, without a grace, as before.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_branch_whose_sibling_lets_go_within_the_grace_is_admitted() {
+    let pool = Pool::new("reentrant-join-lets-go", 1).unwrap();
+    let task_pool = pool.clone();
+    let (waited, waiting_seen) = in_task(async move {
+        let pool = task_pool;
+        let (holding_tx, holding) = tokio::sync::oneshot::channel::<()>();
+        let (go_tx, go) = tokio::sync::oneshot::channel::<()>();
+        let holder = async {
+            let slot = pool.admit().await.unwrap();
+            holding_tx.send(()).unwrap();
+            go.await.unwrap();
+            drop(slot);
+        };
+        let answered = AtomicBool::new(false);
+        let waiter = async {
+            holding.await.unwrap();
+            let waited = tokio::time::timeout(BOUND, pool.admit())
+                .await
+                .expect("admitted, never a hang")
+                .map(drop)
+                .map_err(|r| r.code());
+            answered.store(true, Ordering::SeqCst);
+            waited
+        };
+        // Lets the holder go once the waiter is in line (a third branch,
+        // so the holder's await does not depend on the waiter), or once
+        // the waiter was answered without waiting.
+        let releaser = async {
+            while pool.stats().waiting == 0 && !answered.load(Ordering::SeqCst) {
+                tokio::task::yield_now().await;
+            }
+            let waiting_seen = pool.stats().waiting;
+            go_tx.send(()).unwrap();
+            waiting_seen
+        };
+        let ((), waited, waiting_seen) = tokio::join!(holder, waiter, releaser);
+        (waited, waiting_seen)
+    })
+    .await;
+    assert_eq!(waiting_seen, 1, "the waiting branch was in line");
+    assert_eq!(waited, Ok(()), "admitted when its sibling let go");
+    let stats = pool.stats();
+    assert_eq!((stats.reentrant, stats.refused), (0, 0));
+    assert_eq!((stats.admitted, stats.released, stats.in_use), (2, 2, 0));
+}
+
+/// A reentrant wait is a programming error: logged at ERROR with the pool
+/// and the code (no user value), once per call site however often that
+/// site repeats it, and once more for another call site.
+#[tokio::test(flavor = "current_thread")]
+async fn a_reentrant_wait_is_logged_at_error_once_per_call_site() {
+    let pool = Pool::new("reentrant-logged", 1).unwrap();
+    support::events();
+    let task_pool = pool.clone();
+    let codes = in_task(async move {
+        let pool = task_pool;
+        let _slot = pool.try_admit().unwrap();
+        let mut codes = Vec::new();
+        for _ in 0..3 {
+            // One call site, three times.
+            codes.push(pool.admit().await.map(drop).map_err(|r| r.code()));
+        }
+        // Another call site.
+        let other = pool.admit_with(Admission::Queue).await;
+        codes.push(other.map(drop).map_err(|r| r.code()));
+        codes
+    })
+    .await;
+    assert_eq!(codes, [Err(Code::Reentrant); 4]);
+    let errors: Vec<_> = support::events_for("reentrant-logged")
+        .into_iter()
+        .filter(|e| e.level == tracing::Level::ERROR)
+        .collect();
+    assert_eq!(errors.len(), 2, "one per call site: {errors:?}");
+    for event in &errors {
+        assert_eq!(event.field("code"), Some("ADMISSION_REENTRANT"));
+        assert!(
+            event
+                .field("location")
+                .is_some_and(|at| at.contains("reentrancy.rs")),
+            "names the caller's call site: {event:?}"
+        );
+    }
+    assert_ne!(errors[0].field("location"), errors[1].field("location"));
+    let stats = pool.stats();
+    assert_eq!((stats.reentrant, stats.refused), (4, 0));
 }

@@ -3,11 +3,16 @@
 //!
 //! Under `--cfg loom` the crate's own locks, atomics and threads (see
 //! `crate::loom`) are loom's, so these models explore the interleavings of
-//! the real worker queue, drain and their handoffs. tokio's semaphore and
-//! oneshot are not instrumented (tokio swaps in loom only in its own tests):
-//! here they act as atomic black boxes.
+//! the real worker queue, drain and their handoffs, and of the gate itself:
+//! the permit word, the waiting line and its wakers, and the holder cells.
+//! tokio's oneshot (still used for a work result) is not instrumented
+//! (tokio swaps in loom only in its own tests): here it acts as an atomic
+//! black box.
 
+mod loom_close;
+mod loom_counts;
 mod loom_estimator;
+mod loom_evict;
 mod loom_queue;
 mod loom_reservation;
 mod loom_shutdown;

@@ -1,22 +1,30 @@
 //! The pool itself: a named set of N slots in front of N worker threads.
 //!
 //! This module owns [`Pool`], its shared state and the admission paths
-//! (fail-fast, waiting, waiting with a bound). It must never block a runtime
-//! thread, never hand out more than N slots, and never let a task wait for a
-//! slot that only its own slots could free.
+//! (fail-fast, waiting, waiting with a bound), and the reporting of a
+//! reentrant wait (a programming error: counted on its own, logged once per
+//! call site). It must never block a runtime thread, never hand out more
+//! than N slots, and never let a task wait forever for a slot that only its
+//! own slots could free.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::future::{Future, poll_fn};
+use std::panic::Location;
+use std::pin::pin;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::estimate::WorkTimes;
 use super::holders::{Cell, Holders};
-use super::permits::{Enqueued, NoSlot, Patience, Permits, QueuePolicy, Shares, Shed, Ticket};
+use super::permits::{Enqueued, Key, NoSlot, Patience, Permits, QueuePolicy, Shares, Shed, Ticket};
 use super::stats::Counters;
 use super::workers::{Closed, Job as QueuedJob, Workers};
 use super::{PoolBuilder, PoolStats, RegistryWork, RetryHint, Slot, WorkError};
 use crate::caller::{Caller, Criticality};
 use crate::error::ConfigError;
-use crate::refusal::{Code, Refusal};
+use crate::refusal::{Code, PoolName, Refusal};
 
 /// What a pool is used as; decides the code of a fail-fast refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,19 +79,25 @@ pub enum Admission {
 ///
 /// # Waiting while holding the slots
 ///
-/// A task that holds every slot of a pool itself and asks to wait for
-/// another would wait forever: only its own slots could free one. So
-/// [`admit`](Self::admit) and the waiting [`Admission`]s refuse it at once
-/// with `ADMISSION_REENTRANT` instead of hanging. A slot counts as held by
-/// the task (or, outside any task, the thread) that took it until it is
-/// offloaded or dropped. Holders are tasks, not futures: a slot moved into
-/// another task still counts as the taker's, and a slot held across an
-/// `.await` by one branch of a `join!` or `select!` counts as the whole
-/// task's, so another branch that waits while the task holds every slot is
-/// refused too. Take slots in the task that uses them, and offload at once:
-/// [`run`](Self::run) moves each slot into its work, so branches of one task
-/// waiting through `run` are admitted in turn. A request that already holds
-/// a lease of a class gets a share of it instead of waiting; see
+/// A task that holds every slot of a pool itself and waits for another
+/// can only be served by its own slots. A slot counts as held by the task
+/// (or, outside any task, the thread) that took it until it is offloaded or
+/// dropped; holders are tasks, not futures, so two branches of one
+/// `join!` or `select!` are one holder. Such a wait is served like any
+/// other if the task frees one of its slots within
+/// [`REENTRANT_GRACE`](crate::pool::REENTRANT_GRACE) (100 ms): a branch
+/// whose sibling lets go of its slot after an `.await` is admitted. If the
+/// task still holds every slot when the grace ends, the wait could never
+/// end: [`admit`](Self::admit) and the waiting [`Admission`]s refuse it with
+/// `ADMISSION_REENTRANT`, a programming error rather than overload
+/// ([`Refusal::is_overload`] is `false`), counted in
+/// [`PoolStats::reentrant`](crate::stats::PoolStats::reentrant) and not in
+/// `refused`, and logged at `ERROR` once per call site. Outside a tokio
+/// runtime, where no timer can bound the wait, it is refused at once.
+/// Take slots in the task that uses them, and offload at once:
+/// [`run`](Self::run) moves each slot into its work, so branches of one
+/// task waiting through `run` are admitted in turn. A request that already
+/// holds a lease of a class gets a share of it instead of waiting; see
 /// [`RequestPools::try_lease`](crate::RequestPools::try_lease).
 ///
 /// # Examples
@@ -112,7 +126,7 @@ pub struct Pool {
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pool")
-            .field("name", &self.inner.name)
+            .field("name", &self.inner.name.as_str())
             .field("capacity", &self.inner.capacity)
             .field("closed", &self.is_closed())
             .finish_non_exhaustive()
@@ -122,10 +136,10 @@ impl std::fmt::Debug for Pool {
 /// The state every clone of a [`Pool`] and every [`Slot`] share.
 struct PoolInner {
     /// Interned: refusals carry it without a reference count.
-    name: &'static str,
+    name: PoolName,
     kind: Kind,
     capacity: usize,
-    permits: Permits<Grant>,
+    permits: Permits,
     /// The queue's fixed times; `None` derives them from the work.
     queue: Option<QueuePolicy>,
     holders: Holders,
@@ -206,11 +220,12 @@ impl Pool {
             return Err(ConfigError::BadQueue { pool: name });
         }
         let bound = queue.map_or(capacity.saturating_mul(2), |queue| queue.bound);
-        let name = crate::refusal::intern(name);
-        let workers = Workers::spawn(name, capacity).map_err(|err| ConfigError::Spawn {
-            pool: name.to_string(),
-            kind: err.kind(),
-        })?;
+        let name = crate::refusal::intern_name(name);
+        let workers =
+            Workers::spawn(name.as_str(), capacity).map_err(|err| ConfigError::Spawn {
+                pool: name.as_str().to_owned(),
+                kind: err.kind(),
+            })?;
         Ok(Pool {
             inner: Arc::new(PoolInner {
                 name,
@@ -228,12 +243,12 @@ impl Pool {
 
     /// The pool's name, as given at construction.
     pub fn name(&self) -> &str {
-        self.inner.name
+        self.inner.name.as_str()
     }
 
     /// The pool's name, interned for the life of the process.
     pub(crate) fn static_name(&self) -> &'static str {
-        self.inner.name
+        self.inner.name.as_str()
     }
 
     /// The number of slots.
@@ -263,6 +278,7 @@ impl Pool {
     /// drop(slot);
     /// assert!(pool.try_admit().is_ok());
     /// ```
+    #[inline]
     pub fn try_admit(&self) -> Result<Slot, Refusal> {
         self.try_admit_coded(self.saturated_code())
     }
@@ -330,9 +346,15 @@ impl Pool {
     /// # Errors
     ///
     /// A [`Refusal`] with `ADMISSION_SHUTTING_DOWN` when the pool is closed
-    /// before or while waiting, and `ADMISSION_REENTRANT`, at once, when the
-    /// calling task holds every slot of this pool itself (the wait could
-    /// never end).
+    /// before or while waiting, and `ADMISSION_REENTRANT` when the calling
+    /// task holds every slot of this pool itself and still does after
+    /// [`REENTRANT_GRACE`](crate::pool::REENTRANT_GRACE) (the wait could
+    /// never end; see [`Pool`]'s "Waiting while holding the slots").
+    ///
+    /// # Panics
+    ///
+    /// When the calling task holds every slot, inside a tokio runtime
+    /// built without its timer (`enable_time`): the grace needs it.
     ///
     /// # Examples
     ///
@@ -345,42 +367,53 @@ impl Pool {
     /// let slot = pool.admit().await.unwrap();
     /// assert_eq!(pool.stats().in_use, 1);
     ///
-    /// // Waiting for a second slot while holding the only one would hang.
-    /// assert_eq!(pool.admit().await.unwrap_err().code(), Code::Reentrant);
+    /// // Waiting for a second slot while holding the only one would hang:
+    /// // refused once the grace shows nothing else can free one.
+    /// let refusal = pool.admit().await.unwrap_err();
+    /// assert_eq!(refusal.code(), Code::Reentrant);
+    /// assert!(!refusal.is_overload(), "a programming error, not overload");
+    /// assert_eq!((pool.stats().reentrant, pool.stats().refused), (1, 0));
     /// drop(slot);
     /// # }
     /// ```
-    pub async fn admit(&self) -> Result<Slot, Refusal> {
-        self.wait_for_permit(Patience::Patient, None).await?;
-        Ok(Slot::new(self.clone(), self.inner.holders.claim()))
+    #[track_caller]
+    pub fn admit(&self) -> impl Future<Output = Result<Slot, Refusal>> {
+        let at = Location::caller();
+        async move {
+            self.wait_for_permit(Patience::Patient, None, at).await?;
+            Ok(Slot::new(self.clone(), self.inner.holders.claim()))
+        }
     }
 
     /// Waits in line for a permit, at most `limit` (a queued caller at most
     /// the queue's limit), never past the caller's deadline less the typical
-    /// work, and refuses a task that holds every slot of this pool.
+    /// work; a task that holds every slot of this pool waits at most the
+    /// grace, and is refused as reentrant if it still does then.
     async fn wait_for_permit(
         &self,
         patience: Patience,
         mut limit: Option<Duration>,
+        at: &'static Location<'static>,
     ) -> Result<(), Refusal> {
         let caller = Caller::current();
         let level = caller.criticality();
         let budget = self.budget_left(&caller)?;
-        match self.inner.permits.try_acquire(level) {
+        let mut suspect = match self.inner.permits.try_acquire(level) {
             Ok(()) => return Ok(()),
             Err(NoSlot::Closed) => return Err(self.refuse(Code::ShuttingDown)),
-            Err(NoSlot::Full) if self.inner.holders.current_task_holds_all() => {
-                return Err(self.refuse(Code::Reentrant));
-            }
-            Err(NoSlot::Full) => {}
+            Err(NoSlot::Full) => self.inner.holders.current_task_holds_all(),
+        };
+        if suspect && tokio::runtime::Handle::try_current().is_err() {
+            // No timer to give the caller's own slots a grace: only they
+            // could end this wait.
+            return Err(self.reentrant(level, at));
         }
         let times = match patience {
             Patience::Queued => self.queue_times(level),
             Patience::Patient => QueueTimes::default(),
         };
         let Ticket {
-            id,
-            grant,
+            key,
             ahead,
             standing,
         } = match self
@@ -394,10 +427,8 @@ impl Pool {
             Enqueued::Waiting(ticket) => ticket,
         };
         let place = Place {
-            pool: self,
-            level,
-            patience,
-            id,
+            permits: &self.inner.permits,
+            key,
             armed: true,
         };
         if let Some(budget) = budget {
@@ -425,28 +456,39 @@ impl Pool {
             (Patience::Patient, Some(left)) => Some(limit.map_or(left, |l| l.min(left))),
             (Patience::Patient, None) => limit,
         };
-        let granted = match limit {
-            None => grant.await,
-            Some(limit) => match tokio::time::timeout(limit, grant).await {
-                Ok(granted) => granted,
-                Err(_elapsed) => {
-                    drop(place);
-                    return Err(self.refuse(Code::WaitTimedOut));
-                }
-            },
+        let deadline = limit.map(|limit| Instant::now() + limit);
+        let mut answered = pin!(poll_fn(|cx| self.inner.permits.poll_wait(key, cx)));
+        let answer = loop {
+            let grace = suspect.then(|| Instant::now() + REENTRANT_GRACE);
+            let until = match (deadline, grace) {
+                (Some(deadline), Some(grace)) => Some(deadline.min(grace)),
+                (deadline, grace) => deadline.or(grace),
+            };
+            let Some(until) = until else {
+                break answered.as_mut().await;
+            };
+            if let Ok(answer) = tokio::time::timeout_at(until, answered.as_mut()).await {
+                break answer;
+            }
+            if suspect && self.inner.holders.current_task_holds_all() {
+                drop(place);
+                return Err(self.reentrant(level, at));
+            }
+            // Another task holds a slot now: this is an ordinary wait.
+            suspect = false;
+            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                drop(place);
+                return Err(self.refuse(Code::WaitTimedOut));
+            }
         };
         place.disarm();
-        match granted {
-            Ok(Ok(grant)) => {
-                grant.keep();
-                Ok(())
-            }
+        match answer {
+            Ok(()) => Ok(()),
             // A more critical caller took this one's place in a full queue.
-            Ok(Err(Shed::Displaced)) => Err(self.refuse(self.saturated_code())),
+            Err(Shed::Displaced) => Err(self.refuse(self.saturated_code())),
             // Its queue stands and it waited past the target.
-            Ok(Err(Shed::Stale)) => Err(self.refuse(Code::WaitTimedOut)),
-            // The pool closed.
-            Err(_closed) => Err(self.refuse(Code::ShuttingDown)),
+            Err(Shed::Stale) => Err(self.refuse(Code::WaitTimedOut)),
+            Err(Shed::Closed) => Err(self.refuse(Code::ShuttingDown)),
         }
     }
 
@@ -460,6 +502,11 @@ impl Pool {
     ///
     /// A [`Refusal`] with `ADMISSION_WAIT_TIMEOUT` when no slot freed in
     /// time, or as [`admit`](Self::admit) refuses.
+    ///
+    /// # Panics
+    ///
+    /// When it has to wait outside a tokio runtime with its timer enabled
+    /// (`enable_time`): the bound is tokio's timer.
     ///
     /// # Examples
     ///
@@ -485,10 +532,14 @@ impl Pool {
     /// # walk.await.unwrap();
     /// # }
     /// ```
-    pub async fn admit_timeout(&self, timeout: Duration) -> Result<Slot, Refusal> {
-        self.wait_for_permit(Patience::Patient, Some(timeout))
-            .await?;
-        Ok(Slot::new(self.clone(), self.inner.holders.claim()))
+    #[track_caller]
+    pub fn admit_timeout(&self, timeout: Duration) -> impl Future<Output = Result<Slot, Refusal>> {
+        let at = Location::caller();
+        async move {
+            self.wait_for_permit(Patience::Patient, Some(timeout), at)
+                .await?;
+            Ok(Slot::new(self.clone(), self.inner.holders.claim()))
+        }
     }
 
     /// Takes a slot the way `admission` says.
@@ -501,6 +552,11 @@ impl Pool {
     ///
     /// A [`Refusal`] as [`try_admit`](Self::try_admit),
     /// [`admit`](Self::admit) or [`admit_timeout`](Self::admit_timeout) give.
+    ///
+    /// # Panics
+    ///
+    /// As [`admit`](Self::admit): only for a task holding every slot, in a
+    /// runtime built without its timer.
     ///
     /// # Examples
     ///
@@ -515,15 +571,18 @@ impl Pool {
     /// drop(slot);
     /// # }
     /// ```
-    pub async fn admit_with(&self, admission: Admission) -> Result<Slot, Refusal> {
-        match admission {
-            Admission::FailFast => self.try_admit(),
-            Admission::Wait => self.admit().await,
-            Admission::WaitFor(timeout) => self.admit_timeout(timeout).await,
-            Admission::Queue => {
-                self.wait_for_permit(Patience::Queued, None).await?;
-                Ok(Slot::new(self.clone(), self.inner.holders.claim()))
-            }
+    #[track_caller]
+    pub fn admit_with(&self, admission: Admission) -> impl Future<Output = Result<Slot, Refusal>> {
+        let at = Location::caller();
+        async move {
+            let (patience, limit) = match admission {
+                Admission::FailFast => return self.try_admit(),
+                Admission::Wait => (Patience::Patient, None),
+                Admission::WaitFor(timeout) => (Patience::Patient, Some(timeout)),
+                Admission::Queue => (Patience::Queued, None),
+            };
+            self.wait_for_permit(patience, limit, at).await?;
+            Ok(Slot::new(self.clone(), self.inner.holders.claim()))
         }
     }
 
@@ -547,6 +606,11 @@ impl Pool {
     /// the work's own error, [`WorkError::Panicked`] when it panicked, and
     /// [`WorkError::Cancelled`] when shutdown dropped it before it started.
     ///
+    /// # Panics
+    ///
+    /// As [`admit`](Self::admit): only for a task holding every slot, in a
+    /// runtime built without its timer.
+    ///
     /// # Examples
     ///
     /// ```
@@ -561,31 +625,27 @@ impl Pool {
     /// assert_eq!(failed, Err(WorkError::Failed(std::fmt::Error)));
     /// # }
     /// ```
-    pub async fn run<W: RegistryWork>(
+    #[track_caller]
+    pub fn run<W: RegistryWork>(
         &self,
         work: W,
         admission: Admission,
-    ) -> Result<W::Output, WorkError<W::Error>> {
-        let slot = match admission {
-            Admission::FailFast => self.try_admit_for_work(self.saturated_code())?,
-            Admission::Wait => self.admit_for_work(Patience::Patient, None).await?,
-            Admission::WaitFor(timeout) => {
-                self.admit_for_work(Patience::Patient, Some(timeout))
-                    .await?
-            }
-            Admission::Queue => self.admit_for_work(Patience::Queued, None).await?,
-        };
-        slot.offload(work).await
-    }
-
-    /// A waiting admission for a slot that goes straight into work.
-    async fn admit_for_work(
-        &self,
-        patience: Patience,
-        limit: Option<Duration>,
-    ) -> Result<Slot, Refusal> {
-        self.wait_for_permit(patience, limit).await?;
-        Ok(Slot::new(self.clone(), None))
+    ) -> impl Future<Output = Result<W::Output, WorkError<W::Error>>> {
+        let at = Location::caller();
+        async move {
+            let (patience, limit) = match admission {
+                Admission::FailFast => {
+                    let slot = self.try_admit_for_work(self.saturated_code())?;
+                    return slot.offload(work).await;
+                }
+                Admission::Wait => (Patience::Patient, None),
+                Admission::WaitFor(timeout) => (Patience::Patient, Some(timeout)),
+                Admission::Queue => (Patience::Queued, None),
+            };
+            self.wait_for_permit(patience, limit, at).await?;
+            // No task holds a slot that goes straight into work.
+            Slot::new(self.clone(), None).offload(work).await
+        }
     }
 
     /// The queue's times for a caller of `level`: the fixed policy's (its
@@ -638,9 +698,9 @@ impl Pool {
     /// ```
     pub fn stats(&self) -> PoolStats {
         self.inner.counters.snapshot(
-            self.inner.name,
+            self.inner.name.as_str(),
             self.inner.capacity,
-            self.in_use(),
+            self.inner.permits.books(),
             self.inner.permits.waiting(),
             self.inner.work_times.typical(),
         )
@@ -722,6 +782,36 @@ impl Pool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
+    /// A reentrant wait's refusal: a programming error, so counted in
+    /// `reentrant` (not `refused`) and logged at `ERROR` the first time
+    /// each call site `at` makes one.
+    #[cold]
+    fn reentrant(&self, criticality: Criticality, at: &'static Location<'static>) -> Refusal {
+        self.inner.counters.count_reentrant();
+        static SEEN: OnceLock<Mutex<HashSet<&'static Location<'static>>>> = OnceLock::new();
+        let first = SEEN
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(at);
+        if first {
+            tracing::error!(
+                pool = self.inner.name.as_str(),
+                code = Code::Reentrant.as_str(),
+                location = %at,
+                "a task waited for a slot while holding every slot of the pool itself; \
+                 the wait could never end (a programming error: offload the held slots \
+                 or take them in the task that uses them)"
+            );
+        }
+        Refusal::for_pool(
+            self.inner.name,
+            Code::Reentrant,
+            criticality,
+            self.retry_after_secs(),
+        )
+    }
+
     /// A refusal with `code`, counted.
     #[inline]
     pub(crate) fn refuse(&self, code: Code) -> Refusal {
@@ -732,7 +822,7 @@ impl Pool {
     #[inline]
     fn refuse_for(&self, code: Code, criticality: Criticality) -> Refusal {
         self.inner.counters.count_refusal(criticality);
-        Refusal::new(self.inner.name, code, criticality, self.retry_after_secs())
+        Refusal::for_pool(self.inner.name, code, criticality, self.retry_after_secs())
     }
 
     fn in_use(&self) -> usize {
@@ -749,23 +839,7 @@ impl Pool {
         if let Some(cell) = cell {
             self.inner.holders.clear(cell);
         }
-        self.inner.counters.count_release();
-        let mut next = self.inner.permits.release();
-        while let Some(waiter) = next {
-            match waiter.send(Ok(Grant {
-                pool: Some(self.clone()),
-            })) {
-                Ok(()) => return,
-                // The waiter has gone: the slot is still counted in use,
-                // and goes to the next one or back to the pool.
-                Err(answer) => {
-                    if let Ok(grant) = answer {
-                        grant.keep();
-                    }
-                    next = self.inner.permits.release();
-                }
-            }
-        }
+        self.inner.permits.release();
     }
 
     /// Frees a slot's holder cell: the slot moved into work, no task holds it.
@@ -808,41 +882,31 @@ struct Budget {
     wait: Duration,
 }
 
-/// A slot handed to a waiter: kept when the waiter takes it, given back to
-/// the pool when dropped unused (the waiter had gone, or gave up at that
-/// very moment).
-#[derive(Debug)]
-pub(crate) struct Grant {
-    pool: Option<Pool>,
-}
+/// How long a task that holds every slot of a pool may wait for another
+/// before it is refused as reentrant: long enough for a sibling branch of
+/// its `join!` to let go of a slot after an `.await`, short enough that a
+/// wait only its own slots could end is reported at once in human terms.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// assert_eq!(admission_core::pool::REENTRANT_GRACE, Duration::from_millis(100));
+/// ```
+pub const REENTRANT_GRACE: Duration = Duration::from_millis(100);
 
-impl Grant {
-    /// The slot is the receiver's now (or is passed on by the releaser).
-    fn keep(mut self) {
-        self.pool = None;
-    }
-}
-
-impl Drop for Grant {
-    fn drop(&mut self) {
-        if let Some(pool) = self.pool.take() {
-            pool.release(None);
-        }
-    }
-}
-
-/// A waiter's place in line, left when the wait ends without a slot (it
-/// timed out, or its future was dropped).
+/// A waiter's place in line, left when the wait ends without its answer (it
+/// timed out, or its future was dropped): the node is unlinked, or a slot
+/// handed to it at that moment is given back.
 struct Place<'a> {
-    pool: &'a Pool,
-    level: Criticality,
-    patience: Patience,
-    id: u64,
+    permits: &'a Permits,
+    key: Key,
     armed: bool,
 }
 
 impl Place<'_> {
-    /// The waiter was answered: nothing to leave.
+    /// The waiter saw its answer: nothing to leave.
     fn disarm(mut self) {
         self.armed = false;
     }
@@ -851,10 +915,9 @@ impl Place<'_> {
 impl Drop for Place<'_> {
     fn drop(&mut self) {
         if self.armed {
-            self.pool
-                .inner
-                .permits
-                .cancel(self.level, self.patience, self.id);
+            // A slot handed to it as it gave up goes on to the next waiter
+            // or back to the pool, counted as neither admitted nor returned.
+            self.permits.cancel(self.key);
         }
     }
 }

@@ -1,25 +1,41 @@
 //! How many of a pool's slots are in use, who may take the next one, and
 //! the line of callers waiting for one.
 //!
-//! This module owns [`Permits`]: the count of slots in use, the share each
-//! [`Criticality`] may fill, the waiters (most critical first; within a
-//! level, patient waiters first, then the bounded queue: oldest first, or
-//! newest first once the queue has stood longer than its interval) and the
-//! handoff of a released slot to the next waiter. It must never count more
-//! slots in use than the capacity, never lose a released slot (a slot handed
-//! to a waiter that has gone comes back through its grant's drop), and
-//! never block: its lock is held for a few pointer moves, never across an
-//! await or a user callback.
+//! This module owns [`Permits`]: the word that counts the slots in use and
+//! says whether the pool is closed and whether anyone may be in line, the
+//! share each [`Criticality`] may fill, the waiters (most critical first;
+//! within a level, patient waiters first, then the bounded queue: oldest
+//! first, or newest first once the queue has stood longer than its
+//! interval) and the handoff of a released slot to the next waiter. It must
+//! never count more slots in use than the capacity, never grant a slot once
+//! [`Permits::close`] has returned, never lose a released slot (a slot
+//! handed to a waiter that has gone comes back through its cancel), and
+//! never block: its lock is held for a few index moves, never across an
+//! await, and no waker is woken while it is held (they are collected under
+//! the lock and woken after it).
+//!
+//! The same word keeps the pool's books: how many slots were ever admitted
+//! (taken by a caller) and how many of the slots in use are handed to a
+//! waiter that has not yet taken them, so that each admission, each return
+//! and each handoff is counted by the very operation that makes it, once,
+//! and a snapshot of `admitted`, `released` and `in_use` is one load.
+//!
+//! The line is a slab of nodes threaded into six index-linked lists (three
+//! levels, patient and queued): a waiter's state (waiting with its waker,
+//! granted, shed or closed) lives in its node, which the waiter alone frees,
+//! so joining the line allocates nothing once the slab has grown to the
+//! most waiters seen at once, and a cancelled waiter unlinks its own node
+//! without a scan.
 
-use std::collections::VecDeque;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::stats::Books;
 use crate::caller::Criticality;
 use crate::loom::sync::Mutex;
-use crate::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use crate::loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 
 /// Fixed limits for a pool's waiting queue, the one
 /// [`Admission::Queue`](crate::Admission::Queue) callers wait in.
@@ -156,83 +172,139 @@ pub(crate) enum Patience {
 }
 
 /// What [`Permits::enqueue`] did.
-#[derive(Debug)]
-pub(crate) enum Enqueued<G> {
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Enqueued {
     /// A slot was free after all: the caller holds it.
     Acquired,
     /// The pool is closed.
     Closed,
     /// The queue is at its bound.
     Full,
-    /// The caller waits; its grant (or why it was dropped from the line)
-    /// arrives on `grant`.
-    Waiting(Ticket<G>),
+    /// The caller waits: poll [`Permits::poll_wait`] with the ticket's key,
+    /// and [`Permits::cancel`] it if the wait ends unanswered.
+    Waiting(Ticket),
 }
 
 /// A waiter's place in line.
-#[derive(Debug)]
-pub(crate) struct Ticket<G> {
-    pub(crate) id: u64,
-    pub(crate) grant: oneshot::Receiver<Answer<G>>,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ticket {
+    /// Its node in the line, the waiter's until answered or cancelled.
+    pub(crate) key: Key,
     /// Waiters of this level or a more critical one ahead of this one.
     pub(crate) ahead: usize,
     /// The queue stands: a queued caller waits at most the target.
     pub(crate) standing: bool,
 }
 
-#[derive(Debug)]
-struct Waiter<G> {
-    id: u64,
-    grant: oneshot::Sender<Answer<G>>,
-    /// When a queued caller joined (patient ones are never shed).
-    joined: Option<Instant>,
-}
+/// A waiter's node in the line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Key(u32);
 
-/// What a waiter is told: its slot, or why the line let it go.
-pub(crate) type Answer<G> = Result<G, Shed>;
-
-/// Why a queued caller was let go before a slot came.
+/// Why a waiter was let go without a slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Shed {
     /// A more critical caller took its place in a full queue.
     Displaced,
     /// Its level's queue stands and it had waited longer than the target.
     Stale,
+    /// The pool closed.
+    Closed,
+}
+
+/// No node: the end of a list.
+const NIL: u32 = u32::MAX;
+
+/// A waiter's state, kept in its node.
+#[derive(Debug)]
+enum State {
+    /// In line; woken through its waker once answered.
+    Waiting(Option<Waker>),
+    /// Handed a slot, which is counted in use and is the waiter's.
+    Granted,
+    /// Let go without a slot.
+    Shed(Shed),
+    /// Not a waiter's: on the free list.
+    Free,
 }
 
 #[derive(Debug)]
-struct Level<G> {
-    patient: VecDeque<Waiter<G>>,
-    queued: VecDeque<Waiter<G>>,
+struct Node {
+    state: State,
+    /// The neighbours in its list while linked; `next` threads the free
+    /// list once free.
+    prev: u32,
+    next: u32,
+    /// Which of the six lists: `level * 2 + patience`.
+    list: usize,
+    /// When a queued caller joined (patient ones are never shed).
+    joined: Option<Instant>,
 }
 
-impl<G> Default for Level<G> {
-    fn default() -> Self {
-        Level {
-            patient: VecDeque::new(),
-            queued: VecDeque::new(),
+/// One index-linked list of waiters.
+#[derive(Debug, Clone, Copy)]
+struct List {
+    head: u32,
+    tail: u32,
+    len: usize,
+}
+
+impl List {
+    const EMPTY: List = List {
+        head: NIL,
+        tail: NIL,
+        len: 0,
+    };
+}
+
+const fn list_of(level: usize, patience: Patience) -> usize {
+    level * 2
+        + match patience {
+            Patience::Patient => 0,
+            Patience::Queued => 1,
+        }
+}
+
+/// The wakers of the waiters answered under the lock, woken once it is
+/// released. A handful fit inline, so a release or a shed allocates only
+/// when it answers more waiters at once than that.
+#[derive(Debug, Default)]
+struct Wakes {
+    inline: [Option<Waker>; 4],
+    len: usize,
+    spill: Vec<Waker>,
+}
+
+impl Wakes {
+    fn push(&mut self, waker: Option<Waker>) {
+        let Some(waker) = waker else { return };
+        if let Some(slot) = self.inline.get_mut(self.len) {
+            *slot = Some(waker);
+            self.len += 1;
+        } else {
+            self.spill.push(waker);
+        }
+    }
+
+    /// Wakes them all; called with the line's lock released.
+    fn wake(self) {
+        for waker in self.inline.into_iter().flatten() {
+            waker.wake();
+        }
+        for waker in self.spill {
+            waker.wake();
         }
     }
 }
 
-impl<G> Level<G> {
-    fn line(&mut self, patience: Patience) -> &mut VecDeque<Waiter<G>> {
-        match patience {
-            Patience::Patient => &mut self.patient,
-            Patience::Queued => &mut self.queued,
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.patient.len() + self.queued.len()
-    }
-}
-
 #[derive(Debug)]
-struct Line<G> {
-    levels: [Level<G>; 3],
-    /// Queued (not patient) waiters, per level.
-    queued: [usize; 3],
+struct Line {
+    /// Every node, linked, answered (not yet freed by its waiter) or free.
+    nodes: Vec<Node>,
+    /// The first free node, [`NIL`] when none.
+    free: u32,
+    lists: [List; 6],
+    /// Nodes linked in any list.
+    linked: usize,
     /// Per level, when its queue last went from empty to not empty: each
     /// level stands or drains on its own, so a flood of sheddable callers
     /// never shortens a critical caller's wait.
@@ -248,32 +320,110 @@ struct Line<G> {
     /// How long a caller may wait in a standing queue (the newest
     /// joiner's target).
     target: Duration,
-    next_id: u64,
 }
 
-impl<G> Line<G> {
-    fn standing(&self, level: usize, now: Instant) -> bool {
-        self.queued[level] > 0
-            && self.since[level].is_some_and(|since| now.duration_since(since) > self.interval)
-    }
-
-    fn total_queued(&self) -> usize {
-        self.queued.iter().sum()
-    }
-
-    /// A queued caller of `level` left the queue (served, shed or gone).
-    fn took_queued(&mut self, level: usize, now: Instant) {
-        self.queued[level] -= 1;
-        if self.queued[level] == 0 {
-            self.emptied[level] = Some(now);
+impl Line {
+    fn new() -> Line {
+        Line {
+            nodes: Vec::new(),
+            free: NIL,
+            lists: [List::EMPTY; 6],
+            linked: 0,
+            since: [None; 3],
+            emptied: [None; 3],
+            interval: Duration::ZERO,
+            target: Duration::ZERO,
         }
     }
 
-    /// A caller of `level` joins the queue at `now`: the queue has been
+    fn queued(&self, level: usize) -> usize {
+        self.lists[list_of(level, Patience::Queued)].len
+    }
+
+    fn total_queued(&self) -> usize {
+        (0..3).map(|level| self.queued(level)).sum()
+    }
+
+    fn standing(&self, level: usize, now: Instant) -> bool {
+        self.queued(level) > 0
+            && self.since[level].is_some_and(|since| now.duration_since(since) > self.interval)
+    }
+
+    /// Links a new waiter at the back of `list`, in a free node if any.
+    fn push_back(&mut self, list: usize, joined: Option<Instant>) -> Key {
+        let tail = self.lists[list].tail;
+        let node = Node {
+            state: State::Waiting(None),
+            prev: tail,
+            next: NIL,
+            list,
+            joined,
+        };
+        let at = if self.free == NIL {
+            let at = u32::try_from(self.nodes.len()).expect("fewer than 2^32 waiters");
+            self.nodes.push(node);
+            at
+        } else {
+            let at = self.free;
+            self.free = self.nodes[at as usize].next;
+            self.nodes[at as usize] = node;
+            at
+        };
+        if tail == NIL {
+            self.lists[list].head = at;
+        } else {
+            self.nodes[tail as usize].next = at;
+        }
+        self.lists[list].tail = at;
+        self.lists[list].len += 1;
+        self.linked += 1;
+        Key(at)
+    }
+
+    /// Unlinks node `at` from its list (it stays allocated, its waiter's
+    /// until freed); a queued node leaving its queue is noted at `now`.
+    fn unlink(&mut self, at: u32, now: Instant) {
+        let Node {
+            prev, next, list, ..
+        } = self.nodes[at as usize];
+        if prev == NIL {
+            self.lists[list].head = next;
+        } else {
+            self.nodes[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.lists[list].tail = prev;
+        } else {
+            self.nodes[next as usize].prev = prev;
+        }
+        self.lists[list].len -= 1;
+        self.linked -= 1;
+        if list % 2 == 1 && self.lists[list].len == 0 {
+            self.emptied[list / 2] = Some(now);
+        }
+    }
+
+    /// Gives the waiter of node `at` (unlinked) its answer; returns its
+    /// waker, to be woken once the lock is released.
+    fn answer(&mut self, at: u32, answer: State) -> Option<Waker> {
+        match std::mem::replace(&mut self.nodes[at as usize].state, answer) {
+            State::Waiting(waker) => waker,
+            State::Granted | State::Shed(_) | State::Free => None,
+        }
+    }
+
+    /// Puts node `at` on the free list: its waiter has left.
+    fn free(&mut self, at: u32) {
+        let node = &mut self.nodes[at as usize];
+        node.state = State::Free;
+        node.next = self.free;
+        self.free = at;
+    }
+
+    /// A caller of `level` joined the queue at `now`: the queue has been
     /// non-empty since now, unless it emptied only a moment ago.
     fn joined(&mut self, level: usize, now: Instant) {
-        self.queued[level] += 1;
-        if self.queued[level] > 1 {
+        if self.queued(level) > 1 {
             return;
         }
         let a_moment_ago =
@@ -286,30 +436,28 @@ impl<G> Line<G> {
     /// Takes the next waiter a slot may go to while `others` slots are in
     /// use: the most critical level whose share leaves room, its patient
     /// waiters first, then its queue (newest first when that queue stands).
-    fn pop(&mut self, others: usize, limits: &[usize; 3]) -> Option<Waiter<G>> {
+    fn pop(&mut self, others: usize, limits: &[usize; 3]) -> Option<u32> {
         for (level, &limit) in limits.iter().enumerate() {
             if others >= limit {
                 continue;
             }
-            if let Some(waiter) = self.levels[level].patient.pop_front() {
-                return Some(waiter);
+            let patient = self.lists[list_of(level, Patience::Patient)].head;
+            let now = Instant::now();
+            if patient != NIL {
+                self.unlink(patient, now);
+                return Some(patient);
             }
-            if self.queued[level] == 0 {
+            let queue = self.lists[list_of(level, Patience::Queued)];
+            if queue.len == 0 {
                 continue;
             }
-            let now = Instant::now();
-            let queue = &mut self.levels[level].queued;
-            let waiter = if self.since[level]
-                .is_some_and(|since| now.duration_since(since) > self.interval)
-            {
-                queue.pop_back()
+            let at = if self.standing(level, now) {
+                queue.tail
             } else {
-                queue.pop_front()
+                queue.head
             };
-            if let Some(waiter) = waiter {
-                self.took_queued(level, now);
-                return Some(waiter);
-            }
+            self.unlink(at, now);
+            return Some(at);
         }
         None
     }
@@ -317,95 +465,152 @@ impl<G> Line<G> {
     /// Lets go of the callers of standing queues that have waited longer
     /// than the target (they are refused at once rather than at their own
     /// limit); returns how many.
-    fn shed_stale(&mut self, now: Instant) -> usize {
+    fn shed_stale(&mut self, now: Instant, wakes: &mut Wakes) -> usize {
         let mut shed = 0;
         for level in 0..3 {
             if !self.standing(level, now) {
                 continue;
             }
-            while let Some(front) = self.levels[level].queued.front() {
-                if front
-                    .joined
-                    .is_none_or(|joined| now.duration_since(joined) <= self.target)
+            loop {
+                let front = self.lists[list_of(level, Patience::Queued)].head;
+                if front == NIL
+                    || self.nodes[front as usize]
+                        .joined
+                        .is_none_or(|joined| now.duration_since(joined) <= self.target)
                 {
                     break;
                 }
-                if let Some(waiter) = self.levels[level].queued.pop_front() {
-                    let _gone = waiter.grant.send(Err(Shed::Stale));
-                }
-                self.took_queued(level, now);
+                self.unlink(front, now);
+                wakes.push(self.answer(front, State::Shed(Shed::Stale)));
                 shed += 1;
             }
         }
         shed
     }
 
-    /// Makes room in a full queue for a caller of `level` by dropping the
-    /// oldest queued caller of the least critical level below it, if any
-    /// (that caller is refused as if the queue had been full for it).
-    fn evict_below(&mut self, level: usize) -> bool {
-        let Some(lower) = (level + 1..3).rev().find(|&l| self.queued[l] > 0) else {
+    /// Makes room in a full queue for a caller of `level` by letting go of
+    /// the oldest queued caller of the least critical level below it, if
+    /// any (that caller is refused as if the queue had been full for it).
+    fn evict_below(&mut self, level: usize, wakes: &mut Wakes) -> bool {
+        let Some(lower) = (level + 1..3).rev().find(|&l| self.queued(l) > 0) else {
             return false;
         };
-        if let Some(waiter) = self.levels[lower].queued.pop_front() {
-            let _gone = waiter.grant.send(Err(Shed::Displaced));
-        }
-        self.took_queued(lower, Instant::now());
+        let oldest = self.lists[list_of(lower, Patience::Queued)].head;
+        self.unlink(oldest, Instant::now());
+        wakes.push(self.answer(oldest, State::Shed(Shed::Displaced)));
         true
     }
 }
 
-/// The "someone may be in line" bit of [`Permits::state`]; the bits below
-/// count the slots in use.
-const LINE: usize = 1 << (usize::BITS - 1);
+/// The bits of [`Permits::state`] that count the slots in use (handed to
+/// waiters included): [`MAX_CAPACITY`](crate::pool::MAX_CAPACITY) fits.
+const COUNT: u64 = (1 << 13) - 1;
+/// One slot handed to a waiter that has not taken it yet (13 bits).
+const TRANSIT_ONE: u64 = 1 << 13;
+/// The admitted count wrapped and the wrap is not yet in `epochs`.
+const WRAP: u64 = 1 << 26;
+/// Someone may be in line.
+const LINE: u64 = 1 << 27;
+/// The pool is closed.
+const CLOSED: u64 = 1 << 28;
+/// Where the count of admissions starts: the top 35 bits, which wrap
+/// (into [`Permits::epochs`]) every 34 billion admissions.
+const ADMIT_SHIFT: u32 = 29;
+const ADMIT_ONE: u64 = 1 << ADMIT_SHIFT;
 
-/// The slot count and the waiting line of one pool; `G` is the grant a
-/// waiter receives (it gives the slot back when dropped unused).
+const _: () = assert!(crate::error::MAX_CAPACITY as u64 <= COUNT);
+
+/// `state` with one more slot in use, taken by a caller.
+#[inline]
+const fn admitted(state: u64) -> u64 {
+    let next = state.wrapping_add(ADMIT_ONE + 1);
+    if next < ADMIT_ONE { next | WRAP } else { next }
+}
+
+/// The slot count and the waiting line of one pool.
 ///
-/// The count of slots in use and the bit that says the line may not be
-/// empty share one atomic word, so a release and a caller joining the line
-/// cannot miss each other: the joiner sets the bit only with a
-/// compare-and-swap against the full count it saw, and a release that finds
-/// the bit set hands its slot over under the line's lock instead of
-/// counting it free.
+/// One atomic word holds the count of slots in use, the bit that says the
+/// line may not be empty, and the bit that says the pool is closed, so
+/// that neither a release and a caller joining the line nor an acquire and
+/// a close can miss each other: every slot is taken by a compare-and-swap
+/// against a word without the closed bit, the joiner sets the line bit
+/// only with a compare-and-swap against the full count it saw, and a
+/// release that finds the line bit set decides under the line's lock
+/// (where close sets its bit and empties the line) whether its slot goes
+/// to a waiter or back to the pool. The word also counts admissions and
+/// the slots in transit to a waiter (see the module's doc).
 #[derive(Debug)]
-pub(crate) struct Permits<G> {
+pub(crate) struct Permits {
     /// Per level (most critical first): the slots in use at or above which
     /// that level is not admitted.
     limits: [usize; 3],
-    /// Slots in use, plus [`LINE`] while the line may have waiters.
-    state: AtomicUsize,
+    /// Slots in use, slots in transit, plus [`LINE`] while the line may
+    /// have waiters, [`CLOSED`] once closed, and the admissions.
+    state: AtomicU64,
+    /// How many times the admissions in `state` wrapped.
+    epochs: AtomicU64,
     /// Waiters in line, for the statistics (the line's length, kept under
     /// its lock).
     waiting: AtomicUsize,
-    closed: AtomicBool,
     /// How many callers may wait in the queue at once.
     bound: usize,
-    line: Mutex<Line<G>>,
+    line: Mutex<Line>,
 }
 
-impl<G> Permits<G> {
+impl Permits {
     pub(crate) fn new(limits: [usize; 3], bound: usize) -> Self {
         Permits {
             limits,
-            state: AtomicUsize::new(0),
+            state: AtomicU64::new(0),
+            epochs: AtomicU64::new(0),
             waiting: AtomicUsize::new(0),
-            closed: AtomicBool::new(false),
             bound,
-            line: Mutex::new(Line {
-                levels: Default::default(),
-                queued: [0; 3],
-                since: [None; 3],
-                emptied: [None; 3],
-                interval: Duration::ZERO,
-                target: Duration::ZERO,
-                next_id: 0,
-            }),
+            line: Mutex::new(Line::new()),
         }
     }
 
     pub(crate) fn in_use(&self) -> usize {
-        self.state.load(SeqCst) & !LINE
+        (self.state.load(SeqCst) & COUNT) as usize
+    }
+
+    /// The books, from one load of the word: slots admitted, returned, and
+    /// in use (those in transit to a waiter are in use, not yet admitted).
+    pub(crate) fn books(&self) -> Books {
+        loop {
+            let epochs = self.epochs.load(SeqCst);
+            let state = self.state.load(SeqCst);
+            if state & WRAP != 0 {
+                // The admission that wrapped is counting its epoch.
+                crate::loom::thread::yield_now();
+                continue;
+            }
+            if self.epochs.load(SeqCst) != epochs {
+                continue;
+            }
+            let admitted = (epochs << (64 - ADMIT_SHIFT)) | (state >> ADMIT_SHIFT);
+            let in_use = state & COUNT;
+            let held = in_use - ((state / TRANSIT_ONE) & COUNT);
+            return Books {
+                admitted,
+                released: admitted - held,
+                in_use: in_use as usize,
+            };
+        }
+    }
+
+    /// Sets the word after a compare-and-swap from `state` to `next`
+    /// succeeded: counts an admissions' wrap into `epochs`.
+    #[inline]
+    fn after_admission(&self, state: u64, next: u64) {
+        if next & WRAP != 0 && state & WRAP == 0 {
+            self.wrapped();
+        }
+    }
+
+    #[cold]
+    fn wrapped(&self) {
+        self.epochs.fetch_add(1, SeqCst);
+        self.state.fetch_and(!WRAP, SeqCst);
     }
 
     pub(crate) fn waiting(&self) -> usize {
@@ -413,32 +618,45 @@ impl<G> Permits<G> {
     }
 
     pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(SeqCst)
+        self.state.load(SeqCst) & CLOSED != 0
     }
 
-    fn lock(&self) -> crate::loom::sync::MutexGuard<'_, Line<G>> {
+    #[cfg(all(test, not(loom)))]
+    fn with_admitted(limits: [usize; 3], bound: usize, admitted: u64) -> Self {
+        let permits = Permits::new(limits, bound);
+        permits.state.store(admitted << ADMIT_SHIFT, SeqCst);
+        permits.epochs.store(admitted >> (64 - ADMIT_SHIFT), SeqCst);
+        permits
+    }
+
+    fn lock(&self) -> crate::loom::sync::MutexGuard<'_, Line> {
         self.line
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Takes a slot if the level's share has room.
+    /// Takes a slot if the pool is open and the level's share has room:
+    /// one compare-and-swap against a word without the closed bit.
     #[inline]
     pub(crate) fn try_acquire(&self, level: Criticality) -> Result<(), NoSlot> {
-        let limit = self.limits[level.index()];
+        let limit = self.limits[level.index()] as u64;
         let mut state = self.state.load(SeqCst);
         loop {
-            if self.closed.load(SeqCst) {
+            if state & CLOSED != 0 {
                 return Err(NoSlot::Closed);
             }
-            if state & !LINE >= limit {
+            if state & COUNT >= limit {
                 return Err(NoSlot::Full);
             }
+            let next = admitted(state);
             match self
                 .state
-                .compare_exchange_weak(state, state + 1, SeqCst, SeqCst)
+                .compare_exchange_weak(state, next, SeqCst, SeqCst)
             {
-                Ok(_) => return Ok(()),
+                Ok(_) => {
+                    self.after_admission(state, next);
+                    return Ok(());
+                }
                 Err(actual) => state = actual,
             }
         }
@@ -446,7 +664,7 @@ impl<G> Permits<G> {
 
     /// Joins the line, unless a slot is free after all: under the lock, the
     /// caller either takes a slot or marks the line as not empty, each by a
-    /// compare-and-swap against the count it saw.
+    /// compare-and-swap against the count it saw (and neither once closed).
     /// A queued caller's `interval` is the queue's interval from now on
     /// (the pool derives it from its typical work).
     pub(crate) fn enqueue(
@@ -454,19 +672,29 @@ impl<G> Permits<G> {
         level: Criticality,
         patience: Patience,
         (target, interval): (Duration, Duration),
-    ) -> Enqueued<G> {
+    ) -> Enqueued {
+        let mut wakes = Wakes::default();
+        let enqueued = self.enqueue_locked(level, patience, (target, interval), &mut wakes);
+        wakes.wake();
+        enqueued
+    }
+
+    fn enqueue_locked(
+        &self,
+        level: Criticality,
+        patience: Patience,
+        (target, interval): (Duration, Duration),
+        wakes: &mut Wakes,
+    ) -> Enqueued {
         let mut line = self.lock();
-        if self.closed.load(SeqCst) {
-            return Enqueued::Closed;
-        }
         if patience == Patience::Queued {
             line.interval = interval;
             line.target = target;
-            self.shed_stale(&mut line);
+            self.shed_stale(&mut line, wakes);
         }
         if patience == Patience::Queued
             && line.total_queued() >= self.bound
-            && !self.evicted_below(&mut line, level)
+            && !self.evicted_below(&mut line, level, wakes)
         {
             // The bound counts waiters, not slots: a free slot is still
             // taken at once.
@@ -476,79 +704,142 @@ impl<G> Permits<G> {
                 Err(NoSlot::Full) => Enqueued::Full,
             };
         }
-        let limit = self.limits[level.index()];
+        let limit = self.limits[level.index()] as u64;
         let mut state = self.state.load(SeqCst);
         loop {
-            let next = if state & !LINE < limit {
-                state + 1
-            } else {
-                state | LINE
-            };
+            if state & CLOSED != 0 {
+                return Enqueued::Closed;
+            }
+            let free = state & COUNT < limit;
+            let next = if free { admitted(state) } else { state | LINE };
             match self.state.compare_exchange(state, next, SeqCst, SeqCst) {
-                Ok(_) if next == state + 1 => return Enqueued::Acquired,
+                Ok(_) if free => {
+                    self.after_admission(state, next);
+                    // A caller evicted to make room may have been the last
+                    // in line.
+                    if line.linked == 0 && next & LINE != 0 {
+                        self.state.fetch_and(!LINE, SeqCst);
+                    }
+                    return Enqueued::Acquired;
+                }
                 Ok(_) => break,
                 Err(actual) => state = actual,
             }
         }
-        let ahead = line.levels[..=level.index()].iter().map(Level::len).sum();
-        let id = line.next_id;
-        line.next_id += 1;
-        let (tx, rx) = oneshot::channel();
-        let joined = (patience == Patience::Queued).then(Instant::now);
-        line.levels[level.index()].line(patience).push_back(Waiter {
-            id,
-            grant: tx,
-            joined,
-        });
+        let ahead = (0..=level.index())
+            .map(|l| line.lists[l * 2].len + line.lists[l * 2 + 1].len)
+            .sum();
+        let now = Instant::now();
+        let joined = (patience == Patience::Queued).then_some(now);
+        let key = line.push_back(list_of(level.index(), patience), joined);
         self.waiting.fetch_add(1, SeqCst);
         let mut standing = false;
         if patience == Patience::Queued {
-            let now = Instant::now();
             line.joined(level.index(), now);
             standing = line.standing(level.index(), now);
         }
         Enqueued::Waiting(Ticket {
-            id,
-            grant: rx,
+            key,
             ahead,
             standing,
         })
     }
 
-    /// Leaves the line (a waiter that gave up). Nothing to do when the
-    /// waiter was already handed a slot: its grant, dropped with the
-    /// receiver, gives the slot back.
-    pub(crate) fn cancel(&self, level: Criticality, patience: Patience, id: u64) {
+    /// Whether the waiter of `key` has been answered: `Ready(Ok(()))` when
+    /// it was handed a slot (now the caller's), `Ready(Err(_))` when it was
+    /// let go without one; in both cases its node is freed and the key must
+    /// not be used again. `Pending` keeps `cx`'s waker to wake it by.
+    pub(crate) fn poll_wait(&self, key: Key, cx: &mut Context<'_>) -> Poll<Result<(), Shed>> {
         let mut line = self.lock();
-        let waiters = line.levels[level.index()].line(patience);
-        if let Some(at) = waiters.iter().position(|w| w.id == id) {
-            waiters.remove(at);
-            if patience == Patience::Queued {
-                line.took_queued(level.index(), Instant::now());
+        let at = key.0;
+        let answer = match &mut line.nodes[at as usize].state {
+            State::Waiting(waker) => {
+                match waker {
+                    Some(waker) if waker.will_wake(cx.waker()) => {}
+                    _ => *waker = Some(cx.waker().clone()),
+                }
+                return Poll::Pending;
             }
-            self.left_line(&line);
+            State::Granted => Ok(()),
+            State::Shed(shed) => Err(*shed),
+            State::Free => unreachable!("a waiter polls only its own node"),
+        };
+        line.free(at);
+        if answer.is_ok() {
+            // The slot in transit is the caller's now: admitted.
+            let mut state = self.state.load(SeqCst);
+            loop {
+                let next = admitted(state).wrapping_sub(TRANSIT_ONE + 1);
+                match self.state.compare_exchange(state, next, SeqCst, SeqCst) {
+                    Ok(_) => {
+                        self.after_admission(state, next);
+                        break;
+                    }
+                    Err(actual) => state = actual,
+                }
+            }
         }
+        Poll::Ready(answer)
+    }
+
+    /// Leaves the line (a waiter that gave up before it saw its answer): a
+    /// waiter still in line unlinks its node; one that was handed a slot at
+    /// that very moment passes it on to the next waiter it may go to, or
+    /// back to the pool, counted as neither admitted nor returned.
+    pub(crate) fn cancel(&self, key: Key) {
+        let at = key.0;
+        let mut wakes = Wakes::default();
+        let mut own = None;
+        {
+            let mut line = self.lock();
+            match line.nodes[at as usize].state {
+                State::Waiting(_) => {
+                    line.unlink(at, Instant::now());
+                    own = line.answer(at, State::Free);
+                    self.left_line(&line, 1);
+                }
+                State::Granted => {
+                    let state = self.state.load(SeqCst);
+                    let others = (state & COUNT).saturating_sub(1) as usize;
+                    let next = if state & CLOSED == 0 {
+                        line.pop(others, &self.limits)
+                    } else {
+                        None
+                    };
+                    if let Some(next) = next {
+                        // Still in transit, to the next waiter.
+                        wakes.push(line.answer(next, State::Granted));
+                        self.left_line(&line, 1);
+                    } else {
+                        self.state.fetch_sub(TRANSIT_ONE + 1, SeqCst);
+                    }
+                }
+                State::Shed(_) | State::Free => {}
+            }
+            line.free(at);
+        }
+        // The waiter's own waker, dropped outside the lock.
+        drop(own);
+        wakes.wake();
     }
 
     /// Lets go of stale callers of standing queues (see
     /// [`Line::shed_stale`]) and counts them out of the line.
-    fn shed_stale(&self, line: &mut Line<G>) {
+    fn shed_stale(&self, line: &mut Line, wakes: &mut Wakes) {
         if line.total_queued() == 0 {
             return;
         }
-        let shed = line.shed_stale(Instant::now());
+        let shed = line.shed_stale(Instant::now(), wakes);
         if shed > 0 {
-            self.waiting.fetch_sub(shed, SeqCst);
-            if line.levels.iter().all(|level| level.len() == 0) {
-                self.state.fetch_and(!LINE, SeqCst);
-            }
+            self.left_line(line, shed);
         }
     }
 
-    /// Drops a less critical queued caller to make room for `level`.
-    fn evicted_below(&self, line: &mut Line<G>, level: Criticality) -> bool {
-        if line.evict_below(level.index()) {
-            // The line is not empty: the joiner is about to be in it.
+    /// Lets go of a less critical queued caller to make room for `level`.
+    fn evicted_below(&self, line: &mut Line, level: Criticality, wakes: &mut Wakes) -> bool {
+        if line.evict_below(level.index(), wakes) {
+            // Not `left_line`: the joiner is about to take its place, so
+            // the line bit stays.
             self.waiting.fetch_sub(1, SeqCst);
             true
         } else {
@@ -556,56 +847,177 @@ impl<G> Permits<G> {
         }
     }
 
-    /// Counts one waiter out of the line, and clears the line bit once the
+    /// Counts `n` waiters out of the line, and clears the line bit once the
     /// line is empty (under the lock, where the bit is set).
-    fn left_line(&self, line: &Line<G>) {
-        self.waiting.fetch_sub(1, SeqCst);
-        if line.levels.iter().all(|level| level.len() == 0) {
+    fn left_line(&self, line: &Line, n: usize) {
+        self.waiting.fetch_sub(n, SeqCst);
+        if line.linked == 0 {
             self.state.fetch_and(!LINE, SeqCst);
         }
     }
 
     /// Gives one slot back: to the next waiter it may go to (the slot stays
-    /// counted in use and now belongs to the returned waiter, who must be
-    /// sent its grant, or the slot released again if it has gone), or to
-    /// the pool.
-    pub(crate) fn release(&self) -> Option<oneshot::Sender<Answer<G>>> {
+    /// counted in use and is now that waiter's), or to the pool. A closed
+    /// pool hands nothing over.
+    #[inline]
+    pub(crate) fn release(&self) {
         let mut state = self.state.load(SeqCst);
         while state & LINE == 0 {
             match self
                 .state
                 .compare_exchange_weak(state, state - 1, SeqCst, SeqCst)
             {
-                Ok(_) => return None,
+                Ok(_) => return,
                 Err(actual) => state = actual,
             }
         }
-        // Someone may be in line: decide under the lock, where the line bit
-        // is set and cleared.
-        let mut line = self.lock();
-        self.shed_stale(&mut line);
-        let others = (self.state.load(SeqCst) & !LINE).saturating_sub(1);
-        if !self.closed.load(SeqCst)
-            && let Some(waiter) = line.pop(others, &self.limits)
-        {
-            self.left_line(&line);
-            return Some(waiter.grant);
-        }
-        self.state.fetch_sub(1, SeqCst);
-        None
+        self.release_to_line();
     }
 
-    /// Closes: no slot is taken from now on, and every waiter is told (its
-    /// grant sender dropped).
+    /// [`release`](Self::release) while someone may be in line: decided
+    /// under the lock, where the line bit is set and cleared and where
+    /// close sets its bit.
+    #[cold]
+    fn release_to_line(&self) {
+        let mut wakes = Wakes::default();
+        {
+            let mut line = self.lock();
+            self.shed_stale(&mut line, &mut wakes);
+            let state = self.state.load(SeqCst);
+            let others = (state & COUNT).saturating_sub(1) as usize;
+            let next = if state & CLOSED == 0 {
+                line.pop(others, &self.limits)
+            } else {
+                None
+            };
+            if let Some(at) = next {
+                // Returned, and in transit to the waiter.
+                self.state.fetch_add(TRANSIT_ONE, SeqCst);
+                wakes.push(line.answer(at, State::Granted));
+                self.left_line(&line, 1);
+            } else {
+                self.state.fetch_sub(1, SeqCst);
+            }
+        }
+        wakes.wake();
+    }
+
+    /// Closes: from the moment this returns no slot is granted, by any
+    /// path, and every waiter in line is answered (refused) and woken.
     pub(crate) fn close(&self) {
-        self.closed.store(true, SeqCst);
-        let mut line = self.lock();
-        let dropped: usize = line.levels.iter().map(Level::len).sum();
-        line.levels = Default::default();
-        line.queued = [0; 3];
-        line.since = [None; 3];
-        line.emptied = [None; 3];
-        self.waiting.fetch_sub(dropped, SeqCst);
-        self.state.fetch_and(!LINE, SeqCst);
+        let mut wakes = Wakes::default();
+        {
+            let mut line = self.lock();
+            self.state.fetch_or(CLOSED, SeqCst);
+            let now = Instant::now();
+            let mut answered = 0;
+            for list in 0..line.lists.len() {
+                while line.lists[list].head != NIL {
+                    let at = line.lists[list].head;
+                    line.unlink(at, now);
+                    wakes.push(line.answer(at, State::Shed(Shed::Closed)));
+                    answered += 1;
+                }
+            }
+            line.since = [None; 3];
+            line.emptied = [None; 3];
+            self.waiting.fetch_sub(answered, SeqCst);
+            self.state.fetch_and(!LINE, SeqCst);
+        }
+        wakes.wake();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The admissions wrap out of the word into `epochs` with nothing lost:
+    /// the books read across the wrap count on by one per admission.
+    #[test]
+    fn the_books_count_on_across_the_admissions_wrap() {
+        let field = 1_u64 << (64 - ADMIT_SHIFT);
+        let start = 3 * field - 2;
+        let permits = Permits::with_admitted([4, 4, 4], 8, start);
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            permits.try_acquire(Criticality::Default).unwrap();
+            permits.release();
+            seen.push(permits.books());
+        }
+        let admitted: Vec<u64> = seen.iter().map(|b| b.admitted).collect();
+        assert_eq!(admitted, [start + 1, start + 2, start + 3, start + 4]);
+        assert!(
+            seen.iter()
+                .all(|b| b.admitted == b.released && b.in_use == 0)
+        );
+        assert_eq!(permits.state.load(SeqCst) & WRAP, 0, "the wrap was counted");
+    }
+
+    /// A slot handed to a waiter is returned (by its releaser) and in use,
+    /// not yet admitted; taken, it is admitted; a waiter that gives up as
+    /// it is handed one passes it on, counted as neither.
+    #[test]
+    fn a_handoff_is_counted_once_whether_the_waiter_takes_it_or_not() {
+        let permits = Permits::new([1, 1, 1], 2);
+        permits.try_acquire(Criticality::Default).unwrap();
+        let wait = |permits: &Permits| match permits.enqueue(
+            Criticality::Default,
+            Patience::Patient,
+            (Duration::ZERO, Duration::ZERO),
+        ) {
+            Enqueued::Waiting(ticket) => ticket.key,
+            other => panic!("the pool is full: {other:?}"),
+        };
+        let (first, second) = (wait(&permits), wait(&permits));
+        let books = |admitted, released, in_use| Books {
+            admitted,
+            released,
+            in_use,
+        };
+        permits.release();
+        assert_eq!(permits.books(), books(1, 1, 1), "returned, in transit");
+        permits.cancel(first);
+        assert_eq!(permits.books(), books(1, 1, 1), "passed on, uncounted");
+        let mut cx = Context::from_waker(Waker::noop());
+        assert_eq!(permits.poll_wait(second, &mut cx), Poll::Ready(Ok(())));
+        assert_eq!(permits.books(), books(2, 1, 1), "taken: admitted");
+        permits.release();
+        assert_eq!(permits.books(), books(2, 2, 0));
+    }
+
+    /// Once `close` has returned, neither the fail-fast path nor the line
+    /// grants a slot, and a waiter in line is answered.
+    #[test]
+    fn nothing_is_granted_once_closed() {
+        let permits = Permits::new([1, 1, 1], 2);
+        permits.try_acquire(Criticality::Default).unwrap();
+        let Enqueued::Waiting(ticket) = permits.enqueue(
+            Criticality::Default,
+            Patience::Patient,
+            (Duration::ZERO, Duration::ZERO),
+        ) else {
+            panic!("the pool is full");
+        };
+        permits.close();
+        permits.release();
+        assert_eq!(permits.in_use(), 0, "the release went to the pool");
+        let mut cx = Context::from_waker(Waker::noop());
+        assert_eq!(
+            permits.poll_wait(ticket.key, &mut cx),
+            Poll::Ready(Err(Shed::Closed))
+        );
+        assert_eq!(
+            permits.try_acquire(Criticality::Critical),
+            Err(NoSlot::Closed)
+        );
+        let times = (Duration::from_secs(1), Duration::from_secs(1));
+        for patience in [Patience::Patient, Patience::Queued] {
+            assert_eq!(
+                permits.enqueue(Criticality::Critical, patience, times),
+                Enqueued::Closed
+            );
+        }
+        assert_eq!((permits.in_use(), permits.waiting()), (0, 0));
     }
 }

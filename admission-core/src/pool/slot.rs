@@ -125,3 +125,13 @@ impl Drop for Slot {
         self.pool.release(cell);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// A slot or a refusal is two words: an admission's result comes back
+    /// in registers, never through memory the caller must read back.
+    #[test]
+    fn an_admissions_result_is_two_words() {
+        assert_eq!(size_of::<Result<super::Slot, crate::Refusal>>(), 16);
+    }
+}

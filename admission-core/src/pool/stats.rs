@@ -20,7 +20,9 @@ pub const DURATION_BUCKETS: [f64; 12] = [
 /// A snapshot of one pool's state and counters.
 ///
 /// `admitted == released + in_use` holds for every snapshot taken while the
-/// pool is quiet; orphans count as in use until their work ends.
+/// pool is quiet; orphans count as in use until their work ends, and so
+/// does a slot handed to a waiter that has not yet woken to take it (it is
+/// admitted when taken, and counted as neither if the waiter gives up).
 ///
 /// # Examples
 ///
@@ -45,16 +47,21 @@ pub struct PoolStats {
     pub in_use: usize,
     /// Callers waiting for a slot right now (`Wait`, `WaitFor`, `Queue`).
     pub waiting: usize,
-    /// Slots ever handed out.
+    /// Slots ever handed out to a caller.
     pub admitted: u64,
     /// Slots returned.
     pub released: u64,
-    /// Admissions refused (fail-fast, timed out or closed).
+    /// Admissions refused (fail-fast, timed out or closed); reentrant
+    /// waits are not among them.
     pub refused: u64,
     /// Refusals by the refused caller's criticality, in the order of
     /// [`Criticality::ALL`](crate::Criticality::ALL) (critical, default,
     /// sheddable).
     pub refused_by_criticality: [u64; 3],
+    /// Waits refused with `ADMISSION_REENTRANT`: a task waited for a slot
+    /// while it held every slot itself. A programming error, not overload,
+    /// so it is not counted in `refused`.
+    pub reentrant: u64,
     /// Work currently running on a worker thread.
     pub running: usize,
     /// The most work ever seen running at once.
@@ -125,15 +132,24 @@ fn shard() -> usize {
     SHARD.with(|s| *s)
 }
 
-/// The atomics behind [`PoolStats`]; the pool updates them only through
-/// these methods.
+/// The pool's books, kept by its gate in the word that counts its slots:
+/// slots admitted (taken by a caller), returned, and in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Books {
+    pub(crate) admitted: u64,
+    pub(crate) released: u64,
+    pub(crate) in_use: usize,
+}
+
+/// The atomics behind [`PoolStats`] but for the books; the pool updates
+/// them only through these methods.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    released: Sharded,
     /// Refusals per criticality: one sharded counter each, so a refusal is
     /// still one atomic add; the total is their sum.
     refused: [Sharded; 3],
     orphaned_micros: AtomicU64,
+    reentrant: AtomicU64,
     running: AtomicUsize,
     peak_running: AtomicUsize,
     finished: AtomicU64,
@@ -150,16 +166,15 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
-    /// A slot came back.
-    #[inline]
-    pub(crate) fn count_release(&self) {
-        self.released.add(1);
-    }
-
     /// An admission was refused.
     #[inline]
     pub(crate) fn count_refusal(&self, criticality: Criticality) {
         self.refused[criticality.index()].add(1);
+    }
+
+    /// A wait was refused as reentrant (not a refusal for overload).
+    pub(crate) fn count_reentrant(&self) {
+        self.reentrant.fetch_add(1, Relaxed);
     }
 
     /// Work panicked.
@@ -206,11 +221,10 @@ impl Counters {
         &self,
         name: &str,
         capacity: usize,
-        in_use: usize,
+        books: Books,
         waiting: usize,
         recent_work: Duration,
     ) -> PoolStats {
-        let released = self.released.sum();
         let refused_by_criticality = self.refused.each_ref().map(Sharded::sum);
         let mut cumulative = 0;
         let mut duration_buckets: Vec<u64> = self
@@ -225,12 +239,13 @@ impl Counters {
         PoolStats {
             name: name.to_owned(),
             capacity,
-            in_use,
+            in_use: books.in_use,
             waiting,
-            admitted: released + in_use as u64,
-            released,
+            admitted: books.admitted,
+            released: books.released,
             refused: refused_by_criticality.iter().sum(),
             refused_by_criticality,
+            reentrant: self.reentrant.load(Relaxed),
             running: self.running.load(Relaxed),
             peak_running: self.peak_running.load(Relaxed),
             finished: self.finished.load(Relaxed),
@@ -345,7 +360,17 @@ mod tests {
         counters.orphans_running.store(-1, Relaxed);
         assert_eq!(
             counters
-                .snapshot("p", 1, 0, 0, Duration::ZERO)
+                .snapshot(
+                    "p",
+                    1,
+                    Books {
+                        admitted: 0,
+                        released: 0,
+                        in_use: 0,
+                    },
+                    0,
+                    Duration::ZERO
+                )
                 .orphans_running,
             0
         );
