@@ -452,6 +452,12 @@ impl Pool {
             (Patience::Queued, Some(left)) if caller.deadline_is_asserted() => {
                 Some(left.min(times.wait))
             }
+            (Patience::Queued, Some(left)) if left > times.wait => {
+                // Promised more than the queue's own wait: not shed as stale
+                // should its queue come to stand while it waits.
+                self.inner.permits.never_stale(key);
+                Some(left)
+            }
             (Patience::Queued, left) => Some(left.unwrap_or(times.wait)),
             (Patience::Patient, Some(left)) => Some(limit.map_or(left, |l| l.min(left))),
             (Patience::Patient, None) => limit,

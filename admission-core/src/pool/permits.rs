@@ -236,7 +236,9 @@ struct Node {
     next: u32,
     /// Which of the six lists: `level * 2 + patience`.
     list: usize,
-    /// When a queued caller joined (patient ones are never shed).
+    /// When a queued caller joined, for shedding it once stale (`None`:
+    /// never shed as stale: patient callers, and queued callers promised a
+    /// longer wait by a trusted deadline).
     joined: Option<Instant>,
 }
 
@@ -743,6 +745,20 @@ impl Permits {
             ahead,
             standing,
         })
+    }
+
+    /// Keeps the waiter of `key` from being shed as stale: a queued caller
+    /// whose trusted deadline promised it a longer wait than a standing
+    /// queue's target leaves at its own limit, or is served; refusing it
+    /// when a slot frees would be the late answer the queue exists to
+    /// avoid. It still counts in its level's queue.
+    pub(crate) fn never_stale(&self, key: Key) {
+        let mut line = self.lock();
+        if let Some(node) = line.nodes.get_mut(key.0 as usize)
+            && matches!(node.state, State::Waiting(_))
+        {
+            node.joined = None;
+        }
     }
 
     /// Whether the waiter of `key` has been answered: `Ready(Ok(()))` when
