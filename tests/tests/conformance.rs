@@ -28,7 +28,11 @@
 //!     either way;
 //! 12. with half a class's slots held, `sheddable` is refused at once under
 //!     either policy while a `critical` claim is admitted (as `default`
-//!     unless peers are trusted).
+//!     unless peers are trusted);
+//! 13. with the middleware queueing (`queue()`) and the class's only slot
+//!     held, a budget of a minute waits only the queue's own limit and is
+//!     refused `ADMISSION_WAIT_TIMEOUT`, unless peers are trusted: then it
+//!     waits past that limit and is admitted when the slot frees.
 //!
 //! Tests are `axum::<case>`, `actix::<case>` and `tonic::<case>` (every
 //! case but 6, which compares adapters), plus the mount variants of case 8
@@ -65,6 +69,7 @@ macro_rules! every_case {
             a_panicking_shared_walk_fails_every_caller_and_the_next_walks_afresh,
             a_critical_claim_is_served_as_default_unless_peers_are_trusted,
             sheddable_is_honoured_from_anyone,
+            a_long_budget_does_not_lengthen_a_queued_wait_unless_peers_are_trusted,
         );
     };
     ($adapter:expr; $($case:ident),+ $(,)?) => {

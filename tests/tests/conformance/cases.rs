@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use admission_core::{Admission, Class, Lease, Pool, RequestPools};
-use admission_http::{CRITICALITY_HEADER, Trust};
+use admission_http::{BUDGET_HEADER, CRITICALITY_HEADER, Trust};
 use admission_http::{HttpRefusalStatus, PROBLEM_JSON, Problem, WORK_PANICKED};
 use admission_tonic::status::Pushback;
 use bytes::Bytes;
@@ -39,6 +39,8 @@ fn roomy_requests() -> RequestPools {
 
 /// The code of a refusal by a full pool.
 const SATURATED: &str = "ADMISSION_SATURATED";
+/// The code of a refusal by a queue whose wait ran out.
+const WAIT_TIMEOUT: &str = "ADMISSION_WAIT_TIMEOUT";
 
 /// A refusal naming the code `ADMISSION_SATURATED` and `pool` (see
 /// [`assert_refused_as`]).
@@ -827,6 +829,8 @@ pub(crate) async fn grpc_and_http_refusals_state_the_same_facts() {
 const CLAIMS_CRITICAL: Headers = &[(CRITICALITY_HEADER, "critical")];
 /// `x-admission-criticality: sheddable`.
 const SHEDDABLE: Headers = &[(CRITICALITY_HEADER, "sheddable")];
+/// A budget of a minute, far past the queue's own limit (100 ms).
+const LONG_BUDGET: Headers = &[(BUDGET_HEADER, "60000")];
 /// The route that answers the criticality its request was admitted for.
 const LEVEL: &str = "/criticality";
 /// Both trust policies, the default first.
@@ -915,4 +919,56 @@ pub(crate) async fn sheddable_is_honoured_from_anyone(adapter: Adapter) {
         leases_back(&requests).await;
         server.stop().await;
     }
+}
+
+/// Within this, an untrusted budget's request is refused by the queue
+/// (whose own limit is 100 ms), however long the budget.
+const QUEUE_LIMIT_BOUND: Duration = Duration::from_secs(5);
+/// How long the test holds the slot a trusted request waits for: five
+/// times the queue's own limit.
+const HELD_PAST_THE_LIMIT: Duration = Duration::from_millis(500);
+
+/// Case 13: with the class's only slot held and the middleware queueing, a
+/// request with a budget of a minute waits the queue's own limit and is
+/// refused `ADMISSION_WAIT_TIMEOUT` under the default policy; when peers
+/// are trusted it waits as long as its budget allows and is admitted once
+/// the slot frees.
+pub(crate) async fn a_long_budget_does_not_lengthen_a_queued_wait_unless_peers_are_trusted(
+    adapter: Adapter,
+) {
+    let class = adapter.class();
+    let queue = |trust| Config { queue: true, trust };
+
+    let (requests, held, server) = serve_one_slot_held(adapter, queue(Trust::Nobody), 1).await;
+    let asked = server.get_with(LEVEL, LONG_BUDGET);
+    let refused = tokio::time::timeout(QUEUE_LIMIT_BOUND, asked)
+        .await
+        .expect("an untrusted budget never lengthens a queued wait past the queue's limit");
+    assert_refused_as(&refused, class.as_str(), WAIT_TIMEOUT);
+    assert_eq!(
+        requests.pool(class).stats().waiting,
+        0,
+        "nobody is left queued"
+    );
+    drop(held);
+    server.stop().await;
+
+    let (requests, held, server) = serve_one_slot_held(adapter, queue(Trust::Peers), 1).await;
+    let waiting = || requests.pool(class).stats().waiting;
+    let release = async move {
+        eventually("the request to queue for the held slot", || waiting() == 1).await;
+        // The scenario, not a synchronisation: the slot stays held well
+        // past the queue's own limit.
+        tokio::time::sleep(HELD_PAST_THE_LIMIT).await;
+        assert_eq!(
+            waiting(),
+            1,
+            "a trusted budget waits past the queue's limit"
+        );
+        drop(held);
+    };
+    let (admitted, ()) = tokio::join!(server.get_with(LEVEL, LONG_BUDGET), release);
+    assert_served(&admitted, "default");
+    leases_back(&requests).await;
+    server.stop().await;
 }
