@@ -879,3 +879,62 @@ async fn a_cold_pool_refuses_short_budgets_and_times_its_queue_from_the_expected
         "one expected work time (40 ms), not the 100 ms default: waited {waited:?}"
     );
 }
+
+/// A caller whose own (trusted) deadline promised it a longer wait than the
+/// queue's is served when its slot frees, though its queue has stood since:
+/// refusing it at that moment, as stale, would be the late answer the
+/// queue exists to avoid. An asserted deadline (a client's, untrusted)
+/// gets no such promise: it waits the queue's own limit.
+#[tokio::test(start_paused = true)]
+async fn a_trusted_budget_that_outwaits_the_queue_is_served_when_the_slot_frees() {
+    let pool = Pool::builder("overload-promised")
+        .capacity(1)
+        .queue(QueuePolicy {
+            bound: 4,
+            target: Duration::from_millis(5),
+            interval: Duration::from_millis(100),
+        })
+        .build()
+        .unwrap();
+    let held = pool.try_admit().unwrap();
+    let waiter = tokio::spawn({
+        let pool = pool.clone();
+        Caller::default()
+            .with_budget(Duration::from_secs(60))
+            .scope(async move {
+                pool.run(|| Ok::<_, std::fmt::Error>(7), Admission::Queue)
+                    .await
+            })
+    });
+    while pool.stats().waiting == 0 {
+        tokio::task::yield_now().await;
+    }
+    // Five intervals: the queue has stood for four of them.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    drop(held);
+    assert_eq!(waiter.await.unwrap(), Ok(7), "served, not shed as stale");
+
+    let held = pool.try_admit().unwrap();
+    let asked = Instant::now();
+    let asserted = tokio::spawn({
+        let pool = pool.clone();
+        Caller::default()
+            .with_asserted_deadline(Instant::now() + Duration::from_secs(60))
+            .scope(async move {
+                pool.run(|| Ok::<_, std::fmt::Error>(()), Admission::Queue)
+                    .await
+            })
+    })
+    .await
+    .unwrap();
+    let Err(WorkError::Refused(refusal)) = asserted else {
+        panic!("an asserted budget waits the queue's limit: {asserted:?}");
+    };
+    assert_eq!(refusal.code(), Code::WaitTimedOut);
+    assert!(
+        asked.elapsed() <= Duration::from_millis(100),
+        "{:?}",
+        asked.elapsed()
+    );
+    drop(held);
+}
