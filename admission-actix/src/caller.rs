@@ -123,11 +123,7 @@ where
     forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
-        let caller = self.layer.caller(
-            req.headers()
-                .iter()
-                .map(|(name, value)| (name.as_str(), value.as_bytes())),
-        );
+        let caller = self.layer.caller(crate::middleware::header_pairs(&req));
         let future = caller.scope_sync(|| self.service.call(req));
         caller.scope(future)
     }

@@ -99,11 +99,7 @@ where
     forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
-        let caller = self.admission.caller(
-            req.headers()
-                .iter()
-                .map(|(name, value)| (name.as_str(), value.as_bytes())),
-        );
+        let caller = self.admission.caller(header_pairs(&req));
         let class = self.classify.class(&req);
         if self.admission.queues() {
             let admission = self.admission.clone();
@@ -124,4 +120,11 @@ where
             }
         }
     }
+}
+
+/// A request's headers as the (name, value) pairs a caller is read from.
+pub(crate) fn header_pairs(req: &ServiceRequest) -> impl Iterator<Item = (&str, &[u8])> {
+    req.headers()
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_bytes()))
 }

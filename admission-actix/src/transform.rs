@@ -244,9 +244,10 @@ impl AdmissionControl {
     ///         .default_service(web::to(HttpResponse::Ok)),
     /// )
     /// .await;
-    /// // The only slot is held past the queue's limit: refused when the
-    /// // wait runs out (100 ms by default), with a 503.
-    /// let _held = pools.try_lease(Class::Work).unwrap();
+    /// // The only slot is held (by another thread) past the queue's limit:
+    /// // refused when the wait runs out (100 ms by default), with a 503.
+    /// let holder = pools.clone();
+    /// let _held = std::thread::spawn(move || holder.try_lease(Class::Work).unwrap()).join().unwrap();
     /// let res = test::call_service(&app, test::TestRequest::get().to_request()).await;
     /// assert_eq!(res.status(), 503);
     /// # }

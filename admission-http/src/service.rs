@@ -12,6 +12,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use admission_core::{Caller, Class};
 use http::{Request, Response};
 use tower_service::Service;
 
@@ -40,6 +41,21 @@ pub(crate) struct Shared<P> {
     pub(crate) admission: RequestAdmission,
     pub(crate) classify: Classify,
     pub(crate) protocol: P,
+}
+
+impl<P> Shared<P> {
+    /// The caller a request's headers describe, its class, and the request
+    /// given back whole.
+    fn read<B>(&self, request: Request<B>) -> (Caller, Class, Request<B>) {
+        let caller = self.admission.caller(
+            request
+                .headers()
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_bytes())),
+        );
+        let (class, request) = self.classify.class(request, &caller);
+        (caller, class, request)
+    }
 }
 
 impl<P: fmt::Debug> fmt::Debug for Shared<P> {
@@ -157,10 +173,8 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<S::Future> {
-        let shared = &*self.shared;
-        let caller = shared.admission.caller(header_pairs(&request));
-        let (class, request) = shared.classify.class(request, &caller);
-        match shared.admission.try_lease(class, caller) {
+        let (caller, class, request) = self.shared.read(request);
+        match self.shared.admission.try_lease(class, caller) {
             Ok(lease) => {
                 // The inner call runs under the lease and for the caller: a
                 // layer below that admits in `call` shares the lease, and
@@ -168,7 +182,7 @@ where
                 let future = lease.scope_sync_for(caller, || self.inner.call(request));
                 ResponseFuture::admitted(lease.clone().scope_for(caller, future), lease)
             }
-            Err(refusal) => ResponseFuture::refused(shared.protocol.refusal(&refusal)),
+            Err(refusal) => ResponseFuture::refused(self.shared.protocol.refusal(&refusal)),
         }
     }
 }
@@ -189,8 +203,7 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<S::Future> {
-        let caller = self.shared.admission.caller(header_pairs(&request));
-        let (class, request) = self.shared.classify.class(request, &caller);
+        let (caller, class, request) = self.shared.read(request);
         // The service that was made ready goes with the request; this one
         // keeps a clone for the next (tower's pattern for a call made after
         // an await).
@@ -207,12 +220,4 @@ where
             }
         }))
     }
-}
-
-/// A request's headers as the (name, value) pairs the caller is read from.
-fn header_pairs<B>(request: &Request<B>) -> impl Iterator<Item = (&str, &[u8])> {
-    request
-        .headers()
-        .iter()
-        .map(|(name, value)| (name.as_str(), value.as_bytes()))
 }
