@@ -162,8 +162,8 @@ impl RequestAdmission {
     /// The pool's [`Refusal`], logged at `DEBUG` with its pool, code and
     /// criticality.
     pub fn try_lease(&self, class: Class, caller: Caller) -> Result<Lease, Refusal> {
-        caller
-            .scope_sync(|| self.pools.try_lease(class))
+        self.pools
+            .try_lease_for(class, caller)
             .inspect_err(log_refusal)
     }
 

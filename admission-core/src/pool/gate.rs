@@ -287,7 +287,18 @@ impl Pool {
     /// carries, for a slot the current task holds.
     #[inline]
     pub(crate) fn try_admit_coded(&self, saturated: Code) -> Result<Slot, Refusal> {
-        self.take_permit(saturated)?;
+        self.try_admit_coded_for(saturated, &Caller::current())
+    }
+
+    /// [`try_admit_coded`](Self::try_admit_coded) for `caller`, not the
+    /// task's current one (an adapter that read it from a request).
+    #[inline]
+    pub(crate) fn try_admit_coded_for(
+        &self,
+        saturated: Code,
+        caller: &Caller,
+    ) -> Result<Slot, Refusal> {
+        self.take_permit_for(saturated, caller)?;
         Ok(Slot::new(self.clone(), self.inner.holders.claim()))
     }
 
@@ -301,9 +312,13 @@ impl Pool {
 
     #[inline]
     fn take_permit(&self, saturated: Code) -> Result<(), Refusal> {
-        let caller = Caller::current();
+        self.take_permit_for(saturated, &Caller::current())
+    }
+
+    #[inline]
+    fn take_permit_for(&self, saturated: Code, caller: &Caller) -> Result<(), Refusal> {
         if caller.deadline().is_some() {
-            self.budget_left(&caller)?;
+            self.budget_left(caller)?;
         }
         let level = caller.criticality();
         match self.inner.permits.try_acquire(level) {
@@ -326,7 +341,7 @@ impl Pool {
         };
         let times = &self.inner.work_times;
         if remaining.is_zero() || remaining < times.typical() {
-            return Err(self.refuse(Code::BudgetTooShort));
+            return Err(self.refuse_for(Code::BudgetTooShort, caller.criticality()));
         }
         Ok(Some(Budget {
             remaining,

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::scope::{self, Context};
 use super::{Class, Lease};
+use crate::caller::Caller;
 use crate::error::ConfigError;
 use crate::pool::job::{Hold, Job};
 use crate::pool::{Admission, HasPools, Pool, RegistryWork, RetryHint, WorkError};
@@ -167,11 +168,35 @@ impl RequestPools {
     /// # }
     /// ```
     pub fn try_lease(&self, class: Class) -> Result<Lease, Refusal> {
+        self.try_lease_for(class, Caller::current())
+    }
+
+    /// [`try_lease`](Self::try_lease) for `caller` instead of the task's
+    /// current one: what an adapter does with the caller it read from a
+    /// request's headers, without a scope around the admission. A task
+    /// that already holds a lease of `class` still shares it.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_lease`](Self::try_lease)'s.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Caller, Class, Criticality, RequestPools};
+    ///
+    /// let requests = RequestPools::new(2, 4).unwrap();
+    /// let _one = requests.try_lease(Class::Work).unwrap();
+    /// let shed = requests.try_lease_for(Class::Work, Caller::new(Criticality::Sheddable));
+    /// assert_eq!(shed.unwrap_err().criticality(), Criticality::Sheddable, "half the class is its share");
+    /// ```
+    pub fn try_lease_for(&self, class: Class, caller: Caller) -> Result<Lease, Refusal> {
         let pool = self.pool(class);
         if let Some(lease) = scope::inherited(pool) {
             return Ok(lease);
         }
-        pool.try_admit().map(|slot| Lease::new(slot, class))
+        pool.try_admit_coded_for(pool.saturated_code(), &caller)
+            .map(|slot| Lease::new(slot, class))
     }
 
     /// Takes a lease of `class` the way `admission` says: fail fast, wait,
