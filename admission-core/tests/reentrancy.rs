@@ -342,10 +342,13 @@ async fn a_different_task_waiting_on_a_full_pool_is_admitted_when_the_slot_frees
             done_tx.send(result).unwrap();
         }
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // In line: the pool says so, no timer needed.
+    while pool.stats().waiting == 0 {
+        tokio::task::yield_now().await;
+    }
     assert!(
         done.try_recv().is_err(),
-        "the other task is neither refused nor admitted while the slot is held"
+        "the other task is waiting in line, neither refused nor admitted, while the slot is held"
     );
     assert_eq!(pool.stats().refused, 0);
 
