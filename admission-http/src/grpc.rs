@@ -240,7 +240,16 @@ pub fn grpc_default_class(path: &str) -> Class {
 
 /// The service and method of a gRPC path, `/{service}/{method}`, when it is
 /// one.
-pub(crate) fn grpc_path(path: &str) -> Option<(&str, &str)> {
+///
+/// # Examples
+///
+/// ```
+/// use admission_http::grpc_path;
+///
+/// assert_eq!(grpc_path("/shop.v1.Orders/Create"), Some(("shop.v1.Orders", "Create")));
+/// assert_eq!(grpc_path("/metrics"), None);
+/// ```
+pub fn grpc_path(path: &str) -> Option<(&str, &str)> {
     let (service, method) = path.strip_prefix('/')?.split_once('/')?;
     let valid = !service.is_empty() && !method.is_empty() && !method.contains('/');
     valid.then_some((service, method))

@@ -397,16 +397,7 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
     }
 
     fn copy(&self, change: impl FnOnce(&mut Shared<P>)) -> Shared<P> {
-        let Shared {
-            admission,
-            classify,
-            protocol,
-        } = &*self.shared;
-        let mut shared = Shared {
-            admission: admission.clone(),
-            classify: classify.clone(),
-            protocol: *protocol,
-        };
+        let mut shared = Shared::clone(&self.shared);
         change(&mut shared);
         shared
     }

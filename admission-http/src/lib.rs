@@ -80,7 +80,9 @@ mod service;
 pub use crate::admit::RequestAdmission;
 pub use crate::caller_layer::{CallerLayer, CallerService};
 pub use crate::classify::Classify;
-pub use crate::grpc::{GrpcAnswer, GrpcRefusalStatus, RETRY_PUSHBACK_MS, grpc_default_class};
+pub use crate::grpc::{
+    GrpcAnswer, GrpcRefusalStatus, RETRY_PUSHBACK_MS, grpc_default_class, grpc_path,
+};
 pub use crate::headers::{
     BUDGET_HEADER, CRITICALITY_HEADER, ENVOY_TIMEOUT_HEADER, GRPC_TIMEOUT_HEADER, Malformed,
     RequestCaller, Trust, parse_budget_ms, parse_grpc_timeout,

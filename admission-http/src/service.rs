@@ -37,6 +37,7 @@ pub struct Queue;
 
 /// What every layer and service clone shares: the admission decision, the
 /// classification and the protocol refusals are answered in.
+#[derive(Clone)]
 pub(crate) struct Shared<P> {
     pub(crate) admission: RequestAdmission,
     pub(crate) classify: Classify,

@@ -105,3 +105,32 @@ async fn a_route_fixed_criticality_holds_under_the_default_trust() {
         .to_bytes();
     assert_eq!(body, "critical");
 }
+
+#[tokio::test]
+async fn the_caller_layer_reads_under_the_same_trust_as_the_admission_layer() {
+    use admission_http::CallerLayer;
+    let echo = || {
+        tower::service_fn(|_: Request<()>| async {
+            Ok::<_, Infallible>(Response::new(Caller::current().criticality().to_string()))
+        })
+    };
+    let claim = || {
+        Request::get("/")
+            .header("x-admission-criticality", "critical")
+            .body(())
+            .unwrap()
+    };
+    let outside = CallerLayer::new();
+    let answer = outside
+        .clone()
+        .layer(echo())
+        .oneshot(claim())
+        .await
+        .unwrap();
+    assert_eq!(answer.into_body(), "default");
+    assert_eq!(outside.lowered_claims(), 1);
+    let peers = CallerLayer::new().trust_peers();
+    let answer = peers.clone().layer(echo()).oneshot(claim()).await.unwrap();
+    assert_eq!(answer.into_body(), "critical");
+    assert_eq!(peers.lowered_claims(), 0);
+}

@@ -573,10 +573,17 @@ fn generate(mut function: ItemFn, args: Args, adapter: Adapter) -> TokenStream {
         },
     };
     let stmts = std::mem::take(&mut function.block.stmts);
+    let body = quote!(async move { #(#stmts)* });
+    // One scope for the lease and, when the route fixes it, the caller.
+    let run = if args.criticality.is_some() {
+        quote!(#lease.scope_for(#caller, #body))
+    } else {
+        quote!(#lease.scope(#body))
+    };
     *function.block = syn::parse_quote! {{
         #set_caller
         let #lease = #admit;
-        ::core::result::Result::Ok(#scoped(#lease.scope(async move { #(#stmts)* })).await)
+        ::core::result::Result::Ok(#run.await)
     }};
     quote!(#function)
 }

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use admission_core::{Caller, Class};
-use admission_http::grpc_default_class;
+use admission_http::{grpc_default_class, grpc_path};
 use http::HeaderMap;
 use tokio::time::Instant;
 
@@ -61,13 +61,13 @@ impl<'a> Call<'a> {
     /// The fully qualified service name (`package.Service`), or `""` when
     /// the path is not a gRPC method path.
     pub fn service(&self) -> &'a str {
-        self.split().map_or("", |(service, _)| service)
+        grpc_path(self.path).map_or("", |(service, _)| service)
     }
 
     /// The method name (`Method`), or `""` when the path is not a gRPC
     /// method path.
     pub fn method(&self) -> &'a str {
-        self.split().map_or("", |(_, method)| method)
+        grpc_path(self.path).map_or("", |(_, method)| method)
     }
 
     /// The request's metadata, as HTTP/2 headers.
@@ -100,12 +100,6 @@ impl<'a> Call<'a> {
     /// service's reads can fall back on this for the rest.
     pub fn default_class(&self) -> Class {
         grpc_default_class(self.path)
-    }
-
-    fn split(&self) -> Option<(&'a str, &'a str)> {
-        let (service, method) = self.path.strip_prefix('/')?.split_once('/')?;
-        let valid = !service.is_empty() && !method.is_empty() && !method.contains('/');
-        valid.then_some((service, method))
     }
 }
 

@@ -9,7 +9,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use admission_core::{Admission, Class, Lease, Pool, RequestPools};
+use admission_core::{Admission, Caller, Class, Lease, Pool, RequestPools};
 use admission_http::{BUDGET_HEADER, CRITICALITY_HEADER};
 use reqwest::{Response, StatusCode};
 
@@ -93,6 +93,17 @@ mod axum_app {
         "ok"
     }
 
+    /// One work slot, a layer of the same pools around a handler whose
+    /// route fixes its criticality.
+    pub(super) static FIXED: LazyLock<RequestPools> =
+        LazyLock::new(|| RequestPools::new(1, 1).expect("valid pools"));
+
+    #[admitted(class = work, pools = FIXED, criticality = critical)]
+    async fn fixed() -> String {
+        let lease = Lease::current().map(|lease| lease.class());
+        format!("{} {lease:?}", Caller::current().criticality())
+    }
+
     pub(super) async fn serve() -> (String, AdmissionLayer, CallerLayer) {
         let layer = AdmissionLayer::class(LAYERED.clone(), Class::Work);
         let caller = CallerLayer::new();
@@ -109,6 +120,11 @@ mod axum_app {
                 Router::new()
                     .route("/walk", get(walk))
                     .layer(caller.clone()),
+            )
+            .merge(
+                Router::new()
+                    .route("/fixed", get(fixed))
+                    .layer(AdmissionLayer::class(FIXED.clone(), Class::Work)),
             );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -460,4 +476,27 @@ async fn a_queued_actix_middleware_around_a_queued_handler_of_the_same_pools_wai
     )
     .await;
     server.stop(false).await;
+}
+
+/// A layer that trusts nobody around `#[admitted(criticality = critical)]`
+/// of the same pools: the client's claim is lowered by the layer, the
+/// route's own word holds inside the handler, and the handler runs under
+/// the layer's lease (one slot, so the one-slot class still answers).
+#[tokio::test]
+async fn a_route_fixed_criticality_holds_inside_a_layer_that_lowers_claims() {
+    let (base, ..) = axum_app::serve().await;
+    for claim in [
+        &[][..],
+        &[(CRITICALITY_HEADER, "sheddable")][..],
+        &[(CRITICALITY_HEADER, "critical")],
+    ] {
+        let response = get(&format!("{base}/fixed"), claim).await;
+        assert_eq!(response.status(), StatusCode::OK, "{claim:?}");
+        assert_eq!(
+            response.text().await.unwrap(),
+            "critical Some(Work)",
+            "{claim:?}"
+        );
+    }
+    assert_eq!(axum_app::FIXED.pool(Class::Work).stats().refused, 0);
 }

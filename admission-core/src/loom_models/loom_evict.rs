@@ -19,7 +19,7 @@ use crate::pool::permits::{Enqueued, Patience, Permits, Shed};
 /// a slot.
 fn queue(permits: &Permits, level: Criticality) -> Result<(), Option<Shed>> {
     let times = (Duration::from_secs(60), Duration::from_secs(60));
-    match permits.enqueue(level, Patience::Queued, times) {
+    match permits.enqueue(level, Patience::Queued, times, false) {
         Enqueued::Acquired => Ok(()),
         Enqueued::Full | Enqueued::Closed => Err(None),
         Enqueued::Waiting(ticket) => {
@@ -43,7 +43,7 @@ fn a_critical_caller_at_a_full_queue_displaces_the_oldest_sheddable_one() {
         // arrives: its share is full.
         let times = (Duration::from_secs(60), Duration::from_secs(60));
         let Enqueued::Waiting(ticket) =
-            permits.enqueue(Criticality::Sheddable, Patience::Queued, times)
+            permits.enqueue(Criticality::Sheddable, Patience::Queued, times, false)
         else {
             panic!("the sheddable share is full: the caller queues");
         };

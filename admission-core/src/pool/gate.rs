@@ -427,15 +427,21 @@ impl Pool {
             Patience::Queued => self.queue_times(level),
             Patience::Patient => QueueTimes::default(),
         };
+        // A trusted deadline that allows more than the queue's own wait is
+        // a promise a standing queue must not break by shedding it.
+        let promised = patience == Patience::Queued
+            && !caller.deadline_is_asserted()
+            && budget.is_some_and(|budget| budget.wait > times.wait);
         let Ticket {
             key,
             ahead,
             standing,
-        } = match self
-            .inner
-            .permits
-            .enqueue(level, patience, (times.target, times.window))
-        {
+        } = match self.inner.permits.enqueue(
+            level,
+            patience,
+            (times.target, times.window),
+            promised,
+        ) {
             Enqueued::Acquired => return Ok(()),
             Enqueued::Closed => return Err(self.refuse(Code::ShuttingDown)),
             Enqueued::Full => return Err(self.refuse(self.saturated_code())),
@@ -466,12 +472,6 @@ impl Pool {
             // one a client asserted never past the queue's own limit.
             (Patience::Queued, Some(left)) if caller.deadline_is_asserted() => {
                 Some(left.min(times.wait))
-            }
-            (Patience::Queued, Some(left)) if left > times.wait => {
-                // Promised more than the queue's own wait: not shed as stale
-                // should its queue come to stand while it waits.
-                self.inner.permits.never_stale(key);
-                Some(left)
             }
             (Patience::Queued, left) => Some(left.unwrap_or(times.wait)),
             (Patience::Patient, Some(left)) => Some(limit.map_or(left, |l| l.min(left))),

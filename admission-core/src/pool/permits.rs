@@ -668,15 +668,20 @@ impl Permits {
     /// caller either takes a slot or marks the line as not empty, each by a
     /// compare-and-swap against the count it saw (and neither once closed).
     /// A queued caller's `interval` is the queue's interval from now on
-    /// (the pool derives it from its typical work).
+    /// (the pool derives it from its typical work). A queued caller
+    /// `promised` a longer wait than the queue's own (by a trusted
+    /// deadline) is never shed as stale: it leaves at its own limit, or is
+    /// served; refusing it when a slot frees would be a late answer.
     pub(crate) fn enqueue(
         &self,
         level: Criticality,
         patience: Patience,
         (target, interval): (Duration, Duration),
+        promised: bool,
     ) -> Enqueued {
         let mut wakes = Wakes::default();
-        let enqueued = self.enqueue_locked(level, patience, (target, interval), &mut wakes);
+        let enqueued =
+            self.enqueue_locked(level, patience, (target, interval), promised, &mut wakes);
         wakes.wake();
         enqueued
     }
@@ -686,6 +691,7 @@ impl Permits {
         level: Criticality,
         patience: Patience,
         (target, interval): (Duration, Duration),
+        promised: bool,
         wakes: &mut Wakes,
     ) -> Enqueued {
         let mut line = self.lock();
@@ -732,7 +738,7 @@ impl Permits {
             .map(|l| line.lists[l * 2].len + line.lists[l * 2 + 1].len)
             .sum();
         let now = Instant::now();
-        let joined = (patience == Patience::Queued).then_some(now);
+        let joined = (patience == Patience::Queued && !promised).then_some(now);
         let key = line.push_back(list_of(level.index(), patience), joined);
         self.waiting.fetch_add(1, SeqCst);
         let mut standing = false;
@@ -745,20 +751,6 @@ impl Permits {
             ahead,
             standing,
         })
-    }
-
-    /// Keeps the waiter of `key` from being shed as stale: a queued caller
-    /// whose trusted deadline promised it a longer wait than a standing
-    /// queue's target leaves at its own limit, or is served; refusing it
-    /// when a slot frees would be the late answer the queue exists to
-    /// avoid. It still counts in its level's queue.
-    pub(crate) fn never_stale(&self, key: Key) {
-        let mut line = self.lock();
-        if let Some(node) = line.nodes.get_mut(key.0 as usize)
-            && matches!(node.state, State::Waiting(_))
-        {
-            node.joined = None;
-        }
     }
 
     /// Whether the waiter of `key` has been answered: `Ready(Ok(()))` when
@@ -815,14 +807,7 @@ impl Permits {
                     self.left_line(&line, 1);
                 }
                 State::Granted => {
-                    let state = self.state.load(SeqCst);
-                    let others = (state & COUNT).saturating_sub(1) as usize;
-                    let next = if state & CLOSED == 0 {
-                        line.pop(others, &self.limits)
-                    } else {
-                        None
-                    };
-                    if let Some(next) = next {
+                    if let Some(next) = self.next_waiter(&mut line) {
                         // Still in transit, to the next waiter.
                         wakes.push(line.answer(next, State::Granted));
                         self.left_line(&line, 1);
@@ -837,6 +822,17 @@ impl Permits {
         // The waiter's own waker, dropped outside the lock.
         drop(own);
         wakes.wake();
+    }
+
+    /// The waiter a slot coming back goes to (while the pool is open): the
+    /// first one whose share has room beside the slots the others hold.
+    fn next_waiter(&self, line: &mut Line) -> Option<u32> {
+        let state = self.state.load(SeqCst);
+        if state & CLOSED != 0 {
+            return None;
+        }
+        let others = (state & COUNT).saturating_sub(1) as usize;
+        line.pop(others, &self.limits)
     }
 
     /// Lets go of stale callers of standing queues (see
@@ -899,14 +895,7 @@ impl Permits {
         {
             let mut line = self.lock();
             self.shed_stale(&mut line, &mut wakes);
-            let state = self.state.load(SeqCst);
-            let others = (state & COUNT).saturating_sub(1) as usize;
-            let next = if state & CLOSED == 0 {
-                line.pop(others, &self.limits)
-            } else {
-                None
-            };
-            if let Some(at) = next {
+            if let Some(at) = self.next_waiter(&mut line) {
                 // Returned, and in transit to the waiter.
                 self.state.fetch_add(TRANSIT_ONE, SeqCst);
                 wakes.push(line.answer(at, State::Granted));
@@ -981,6 +970,7 @@ mod tests {
             Criticality::Default,
             Patience::Patient,
             (Duration::ZERO, Duration::ZERO),
+            false,
         ) {
             Enqueued::Waiting(ticket) => ticket.key,
             other => panic!("the pool is full: {other:?}"),
@@ -1012,6 +1002,7 @@ mod tests {
             Criticality::Default,
             Patience::Patient,
             (Duration::ZERO, Duration::ZERO),
+            false,
         ) else {
             panic!("the pool is full");
         };
@@ -1030,7 +1021,7 @@ mod tests {
         let times = (Duration::from_secs(1), Duration::from_secs(1));
         for patience in [Patience::Patient, Patience::Queued] {
             assert_eq!(
-                permits.enqueue(Criticality::Critical, patience, times),
+                permits.enqueue(Criticality::Critical, patience, times, false),
                 Enqueued::Closed
             );
         }

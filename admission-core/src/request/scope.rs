@@ -36,19 +36,12 @@ pub(crate) enum Context {
     Reservation(Pool),
 }
 
-/// Both halves of a task's scope.
+/// Both halves of a task's scope; the default is a lifespan loop's: the
+/// default caller, no lease.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Scope {
     caller: Caller,
     context: Context,
-}
-
-impl Scope {
-    /// The scope of a lifespan loop: the default caller, no lease.
-    pub(crate) const EMPTY: Scope = Scope {
-        caller: Caller::new(crate::caller::Criticality::Default),
-        context: Context::Empty,
-    };
 }
 
 /// One half of a scope, set over whatever scope it is polled in.

@@ -277,8 +277,8 @@ impl Shutdown {
         // The loop is *built* in an empty scope too: whatever `make`
         // captures from a request's scope, it does not capture its lease or
         // its caller.
-        let loop_future = scope::sync_scope(Scope::EMPTY, || make(self.inner.stop.clone()));
-        let future = crate::request::Scoped::whole(Scope::EMPTY, loop_future);
+        let loop_future = scope::sync_scope(Scope::default(), || make(self.inner.stop.clone()));
+        let future = crate::request::Scoped::whole(Scope::default(), loop_future);
         let handle = tokio::spawn(future);
         self.inner
             .loops
