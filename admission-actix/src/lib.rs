@@ -169,6 +169,7 @@
 //!     .await
 //! # }
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc(test(attr(deny(warnings))))]
 
 pub mod body;

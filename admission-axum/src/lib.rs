@@ -174,6 +174,7 @@
 //! ```
 //!
 //! [`RequestPools`]: admission_core::RequestPools
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc(test(attr(deny(warnings))))]
 
 mod rejection;

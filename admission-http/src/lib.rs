@@ -62,6 +62,7 @@
 //! # drop(in_flight);
 //! # }
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc(test(attr(deny(warnings))))]
 
 mod admit;

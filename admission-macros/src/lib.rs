@@ -18,6 +18,7 @@
 //! a proc-macro crate cannot cleanly depend on the adapters that depend on
 //! it. Runnable examples belong in the adapters' docs; the workspace's UI
 //! tests compile and run the same handlers.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc(test(attr(deny(warnings))))]
 
 use proc_macro::TokenStream;

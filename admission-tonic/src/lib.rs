@@ -119,6 +119,7 @@
 //! ```
 //!
 //! [`RequestPools`]: admission_core::RequestPools
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc(test(attr(deny(warnings))))]
 
 mod classify;
