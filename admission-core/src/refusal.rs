@@ -48,7 +48,7 @@ pub enum Code {
     /// it in [`PoolStats::reentrant`](crate::stats::PoolStats::reentrant),
     /// not in `refused`, and logs it at `ERROR` once per call site. It is
     /// meant to be answered as a server error (HTTP 500, gRPC
-    /// `FAILED_PRECONDITION`), not as overload with a `Retry-After`.
+    /// `INTERNAL`, as admission-http answers it), not as overload with a `Retry-After`.
     Reentrant,
     /// `ADMISSION_BUDGET_TOO_SHORT`: the caller's deadline leaves less time
     /// than the expected wait plus the pool's typical work; admitting it
