@@ -176,6 +176,8 @@ pub mod body;
 mod caller;
 mod classify;
 pub mod future;
+#[cfg(feature = "balancer")]
+#[cfg_attr(docsrs, doc(cfg(feature = "balancer")))]
 pub mod load_report;
 mod middleware;
 mod rejection;

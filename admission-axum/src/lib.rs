@@ -180,9 +180,12 @@
 mod rejection;
 pub mod serve;
 
+#[cfg(feature = "balancer")]
+#[cfg_attr(docsrs, doc(cfg(feature = "balancer")))]
+pub use admission_http::load_report;
 pub use admission_http::{
     AdmissionLayer, AdmissionService, CallerLayer, CallerService, HttpRefusalStatus, Trust, body,
-    future, load_report,
+    future,
 };
 
 pub use crate::rejection::Rejection;

@@ -39,10 +39,10 @@
 //! [`pool`] (the slot, builder, queue policy, retry hint,
 //! [`HasPools`](pool::HasPools)), [`request`] (the lease's scope and
 //! builder, and the scoped future of a lease or a caller), [`caller`] (the
-//! caller and its criticality), [`shutdown`] (report
-//! types), [`stats`] (counters), [`balancer`] (readiness, the HAProxy agent and the
-//! load report), [`log`] (failures named by class and code) and, with the
-//! `prometheus` feature, `metrics`.
+//! caller and its criticality), [`shutdown`] (report types and
+//! readiness), [`stats`] (counters), [`log`] (failures named by class and
+//! code) and, with their features, `balancer` (the HAProxy agent and the
+//! load report) and `metrics`.
 //!
 //! # Examples
 //!
@@ -67,12 +67,16 @@
 //! # Features
 //!
 //! * `macros` (default): `#[reserved(slots = N)]`.
+//! * `balancer`: the pieces a load balancer reads, [`balancer`]: the HAProxy
+//!   agent check on a port of its own and the load report. Off by default;
+//!   readiness needs no feature ([`shutdown::Readiness`]).
 //! * `prometheus`: the `metrics` module, a `prometheus-client` collector.
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 // tokio has no sockets under `--cfg loom`; the loom models do not need them.
-#[cfg(not(loom))]
+#[cfg(all(feature = "balancer", not(loom)))]
+#[cfg_attr(docsrs, doc(cfg(feature = "balancer")))]
 pub mod balancer;
 pub mod caller;
 mod coalesce;

@@ -73,6 +73,8 @@ pub mod future;
 mod grpc;
 mod headers;
 mod layer;
+#[cfg(feature = "balancer")]
+#[cfg_attr(docsrs, doc(cfg(feature = "balancer")))]
 pub mod load_report;
 mod problem;
 mod protocol;

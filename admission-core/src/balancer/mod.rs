@@ -11,7 +11,7 @@
 //! | a weight per replica (HAProxy `agent-check`) | [`AgentCheck`]: `up ready W%` from free slots, `drain` once not ready | [`LoadReport`] and [`Readiness`] |
 //! | a load figure on every response (Envoy's client-side weighted round robin) | [`Load::orca_text`], which the adapters' `load_report` layers put in the `endpoint-load-metrics` response header | [`LoadReport`] |
 //!
-//! Each file owns one piece: `readiness.rs` the ready state, `load.rs` the
+//! Each file owns one piece (the ready state is `shutdown`'s): `load.rs` the
 //! reading of the pools and its two written forms, `agent.rs` the agent
 //! protocol on its own port. This module never admits, refuses or holds a
 //! slot; it only reads pools ([`Pool::stats`](crate::Pool::stats)) and the
@@ -45,8 +45,9 @@
 
 mod agent;
 mod load;
-mod readiness;
 
 pub use self::agent::{AgentAnswer, AgentCheck, DEFAULT_MAX_LINGERING, LINGER, MAX_PEER_BYTES};
 pub use self::load::{Load, LoadReport, RATE_WINDOW};
-pub use self::readiness::Readiness;
+/// Readiness lives with shutdown, which withdraws it; named here too, beside
+/// the balancer pieces that read it.
+pub use crate::shutdown::Readiness;

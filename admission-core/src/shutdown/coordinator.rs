@@ -67,7 +67,7 @@ struct Inner {
     deadline: Duration,
     stop: CancellationToken,
     /// Cancelled when readiness is withdrawn; a child of `stop`, so
-    /// shutdown withdraws it too ([`crate::balancer::Readiness`]).
+    /// shutdown withdraws it too ([`crate::shutdown::Readiness`]).
     ready: CancellationToken,
     pools: Mutex<Vec<Registered>>,
     loops: Mutex<Vec<JoinHandle<()>>>,
@@ -230,7 +230,7 @@ impl Shutdown {
         self.inner.stop.clone()
     }
 
-    /// The token every [`Readiness`](crate::balancer::Readiness) of this
+    /// The token every [`Readiness`](crate::shutdown::Readiness) of this
     /// shutdown shares: cancelled when readiness is withdrawn or shutdown
     /// begins, whichever comes first.
     pub(crate) fn readiness_token(&self) -> CancellationToken {

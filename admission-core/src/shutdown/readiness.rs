@@ -31,7 +31,7 @@ use crate::Shutdown;
 ///
 /// ```
 /// use admission_core::Shutdown;
-/// use admission_core::balancer::Readiness;
+/// use admission_core::shutdown::Readiness;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
@@ -58,7 +58,7 @@ impl Readiness {
     ///
     /// ```
     /// use admission_core::Shutdown;
-    /// use admission_core::balancer::Readiness;
+    /// use admission_core::shutdown::Readiness;
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
@@ -80,7 +80,7 @@ impl Readiness {
     ///
     /// ```
     /// use admission_core::Shutdown;
-    /// use admission_core::balancer::Readiness;
+    /// use admission_core::shutdown::Readiness;
     ///
     /// assert!(Readiness::new(&Shutdown::default()).is_ready());
     /// ```
@@ -94,7 +94,7 @@ impl Readiness {
     ///
     /// ```
     /// use admission_core::Shutdown;
-    /// use admission_core::balancer::Readiness;
+    /// use admission_core::shutdown::Readiness;
     ///
     /// let readiness = Readiness::new(&Shutdown::default());
     /// readiness.withdraw();
@@ -115,7 +115,7 @@ impl Readiness {
     ///
     /// ```
     /// use admission_core::Shutdown;
-    /// use admission_core::balancer::Readiness;
+    /// use admission_core::shutdown::Readiness;
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
@@ -158,7 +158,7 @@ impl Readiness {
     /// ```
     /// use std::time::Duration;
     /// use admission_core::Shutdown;
-    /// use admission_core::balancer::Readiness;
+    /// use admission_core::shutdown::Readiness;
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
