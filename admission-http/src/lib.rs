@@ -74,6 +74,7 @@ mod headers;
 mod layer;
 pub mod load_report;
 mod problem;
+mod progress;
 mod protocol;
 mod service;
 

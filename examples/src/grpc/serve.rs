@@ -16,6 +16,7 @@ use std::time::Duration;
 use admission_core::metrics::AdmissionMetrics;
 use admission_core::shutdown::{CancellationToken, ShutdownReport};
 use admission_core::{Pool, RequestPools, Shutdown};
+use admission_http::body::ProgressTimeout;
 use admission_tonic::AdmissionLayer;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
@@ -115,7 +116,8 @@ impl GrpcExporter {
     ///
     /// # Errors
     ///
-    /// A configuration error (0 workers or slots, a zero deadline) as an
+    /// A configuration error (0 workers or slots, a zero deadline or
+    /// progress timeout) as an
     /// [`io::Error`].
     pub fn new(config: Config) -> io::Result<GrpcExporter> {
         let requests =
@@ -137,12 +139,14 @@ impl GrpcExporter {
             }
             Gate::TonicLimit => Backend::Blocking,
         };
+        let progress =
+            ProgressTimeout::new(config.progress_timeout).map_err(io::Error::other)?;
         let gauge = WalkGauge::default();
         let walker = Walker::new(registry, config.walk_delay, gauge.clone());
         Ok(GrpcExporter {
             app: Arc::new(App { backend, walker }),
             gauge,
-            layer: AdmissionLayer::new(requests.clone()),
+            layer: AdmissionLayer::new(requests.clone()).progress_timeout(progress),
             requests,
             shutdown,
             config,
@@ -155,7 +159,7 @@ impl GrpcExporter {
     }
 
     /// The request pools the layer leases from (*work* for `Walk` and
-    /// `Stream`, *control* for health checks).
+    /// `Stream`; health checks take no lease).
     pub fn requests(&self) -> &RequestPools {
         &self.requests
     }

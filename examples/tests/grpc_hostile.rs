@@ -1,0 +1,203 @@
+//! Hostile and careless clients against the `grpc-exporter` binary, over
+//! real HTTP/2 on 127.0.0.1: health `Watch` streams by the dozen, streams
+//! nobody reads, connections that never send the HTTP/2 preface under a
+//! lowered descriptor limit, and rapid reset. Each asserts what the issue's
+//! probe found broken: health answered `SERVING` within 1.5 s at every
+//! probe every 100 ms, capacity back after the progress bound, no spinning,
+//! a bounded log, and exit 0 within the deadline at SIGTERM.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use admission_examples::grpc::{RegistryClient, WalkRequest};
+use tokio::net::TcpStream;
+use tonic::transport::{Channel, Endpoint};
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
+
+use support::Service;
+
+/// The bound on every wait that only matters when a test is about to fail.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// What every health probe must be answered within.
+const PROBE_BOUND: Duration = Duration::from_millis(1500);
+
+async fn within<F: Future>(what: &str, future: F) -> F::Output {
+    tokio::time::timeout(PATIENCE, future)
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+/// The binary with `args`.
+async fn exporter(args: &[&str]) -> Service {
+    Service::start(env!("CARGO_BIN_EXE_grpc-exporter"), args).await
+}
+
+async fn channel(addr: SocketAddr) -> Channel {
+    let endpoint = Endpoint::from_shared(format!("http://{addr}")).expect("a URI");
+    within("a connection", endpoint.connect())
+        .await
+        .expect("the server accepts")
+}
+
+fn overall() -> HealthCheckRequest {
+    HealthCheckRequest {
+        service: String::new(),
+    }
+}
+
+/// One probe as a health checker makes it: a new connection, one `Check`,
+/// all within [`PROBE_BOUND`]. `Err` says what went wrong.
+async fn probe(addr: SocketAddr) -> Result<Duration, String> {
+    let started = Instant::now();
+    let check = async {
+        let endpoint = Endpoint::from_shared(format!("http://{addr}")).expect("a URI");
+        let channel = endpoint.connect().await.map_err(|e| format!("connect: {e}"))?;
+        let answer = HealthClient::new(channel)
+            .check(overall())
+            .await
+            .map_err(|status| format!("{:?}: {}", status.code(), status.message()))?;
+        match answer.into_inner().status() {
+            ServingStatus::Serving => Ok(started.elapsed()),
+            other => Err(format!("answered {other:?}")),
+        }
+    };
+    tokio::time::timeout(PROBE_BOUND, check)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {PROBE_BOUND:?}")))
+}
+
+/// Probes every 100 ms for `span`; panics naming every failed probe.
+async fn probe_every_100ms(addr: SocketAddr, span: Duration, during: &str) -> Duration {
+    let started = Instant::now();
+    let mut failed = Vec::new();
+    let mut slowest = Duration::ZERO;
+    let mut probes = 0;
+    while started.elapsed() < span {
+        let next = Instant::now() + Duration::from_millis(100);
+        probes += 1;
+        match probe(addr).await {
+            Ok(took) => slowest = slowest.max(took),
+            Err(why) => failed.push(format!("{:?}: {why}", started.elapsed())),
+        }
+        tokio::time::sleep_until(next.into()).await;
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {probes} health probes failed {during}: {failed:#?}",
+        failed.len()
+    );
+    slowest
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_health_watches_leave_check_serving() {
+    let mut server = exporter(&["--series", "50"]).await;
+    let addr = server.addr;
+    let channel = channel(addr).await;
+
+    // 64 watchers, as 64 clients' client-side health checking would open:
+    // each gets its first answer and stays open.
+    let mut watches = Vec::new();
+    for _ in 0..64 {
+        let mut watch = within(
+            "a Watch to be answered",
+            HealthClient::new(channel.clone()).watch(overall()),
+        )
+        .await
+        .expect("a Watch is never refused")
+        .into_inner();
+        let first: HealthCheckResponse = within("the first status", watch.message())
+            .await
+            .expect("a status")
+            .expect("the stream stays open");
+        assert_eq!(first.status(), ServingStatus::Serving);
+        watches.push(watch);
+    }
+
+    let slowest = probe_every_100ms(addr, Duration::from_secs(3), "with 64 Watch streams open").await;
+    println!("slowest probe with 64 watches: {slowest:?}");
+    server.assert_alive("64 watches");
+    drop(watches);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_read_streams_give_their_leases_back_at_the_progress_bound() {
+    // 16 work leases; every `Stream` call takes one. The clients' windows
+    // are HTTP/2's default 64 KiB, far less than one walk's text, so an
+    // unread stream stops being polled and, before the bound, held its
+    // lease for ever.
+    let mut server = exporter(&[
+        "--series",
+        "20000",
+        "--work-slots",
+        "16",
+        "--progress-timeout-ms",
+        "3000",
+    ])
+    .await;
+    let addr = server.addr;
+
+    let mut unread = Vec::new();
+    for _ in 0..16 {
+        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+            .expect("a URI")
+            .initial_stream_window_size(65_535)
+            .initial_connection_window_size(65_535);
+        let connected = within("a connection", endpoint.connect()).await;
+        let mut client = RegistryClient::new(connected.expect("the server accepts"));
+        let stream = within(
+            "a stream's head",
+            client.stream(WalkRequest {
+                lines_per_message: 100,
+            }),
+        )
+        .await
+        .expect("the stream is admitted")
+        .into_inner();
+        // Never read: the stream and its client stay, unpolled.
+        unread.push((client, stream));
+    }
+    let mut walker = RegistryClient::new(channel(addr).await);
+    let Err(refused) = walker.walk(WalkRequest::default()).await else {
+        panic!("a Walk was admitted while 16 unread streams should hold every work lease");
+    };
+    assert_eq!(refused.code(), tonic::Code::Unavailable);
+    assert!(
+        refused.message().starts_with("ADMISSION_SATURATED"),
+        "{}",
+        refused.message()
+    );
+
+    // Past the bound the leases are back, though nobody read a message.
+    let started = Instant::now();
+    let admitted = loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        match walker.walk(WalkRequest::default()).await {
+            Ok(walked) => break walked.into_inner(),
+            Err(status) => assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "Walk still refused {:?} after the streams stalled: {:?} {}",
+                started.elapsed(),
+                status.code(),
+                status.message()
+            ),
+        }
+    };
+    assert!(admitted.series > 20_000);
+    println!("Walk admitted {:?} after the refusal", started.elapsed());
+    server.assert_alive("16 unread streams");
+    drop(unread);
+}
+
+/// A TCP connection that never sends a byte.
+async fn idle(addr: SocketAddr) -> Option<TcpStream> {
+    tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(addr))
+        .await
+        .ok()
+        .and_then(Result::ok)
+}
