@@ -141,7 +141,7 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod classify;
-
+pub mod connections;
 pub mod future;
 mod layer;
 mod rejection;

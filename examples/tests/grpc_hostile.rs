@@ -201,3 +201,99 @@ async fn idle(addr: SocketAddr) -> Option<TcpStream> {
         .ok()
         .and_then(Result::ok)
 }
+
+/// The binary under `ulimit -n {nofile}` (a shell wrapper that writes its
+/// pid, then `exec`s: the pid is the binary's), and the pid.
+async fn exporter_under_ulimit(nofile: u32, args: &[&str]) -> (Service, u32) {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let unique = format!("{}-{nofile}", std::process::id());
+    let script = dir.join(format!("grpc-exporter-ulimit-{unique}.sh"));
+    let pid_file = dir.join(format!("grpc-exporter-{unique}.pid"));
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho $$ > '{}'\nulimit -n {nofile}\nexec '{}' \"$@\"\n",
+            pid_file.display(),
+            env!("CARGO_BIN_EXE_grpc-exporter"),
+        ),
+    )
+    .expect("write the wrapper");
+    std::process::Command::new("chmod")
+        .args(["+x", &script.display().to_string()])
+        .status()
+        .expect("chmod runs");
+    let server = Service::start(&script.display().to_string(), args).await;
+    let pid = std::fs::read_to_string(&pid_file)
+        .expect("the wrapper wrote its pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    (server, pid)
+}
+
+/// CPU time (user and system) the process has used, from /proc.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
+    // Fields after the command's closing parenthesis; utime and stime are
+    // the 14th and 15th fields, in clock ticks (100 per second on Linux).
+    let rest = &stat[stat.rfind(')').expect("a command") + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 10)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_past_the_descriptor_limit_leave_health_answered() {
+    // 256 descriptors and the default cap of 1024: `accept` runs out of
+    // descriptors (EMFILE) long before the cap, as in the probe.
+    let (mut server, pid) =
+        exporter_under_ulimit(256, &["--series", "50", "--shutdown-deadline-ms", "3000"]).await;
+    let addr = server.addr;
+
+    // 1100 connections that never send a byte, opened as fast as the
+    // server lets them in, held through the probes.
+    let attack = tokio::spawn(async move {
+        let mut held = Vec::new();
+        for _ in 0..1100 {
+            if let Some(stream) = idle(addr).await {
+                held.push(stream);
+            }
+        }
+        held
+    });
+    let cpu_before = cpu_time(pid);
+    let probing = Instant::now();
+    let slowest = probe_every_100ms(addr, Duration::from_secs(4), "with 1100 idle connections").await;
+    let cpu = cpu_time(pid) - cpu_before;
+    let wall = probing.elapsed();
+    println!("slowest probe {slowest:?}; server CPU {cpu:?} over {wall:?}");
+    assert!(
+        cpu < wall / 2,
+        "the server does not spin: {cpu:?} of CPU over {wall:?}"
+    );
+    server.assert_alive("1100 idle connections");
+    let held = within("the attack", attack).await.expect("the attack ran");
+    println!("attacker connections established: {}", held.len());
+
+    // The WARN lines about it are few: one per 10 s interval and kind.
+    let warns = server
+        .logs()
+        .lines()
+        .filter(|line| line.contains("WARN"))
+        .count();
+    assert!(warns <= 4, "a bounded log, got {warns} WARN lines:\n{}", server.logs());
+
+    // SIGTERM with the idle connections still open: exit 0 within the
+    // deadline, not at it.
+    let signalled = Instant::now();
+    server.terminate();
+    let (status, logs) = server.exit_within(Duration::from_secs(10)).await;
+    assert!(status.success(), "exit 0: {status:?}\n{logs}");
+    assert!(
+        signalled.elapsed() < Duration::from_secs(3),
+        "stopped in {:?}, within the 3 s deadline:\n{logs}",
+        signalled.elapsed()
+    );
+    assert!(logs.contains("shutdown drained"), "{logs}");
+    drop(held);
+}
