@@ -297,3 +297,131 @@ async fn idle_connections_past_the_descriptor_limit_leave_health_answered() {
     assert!(logs.contains("shutdown drained"), "{logs}");
     drop(held);
 }
+
+/// An HTTP/2 frame: its 9-byte header and `payload`.
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(payload.len()).expect("a small frame");
+    let mut frame = len.to_be_bytes()[1..].to_vec();
+    frame.extend([kind, flags]);
+    frame.extend(stream.to_be_bytes());
+    frame.extend(payload);
+    frame
+}
+
+/// An HPACK literal header field without indexing, new name, no Huffman.
+fn literal(block: &mut Vec<u8>, name: &str, value: &str) {
+    block.push(0x00);
+    for text in [name, value] {
+        block.push(u8::try_from(text.len()).expect("a short header"));
+        block.extend(text.as_bytes());
+    }
+}
+
+/// One connection of HTTP/2 rapid reset, written frame by frame (h2's own
+/// client will not put a stream's HEADERS and its reset on the wire
+/// together): the preface, then `streams` `Walk` calls, each HEADERS
+/// followed at once by RST_STREAM(CANCEL), in one write, so that every
+/// stream is reset before the server can accept it. Reads until the
+/// server closes the connection (its GOAWAY) or 2 s pass.
+async fn rapid_reset(addr: SocketAddr, streams: u32) -> u32 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let Ok(Ok(mut tcp)) =
+        tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(addr)).await
+    else {
+        return 0;
+    };
+    let mut burst = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    burst.extend(frame(0x4, 0, 0, &[])); // SETTINGS, none changed
+    let mut block = vec![0x83, 0x86]; // :method POST, :scheme http (static table)
+    literal(&mut block, ":path", admission_examples::grpc::WALK);
+    literal(&mut block, ":authority", "127.0.0.1");
+    literal(&mut block, "content-type", "application/grpc");
+    literal(&mut block, "te", "trailers");
+    for n in 0..streams {
+        let id = 1 + 2 * n;
+        burst.extend(frame(0x1, 0x4, id, &block)); // HEADERS, END_HEADERS
+        burst.extend(frame(0x3, 0, id, &8u32.to_be_bytes())); // RST_STREAM CANCEL
+    }
+    if tcp.write_all(&burst).await.is_err() {
+        return 0;
+    }
+    let mut sink = [0u8; 4096];
+    let drain = async {
+        while let Ok(n) = tcp.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), drain).await;
+    streams
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rapid_reset_is_logged_once_per_interval_and_health_stays_answered() {
+    let mut server = exporter(&["--series", "50"]).await;
+    let addr = server.addr;
+    let started = Instant::now();
+    // 400 connections, 100 streams each opened and reset at once: past
+    // h2's bound on reset streams a connection is closed with GOAWAY, and
+    // h2 logs a WARN for each.
+    let attackers: Vec<_> = (0..8)
+        .map(|_| {
+            tokio::spawn(async move {
+                let mut sent = 0;
+                for _ in 0..50 {
+                    sent += rapid_reset(addr, 100).await;
+                }
+                sent
+            })
+        })
+        .collect();
+    let slowest = probe_every_100ms(addr, Duration::from_secs(3), "under rapid reset").await;
+    let mut sent = 0;
+    for attacker in attackers {
+        sent += within("an attacker", attacker).await.expect("an attacker ran");
+    }
+    let took = started.elapsed();
+    server.assert_alive("rapid reset");
+    let logs = server.logs();
+    let warns: Vec<&str> = logs.lines().filter(|line| line.contains("WARN")).collect();
+    println!(
+        "{sent} streams reset over 400 connections in {took:?}; slowest probe {slowest:?}; \
+         {} WARN lines",
+        warns.len()
+    );
+    // One line per 10 s interval at most (and the first at once).
+    let bound = 1 + took.as_secs() / 10;
+    assert!(
+        warns.len() as u64 <= bound,
+        "at most {bound} WARN lines in {took:?}, got {}:\n{}",
+        warns.len(),
+        warns.join("\n")
+    );
+    drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_held_by_watch_streams_names_them_not_walks() {
+    let server = exporter(&["--series", "50", "--shutdown-deadline-ms", "1000"]).await;
+    let mut watch = HealthClient::new(channel(server.addr).await)
+        .watch(overall())
+        .await
+        .expect("a Watch")
+        .into_inner();
+    let first = within("the first status", watch.message()).await;
+    assert!(matches!(first, Ok(Some(_))), "the Watch is answered");
+
+    // The Watch never ends on its own: the graceful shutdown waits for it
+    // to the deadline, and the log says so.
+    server.terminate();
+    let (status, logs) = server.exit_within(Duration::from_secs(10)).await;
+    assert!(status.success(), "exit 0: {status:?}\n{logs}");
+    assert!(
+        logs.contains("at the deadline 0 walks were running, 0 calls held work leases and 1 connections were open"),
+        "the real cause of the wait:\n{logs}"
+    );
+    assert!(!logs.contains("waiting on walks"), "{logs}");
+    drop(watch);
+}
