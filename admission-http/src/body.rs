@@ -31,10 +31,8 @@ use admission_core::Lease;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
-pub use crate::progress::{
-    ProgressTimeout, STREAM_STALLED, Stalled, ZeroProgressTimeout,
-};
 use crate::progress::Watched;
+pub use crate::progress::{ProgressTimeout, STREAM_STALLED, Stalled, ZeroProgressTimeout};
 
 /// The error type of a [`LeasedBody`]: the inner body's error, or
 /// [`Stalled`].
@@ -292,7 +290,10 @@ where
     }
     fn is_end_stream(&self) -> bool {
         match &self.kind {
-            Kind::Leased { hold: Hold::Stalled, .. } => true,
+            Kind::Leased {
+                hold: Hold::Stalled,
+                ..
+            } => true,
             Kind::Leased { inner, .. } => inner.is_end_stream(),
             Kind::Refusal { body } => body.is_none(),
         }

@@ -191,7 +191,6 @@ impl Watched {
     pub(crate) fn holds_lease(&self) -> bool {
         !self.state.stalled.load(Ordering::Acquire)
     }
-
 }
 
 impl Drop for Watched {
@@ -216,7 +215,10 @@ async fn watch(state: &State, bound: Duration) {
         if state.yielded_at().elapsed() >= bound {
             state.stalled.store(true, Ordering::Release);
             drop(state.take());
-            tracing::debug!(code = STREAM_STALLED, "a response's consumer stopped reading");
+            tracing::debug!(
+                code = STREAM_STALLED,
+                "a response's consumer stopped reading"
+            );
             return;
         }
     }

@@ -40,7 +40,10 @@ pin_project_lite::pin_project! {
 }
 
 impl<F> ResponseFuture<F> {
-    pub(crate) fn admitted(future: admission_http::future::ResponseFuture<F>, progress: ProgressTimeout) -> Self {
+    pub(crate) fn admitted(
+        future: admission_http::future::ResponseFuture<F>,
+        progress: ProgressTimeout,
+    ) -> Self {
         ResponseFuture {
             kind: Kind::Admitted { future, progress },
         }

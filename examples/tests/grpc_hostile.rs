@@ -56,7 +56,10 @@ async fn probe(addr: SocketAddr) -> Result<Duration, String> {
     let started = Instant::now();
     let check = async {
         let endpoint = Endpoint::from_shared(format!("http://{addr}")).expect("a URI");
-        let channel = endpoint.connect().await.map_err(|e| format!("connect: {e}"))?;
+        let channel = endpoint
+            .connect()
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
         let answer = HealthClient::new(channel)
             .check(overall())
             .await
@@ -119,7 +122,8 @@ async fn sixty_four_health_watches_leave_check_serving() {
         watches.push(watch);
     }
 
-    let slowest = probe_every_100ms(addr, Duration::from_secs(3), "with 64 Watch streams open").await;
+    let slowest =
+        probe_every_100ms(addr, Duration::from_secs(3), "with 64 Watch streams open").await;
     println!("slowest probe with 64 watches: {slowest:?}");
     server.assert_alive("64 watches");
     drop(watches);
@@ -263,7 +267,8 @@ async fn idle_connections_past_the_descriptor_limit_leave_health_answered() {
     });
     let cpu_before = cpu_time(pid);
     let probing = Instant::now();
-    let slowest = probe_every_100ms(addr, Duration::from_secs(4), "with 1100 idle connections").await;
+    let slowest =
+        probe_every_100ms(addr, Duration::from_secs(4), "with 1100 idle connections").await;
     let cpu = cpu_time(pid) - cpu_before;
     let wall = probing.elapsed();
     println!("slowest probe {slowest:?}; server CPU {cpu:?} over {wall:?}");
@@ -281,7 +286,11 @@ async fn idle_connections_past_the_descriptor_limit_leave_health_answered() {
         .lines()
         .filter(|line| line.contains("WARN"))
         .count();
-    assert!(warns <= 4, "a bounded log, got {warns} WARN lines:\n{}", server.logs());
+    assert!(
+        warns <= 4,
+        "a bounded log, got {warns} WARN lines:\n{}",
+        server.logs()
+    );
 
     // SIGTERM with the idle connections still open: exit 0 within the
     // deadline, not at it.
@@ -380,7 +389,9 @@ async fn rapid_reset_is_logged_once_per_interval_and_health_stays_answered() {
     let slowest = probe_every_100ms(addr, Duration::from_secs(3), "under rapid reset").await;
     let mut sent = 0;
     for attacker in attackers {
-        sent += within("an attacker", attacker).await.expect("an attacker ran");
+        sent += within("an attacker", attacker)
+            .await
+            .expect("an attacker ran");
     }
     let took = started.elapsed();
     server.assert_alive("rapid reset");

@@ -167,8 +167,7 @@ impl GrpcExporter {
             }
             Gate::TonicLimit => Backend::Blocking,
         };
-        let progress =
-            ProgressTimeout::new(config.progress_timeout).map_err(io::Error::other)?;
+        let progress = ProgressTimeout::new(config.progress_timeout).map_err(io::Error::other)?;
         let gauge = WalkGauge::default();
         let walker = Walker::new(registry, config.walk_delay, gauge.clone());
         Ok(GrpcExporter {
@@ -292,7 +291,9 @@ impl GrpcExporter {
         );
         let connections_cut = served.is_err();
         let open_at_deadline = connections_cut.then(|| OpenAtDeadline {
-            walks: registry_pool.as_ref().map_or(0, |pool| pool.stats().running),
+            walks: registry_pool
+                .as_ref()
+                .map_or(0, |pool| pool.stats().running),
             leased_calls: requests.pool(admission_core::Class::Work).stats().in_use,
             connections: connections.stats().open,
         });
