@@ -12,11 +12,12 @@
 //!
 //! # What it bounds
 //!
-//! * **Open connections**: at most [`max_connections`](ConnectionLimits::max_connections).
-//!   At the cap, the connection that has waited longest without sending
-//!   the HTTP/2 preface is closed to make room; when every connection has
-//!   sent its preface, accepting pauses until one closes (the kernel's
-//!   backlog holds the rest).
+//! * **Open connections**: at most [`max_connections`](ConnectionLimits::max_connections)
+//!   (one more while an evicted one closes). At the cap, a new connection
+//!   takes the place of the one that has waited longest without sending
+//!   the HTTP/2 preface, which is closed; when every connection has sent
+//!   its preface, accepting pauses until one closes (the kernel's backlog
+//!   holds the rest).
 //! * **The preface**: a connection that has not sent the 24 bytes of the
 //!   HTTP/2 client preface within
 //!   [`preface_timeout`](ConnectionLimits::preface_timeout) is closed.
@@ -193,6 +194,19 @@ struct Shared {
 }
 
 impl Shared {
+    /// Whether a connection that has not sent its preface is open (and not
+    /// already closing).
+    fn has_silent(&self) -> bool {
+        let mut silent = self.silent.lock().unwrap_or_else(PoisonError::into_inner);
+        while let Some(oldest) = silent.front() {
+            match oldest.upgrade() {
+                Some(oldest) if !oldest.evicted.load(Ordering::Acquire) => return true,
+                _ => drop(silent.pop_front()),
+            }
+        }
+        false
+    }
+
     /// Closes the connection that has waited longest without a preface;
     /// whether there was one.
     fn evict_oldest(&self) -> bool {
@@ -385,26 +399,29 @@ impl futures_util::Stream for Incoming {
             let shared = Arc::clone(&self.shared);
             shared.room.register(cx.waker());
             let open = shared.open.load(Ordering::Acquire);
-            if open >= self.limits.max_connections {
-                // Make room once per connection over the cap, then wait
-                // for a close to wake this loop.
-                if open - shared.evicting.load(Ordering::Acquire) >= self.limits.max_connections
-                    && shared.evict_oldest()
-                    && let Some(count) = self.evictions.event()
-                {
-                    tracing::warn!(
-                        code = CONNECTION_EVICTED,
-                        count,
-                        max_connections = self.limits.max_connections,
-                        "connection cap reached {count} times since the last report; \
-                         closed the oldest connection that sent no HTTP/2 preface",
-                    );
-                }
+            let closing = shared.evicting.load(Ordering::Acquire);
+            // At the cap a new connection is accepted only to take the
+            // place of the oldest silent one, one at a time: at most one
+            // over the cap while the evicted one closes.
+            let at_cap = open >= self.limits.max_connections;
+            if at_cap && (closing > 0 || !shared.has_silent()) {
                 return Poll::Pending;
             }
             match self.listener.poll_accept(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Ok((stream, _peer))) => {
+                    if at_cap
+                        && shared.evict_oldest()
+                        && let Some(count) = self.evictions.event()
+                    {
+                        tracing::warn!(
+                            code = CONNECTION_EVICTED,
+                            count,
+                            max_connections = self.limits.max_connections,
+                            "connection cap reached {count} times since the last report; \
+                             closed the oldest connection that sent no HTTP/2 preface",
+                        );
+                    }
                     return Poll::Ready(Some(Ok(self.admit(stream))));
                 }
                 Poll::Ready(Err(err)) if connection_error(&err) => {}
