@@ -59,7 +59,7 @@ use crate::service::{AdmissionService, Streams};
 /// let pools = RequestPools::new(2, 4)?;
 /// let (_reporter, health) = tonic_health::server::health_reporter();
 /// tonic::transport::Server::builder()
-///     .layer(AdmissionLayer::new(pools)) // health → control, every other call → work
+///     .layer(AdmissionLayer::new(pools)) // health: no lease; every other call → work
 ///     .add_service(health)
 ///     .serve("127.0.0.1:50051".parse()?)
 ///     .await?;
