@@ -134,7 +134,23 @@ impl fmt::Display for InvalidLimit {
 impl std::error::Error for InvalidLimit {}
 
 impl ConnectionLimits {
-    fn validate(&self) -> Result<(), InvalidLimit> {
+    /// Checks every setting, as [`incoming`](Self::incoming) does: for a
+    /// configuration read at startup, before any socket is bound.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidLimit`] naming a setting that is zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_tonic::connections::ConnectionLimits;
+    ///
+    /// assert!(ConnectionLimits::default().validate().is_ok());
+    /// let none = ConnectionLimits { max_concurrent_streams: 0, ..ConnectionLimits::default() };
+    /// assert_eq!(none.validate().unwrap_err().to_string(), "connection limit `max_concurrent_streams` must be above zero");
+    /// ```
+    pub fn validate(&self) -> Result<(), InvalidLimit> {
         let zero = [
             ("max_connections", self.max_connections == 0),
             ("preface_timeout", self.preface_timeout.is_zero()),

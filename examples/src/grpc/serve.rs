@@ -144,9 +144,8 @@ impl GrpcExporter {
     ///
     /// # Errors
     ///
-    /// A configuration error (0 workers or slots, a zero deadline or
-    /// progress timeout) as an
-    /// [`io::Error`].
+    /// A configuration error (0 workers or slots, a zero deadline, progress
+    /// timeout or connection limit) as an [`io::Error`].
     pub fn new(config: Config) -> io::Result<GrpcExporter> {
         let requests =
             RequestPools::new(config.work_slots, config.control_slots).map_err(io::Error::other)?;
@@ -168,6 +167,7 @@ impl GrpcExporter {
             Gate::TonicLimit => Backend::Blocking,
         };
         let progress = ProgressTimeout::new(config.progress_timeout).map_err(io::Error::other)?;
+        config.connections.validate().map_err(io::Error::other)?;
         let gauge = WalkGauge::default();
         let walker = Walker::new(registry, config.walk_delay, gauge.clone());
         Ok(GrpcExporter {
