@@ -77,6 +77,7 @@ mod layer;
 #[cfg_attr(docsrs, doc(cfg(feature = "balancer")))]
 pub mod load_report;
 mod problem;
+mod progress;
 mod protocol;
 mod service;
 

@@ -95,7 +95,9 @@ impl<'a> Call<'a> {
 
     /// The default classification ([`AdmissionLayer::new`](crate::AdmissionLayer::new)):
     /// health checks (`grpc.health.v1.Health`) and server reflection lease
-    /// from *control*, every other call from *work*. gRPC has no read
+    /// from *control* (when a layer leases them at all: by default they
+    /// are [unleased](crate::AdmissionLayer::unleased)), every other call
+    /// from *work*. gRPC has no read
     /// methods to tell apart by the wire; a classifier that knows the
     /// service's reads can fall back on this for the rest.
     pub fn default_class(&self) -> Class {

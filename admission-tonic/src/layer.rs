@@ -4,12 +4,15 @@
 //! create pools: tonic clones the layered service for every connection, and
 //! every clone shares the one set of pools the layer was given.
 
+use std::sync::Arc;
+
 use admission_core::{Class, RequestPools};
+use admission_http::body::ProgressTimeout;
 use admission_http::{Classify, FailFast, GrpcRefusalStatus, Queue};
 use tower_layer::Layer;
 
 use crate::classify::Call;
-use crate::service::AdmissionService;
+use crate::service::{AdmissionService, Streams};
 
 /// A tower [`Layer`] for tonic servers
 /// (`Server::builder().layer(AdmissionLayer::new(pools))`) that makes every
@@ -38,6 +41,13 @@ use crate::service::AdmissionService;
 /// Malformed budgets are ignored and counted
 /// ([`malformed_headers`](Self::malformed_headers)).
 ///
+/// Health checks and server reflection ([`UNLEASED`](crate::UNLEASED))
+/// take no lease and are never refused: a `Watch` stream, which lives as
+/// long as its client, costs no capacity ([`unleased`](Self::unleased)
+/// names other services, or none). A leased response whose reader lets a
+/// message lie unread for the [`progress_timeout`](Self::progress_timeout)
+/// (30 s by default) loses its lease at that moment and ends.
+///
 /// # Examples
 ///
 /// ```no_run
@@ -49,7 +59,7 @@ use crate::service::AdmissionService;
 /// let pools = RequestPools::new(2, 4)?;
 /// let (_reporter, health) = tonic_health::server::health_reporter();
 /// tonic::transport::Server::builder()
-///     .layer(AdmissionLayer::new(pools)) // health → control, every other call → work
+///     .layer(AdmissionLayer::new(pools)) // health: no lease; every other call → work
 ///     .add_service(health)
 ///     .serve("127.0.0.1:50051".parse()?)
 ///     .await?;
@@ -59,12 +69,14 @@ use crate::service::AdmissionService;
 #[derive(Debug, Clone)]
 pub struct AdmissionLayer<M = FailFast> {
     inner: admission_http::AdmissionLayer<GrpcRefusalStatus, M>,
+    streams: Streams,
 }
 
 impl AdmissionLayer {
-    /// Leases by the default classification ([`Call::default_class`]):
-    /// health checks and server reflection from *control*, every other call
-    /// from *work*.
+    /// Leases every call from *work* by the default classification
+    /// ([`Call::default_class`]), except health checks and server
+    /// reflection ([`UNLEASED`](crate::UNLEASED)), which take no lease and
+    /// are never refused.
     ///
     /// # Examples
     ///
@@ -89,6 +101,7 @@ impl AdmissionLayer {
     pub fn new(pools: RequestPools) -> Self {
         AdmissionLayer {
             inner: admission_http::AdmissionLayer::speaking(pools, GrpcRefusalStatus::default()),
+            streams: Streams::default(),
         }
     }
 
@@ -211,6 +224,7 @@ impl<M> AdmissionLayer<M> {
     pub fn refusal_status(self, status: GrpcRefusalStatus) -> Self {
         AdmissionLayer {
             inner: self.inner.refusal_status(status),
+            streams: self.streams,
         }
     }
 
@@ -246,6 +260,7 @@ impl<M> AdmissionLayer<M> {
     pub fn queue(self) -> AdmissionLayer<Queue> {
         AdmissionLayer {
             inner: self.inner.queue(),
+            streams: self.streams,
         }
     }
 
@@ -268,6 +283,7 @@ impl<M> AdmissionLayer<M> {
     pub fn trust_peers(self) -> Self {
         AdmissionLayer {
             inner: self.inner.trust_peers(),
+            streams: self.streams,
         }
     }
 
@@ -308,9 +324,73 @@ impl<M> AdmissionLayer<M> {
         self.inner.malformed_headers()
     }
 
+    /// The services whose calls take no lease and are never refused,
+    /// instead of [`UNLEASED`](crate::UNLEASED) (health checking and
+    /// server reflection): add a readiness service of your own, or pass
+    /// none to admit every call (a test that uses the health service as a
+    /// stand-in for leased work does).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, RequestPools};
+    /// use admission_tonic::{AdmissionLayer, UNLEASED};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let layer = AdmissionLayer::new(pools.clone()).unleased(UNLEASED.into_iter().chain(["shop.v1.Ready"]));
+    /// let server = layer.layer(service_fn(|_req: http::Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
+    /// }));
+    ///
+    /// let _work = pools.try_lease(Class::Work).unwrap();
+    /// let _control = pools.try_lease(Class::Control).unwrap(); // every slot is taken
+    /// for path in ["/grpc.health.v1.Health/Watch", "/shop.v1.Ready/Check"] {
+    ///     let call = http::Request::post(path).body(()).unwrap();
+    ///     let response = server.clone().oneshot(call).await.unwrap();
+    ///     assert!(response.headers().get("grpc-status").is_none(), "{path} is never refused");
+    /// }
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn unleased(mut self, services: impl IntoIterator<Item = &'static str>) -> Self {
+        self.streams.unleased = services.into_iter().collect::<Arc<[_]>>();
+        self
+    }
+
+    /// How long a leased response may let a message lie unread (its
+    /// reader has not asked for the next frame) before its lease is taken
+    /// back, at that moment, by a timer, and the stream ends
+    /// (`ADMISSION_STREAM_STALLED`, a reset); 30 s by default
+    /// ([`ProgressTimeout::DEFAULT`]). A stream whose own messages are slow
+    /// to come (its reader is waiting) is not stalled. Streams meant to
+    /// live long belong in a class of their own, or, when they cost nothing
+    /// while idle, among the [`unleased`](Self::unleased) services.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use admission_core::RequestPools;
+    /// use admission_http::body::ProgressTimeout;
+    /// use admission_tonic::AdmissionLayer;
+    ///
+    /// let bound = ProgressTimeout::new(Duration::from_secs(5)).unwrap();
+    /// let layer = AdmissionLayer::new(RequestPools::new(2, 4).unwrap()).progress_timeout(bound);
+    /// # let _ = layer;
+    /// ```
+    #[must_use]
+    pub fn progress_timeout(mut self, bound: ProgressTimeout) -> Self {
+        self.streams.progress = bound;
+        self
+    }
+
     fn with_classify(self, classify: Classify) -> Self {
         AdmissionLayer {
             inner: self.inner.with_classify(classify),
+            streams: self.streams,
         }
     }
 }
@@ -319,6 +399,6 @@ impl<S, M> Layer<S> for AdmissionLayer<M> {
     type Service = AdmissionService<S, M>;
 
     fn layer(&self, inner: S) -> AdmissionService<S, M> {
-        AdmissionService::new(self.inner.layer(inner))
+        AdmissionService::new(self.inner.layer(inner), self.streams.clone())
     }
 }

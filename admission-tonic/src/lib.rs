@@ -8,8 +8,9 @@
 //! * [`AdmissionLayer`]: the tower layer for
 //!   `Server::builder().layer(...)` (or around one service): `admission-http`'s
 //!   middleware, which every adapter shares, speaking gRPC.
-//!   [`AdmissionLayer::new`] leases health checks and server reflection
-//!   from *control* and every other call from *work*;
+//!   [`AdmissionLayer::new`] lets health checks and server reflection
+//!   through with no lease ([`UNLEASED`]: never refused, a `Watch` costs no
+//!   capacity) and leases every other call from *work*;
 //!   [`AdmissionLayer::class`] one class for a service; and
 //!   [`AdmissionLayer::classify`] by your closure over the [`Call`] (its
 //!   method path, metadata, caller and deadline);
@@ -64,6 +65,19 @@
 //! `x-admission-*` from outside calls, says so once:
 //! `AdmissionLayer::new(pools).trust_peers()`.
 //!
+//! # Streams
+//!
+//! A server-streaming call holds its lease until its last message, so a
+//! client that stops reading would hold it for ever: a response that has
+//! let a message lie unread for the layer's
+//! [`progress_timeout`](AdmissionLayer::progress_timeout) (30 s by
+//! default) loses its lease at that moment, by a timer, and ends with
+//! `ADMISSION_STREAM_STALLED` at its next poll (a stream reset). Streams
+//! meant to live long should not share *work*: give them a class of their
+//! own, or, when they cost nothing while idle, name their service in
+//! [`AdmissionLayer::unleased`]. [`connections`] bounds the connections
+//! themselves.
+//!
 //! # One set of pools per server
 //!
 //! Build [`RequestPools`] once at startup and give the layer a clone:
@@ -75,8 +89,10 @@
 //! # Examples
 //!
 //! A complete server over loopback: the layer around tonic-health's
-//! service, and a real tonic client that is refused while every *control*
-//! slot is held.
+//! service, and a real tonic client. Health takes no lease, so it is
+//! answered with every slot held; told to lease every service
+//! (`unleased([])`, as a test of its own leases would), the same layer
+//! refuses it with the pool's name and a pushback.
 //!
 //! ```
 //! use admission_core::{Class, RequestPools};
@@ -89,31 +105,34 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // Built once at startup: a configuration error surfaces here, not per call.
-//! let requests = RequestPools::new(2, 1)?;
-//! let (_reporter, health) = tonic_health::server::health_reporter();
-//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-//! let addr = listener.local_addr()?;
-//! tokio::spawn(
-//!     Server::builder()
-//!         .layer(AdmissionLayer::new(requests.clone())) // health → control
-//!         .add_service(health)
-//!         .serve_with_incoming(TcpIncoming::from(listener)),
-//! );
-//!
-//! let channel = Endpoint::from_shared(format!("http://{addr}"))?.connect().await?;
-//! let mut client = HealthClient::new(channel);
+//! let requests = RequestPools::new(1, 1)?;
+//! let mut clients = Vec::new();
+//! for layer in [AdmissionLayer::new(requests.clone()), AdmissionLayer::new(requests.clone()).unleased([])] {
+//!     let (_reporter, health) = tonic_health::server::health_reporter();
+//!     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//!     let addr = listener.local_addr()?;
+//!     tokio::spawn(
+//!         Server::builder()
+//!             .layer(layer)
+//!             .add_service(health)
+//!             .serve_with_incoming(TcpIncoming::from(listener)),
+//!     );
+//!     let channel = Endpoint::from_shared(format!("http://{addr}"))?.connect().await?;
+//!     clients.push(HealthClient::new(channel));
+//! }
 //! let check = || HealthCheckRequest { service: String::new() };
-//! assert!(client.check(check()).await.is_ok());
 //!
-//! // The only *control* slot is taken: the next check is refused at once.
-//! let held = requests.try_lease(Class::Control)?;
-//! let refused = client.check(check()).await.unwrap_err();
+//! // Every slot is taken.
+//! let held = (requests.try_lease(Class::Control)?, requests.try_lease(Class::Work)?);
+//! assert!(clients[0].check(check()).await.is_ok(), "health is never leased");
+//!
+//! let refused = clients[1].check(check()).await.unwrap_err();
 //! assert_eq!(refused.code(), tonic::Code::Unavailable);
 //! assert!(refused.message().starts_with("ADMISSION_SATURATED: pool `control`"));
 //! assert_eq!(Pushback::from_status(&refused), Some(Pushback::RetryAfter(Duration::from_secs(1))));
 //!
 //! drop(held);
-//! assert!(client.check(check()).await.is_ok());
+//! assert!(clients[1].check(check()).await.is_ok());
 //! # Ok(())
 //! # }
 //! ```
@@ -123,6 +142,8 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod classify;
+pub mod connections;
+pub mod future;
 mod layer;
 mod rejection;
 mod service;
@@ -131,9 +152,9 @@ pub mod status;
 #[cfg(feature = "balancer")]
 #[cfg_attr(docsrs, doc(cfg(feature = "balancer")))]
 pub use admission_http::load_report;
-pub use admission_http::{CallerLayer, CallerService, GrpcRefusalStatus, body, future};
+pub use admission_http::{CallerLayer, CallerService, GrpcRefusalStatus, body};
 
 pub use crate::classify::Call;
 pub use crate::layer::AdmissionLayer;
 pub use crate::rejection::Rejection;
-pub use crate::service::AdmissionService;
+pub use crate::service::{AdmissionService, UNLEASED};

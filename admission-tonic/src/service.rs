@@ -1,15 +1,54 @@
 //! The gRPC face of `admission-http`'s service.
 //!
 //! This module owns [`AdmissionService`]: the middle's service speaking
-//! gRPC, and a [`NamedService`] when the service it wraps is one, so that
-//! `add_service(layer.layer(service))` works. It must never admit, classify
-//! or answer anything itself: the middle does, for every adapter alike.
+//! gRPC, a [`NamedService`] when the service it wraps is one, so that
+//! `add_service(layer.layer(service))` works, and [`Streams`], what the
+//! layer decides of calls before the middle sees them: which services take
+//! no lease (health and reflection), and how long a leased response may
+//! wait for its reader. It must never admit, classify or refuse anything
+//! itself: the middle does, for every adapter alike.
 
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use admission_http::{FailFast, GrpcRefusalStatus};
+use admission_http::body::{LeasedBody, ProgressTimeout};
+use admission_http::{FailFast, GrpcRefusalStatus, grpc_path};
 use tonic::server::NamedService;
 use tower_service::Service;
+
+use crate::future::ResponseFuture;
+
+/// The services whose calls take no lease by default: gRPC health checking
+/// (`Check`, and `Watch`, whose streams live as long as their client) and
+/// server reflection. Like `/healthz` over HTTP they are never refused, and
+/// a `Watch` costs no capacity however long it stays open.
+pub const UNLEASED: [&str; 3] = [
+    "grpc.health.v1.Health",
+    "grpc.reflection.v1.ServerReflection",
+    "grpc.reflection.v1alpha.ServerReflection",
+];
+
+/// What the layer decides of a call before admission does.
+#[derive(Debug, Clone)]
+pub(crate) struct Streams {
+    pub(crate) unleased: Arc<[&'static str]>,
+    pub(crate) progress: ProgressTimeout,
+}
+
+impl Default for Streams {
+    fn default() -> Self {
+        Streams {
+            unleased: Arc::new(UNLEASED),
+            progress: ProgressTimeout::DEFAULT,
+        }
+    }
+}
+
+impl Streams {
+    fn unleased(&self, path: &str) -> bool {
+        grpc_path(path).is_some_and(|(service, _)| self.unleased.contains(&service))
+    }
+}
 
 /// A service that runs each call under a request lease held until its
 /// response stream has ended or been dropped, and refuses at once, with a
@@ -57,11 +96,15 @@ use tower_service::Service;
 #[derive(Debug, Clone)]
 pub struct AdmissionService<S, M = FailFast> {
     inner: admission_http::AdmissionService<S, GrpcRefusalStatus, M>,
+    streams: Streams,
 }
 
 impl<S, M> AdmissionService<S, M> {
-    pub(crate) fn new(inner: admission_http::AdmissionService<S, GrpcRefusalStatus, M>) -> Self {
-        AdmissionService { inner }
+    pub(crate) fn new(
+        inner: admission_http::AdmissionService<S, GrpcRefusalStatus, M>,
+        streams: Streams,
+    ) -> Self {
+        AdmissionService { inner, streams }
     }
 
     /// The wrapped service.
@@ -84,22 +127,30 @@ impl<S: NamedService, M> NamedService for AdmissionService<S, M> {
     const NAME: &'static str = S::NAME;
 }
 
-impl<S, M, Request> Service<Request> for AdmissionService<S, M>
+impl<S, M, ReqBody, ResBody> Service<http::Request<ReqBody>> for AdmissionService<S, M>
 where
-    admission_http::AdmissionService<S, GrpcRefusalStatus, M>: Service<Request>,
+    S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
+    admission_http::AdmissionService<S, GrpcRefusalStatus, M>: Service<
+            http::Request<ReqBody>,
+            Response = http::Response<LeasedBody<ResBody>>,
+            Error = S::Error,
+            Future = admission_http::future::ResponseFuture<S::Future>,
+        >,
 {
-    type Response =
-        <admission_http::AdmissionService<S, GrpcRefusalStatus, M> as Service<Request>>::Response;
-    type Error =
-        <admission_http::AdmissionService<S, GrpcRefusalStatus, M> as Service<Request>>::Error;
-    type Future =
-        <admission_http::AdmissionService<S, GrpcRefusalStatus, M> as Service<Request>>::Future;
+    type Response = http::Response<LeasedBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
-        self.inner.call(request)
+    fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
+        if self.streams.unleased(request.uri().path()) {
+            // Ready: the middle's `poll_ready` is the inner service's.
+            ResponseFuture::unleased(self.inner.get_mut().call(request))
+        } else {
+            ResponseFuture::admitted(self.inner.call(request), self.streams.progress)
+        }
     }
 }

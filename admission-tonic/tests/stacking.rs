@@ -19,10 +19,11 @@ async fn a_server_layer_and_a_service_layer_of_the_same_pools_hold_one_slot() {
     let requests = RequestPools::new(1, 1).unwrap();
     let (probe, mut control) = probe(&requests);
     let (listener, addr) = bind().await;
-    let service =
-        AdmissionLayer::class(requests.clone(), Class::Control).layer(HealthServer::new(probe));
+    let service = AdmissionLayer::class(requests.clone(), Class::Control)
+        .unleased([])
+        .layer(HealthServer::new(probe));
     let server = Server::builder()
-        .layer(AdmissionLayer::new(requests.clone()))
+        .layer(AdmissionLayer::new(requests.clone()).unleased([]))
         .add_service(service)
         .serve_with_incoming(TcpIncoming::from(listener));
     tokio::spawn(server);

@@ -24,13 +24,15 @@ use crate::args::{ArgError, Args};
 
 /// Log targets of the HTTP frameworks whose `ERROR` and `WARN` events a
 /// client can cause at will: actix-web's HTTP/1 dispatcher (a malformed
-/// request, a reset, a timeout: one `ERROR` per request) and its acceptor
-/// (`Too many open files`, every 500 ms while descriptors run out).
-/// hyper, under the exporter, logs nothing of the kind.
-pub const CLIENT_NOISE: [&str; 3] = [
+/// request, a reset, a timeout: one `ERROR` per request), its acceptor
+/// (`Too many open files`, every 500 ms while descriptors run out), and
+/// the `h2` crate under hyper and tonic (HTTP/2 rapid reset: one `WARN`
+/// per connection it closes with `ENHANCE_YOUR_CALM`).
+pub const CLIENT_NOISE: [&str; 4] = [
     "actix_http::h1::dispatcher",
     "actix_http::h2::dispatcher",
     "actix_server::accept",
+    "h2",
 ];
 
 /// How often, at most, the framework's client errors are logged: one

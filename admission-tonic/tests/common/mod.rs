@@ -4,7 +4,9 @@
 //! one connection each.
 //!
 //! The service is tonic-health's generated `grpc.health.v1.Health`, with an
-//! implementation of its own: no code generation at build time. `Check`'s
+//! implementation of its own: no code generation at build time. It stands
+//! in for leased work, so [`serve`] turns off the layer's exemption of
+//! health checks (`unleased([])`); `tests/health.rs` tests the exemption. `Check`'s
 //! `service` field says what the handler does; `Watch` streams what the
 //! test feeds.
 
@@ -241,11 +243,12 @@ impl Drop for Fed {
     }
 }
 
-/// Serves `probe` under `layer` (server-wide) on 127.0.0.1:0.
+/// Serves `probe` under `layer` (server-wide, with health leased like any
+/// service) on 127.0.0.1:0.
 pub(crate) async fn serve(layer: AdmissionLayer, probe: Probe) -> SocketAddr {
     let (listener, addr) = bind().await;
     let server = Server::builder()
-        .layer(layer)
+        .layer(layer.unleased([]))
         .add_service(HealthServer::new(probe))
         .serve_with_incoming(TcpIncoming::from(listener));
     tokio::spawn(async move { server.await.expect("the server runs") });

@@ -3,9 +3,10 @@
 //! The gRPC registry exporter (tonic): `admission.example.v1.Registry` (see
 //! `examples/src/grpc/registry.proto`), whose `Walk` walks a registry of
 //! `--series` series through an admission pool of `--workers` slots, and
-//! `grpc.health.v1.Health`. Every call holds a request lease (`Walk` and
-//! `Stream` of class *work*, health checks of class *control*) until its
-//! response stream ends. A `Walk` while every worker is busy is refused at
+//! `grpc.health.v1.Health`. `Walk` and `Stream` calls hold a request lease
+//! of class *work* until their response stream ends, or until it has let a
+//! message lie unread for `--progress-timeout-ms`; health checks take none
+//! and are never refused (a `Watch` stream costs no capacity). A `Walk` while every worker is busy is refused at
 //! once with `UNAVAILABLE`, `ADMISSION_SATURATED: pool `registry` ...` and
 //! `grpc-retry-pushback-ms`. On SIGTERM or SIGINT health turns
 //! `NOT_SERVING`, the server stops accepting, drains under
@@ -15,6 +16,9 @@
 //! Flags: `--listen ADDR` (default `127.0.0.1:50051`; port 0 picks one),
 //! `--workers N` (2), `--series N` (10000), `--walk-delay-ms MS` (0),
 //! `--work-slots N` (16), `--control-slots N` (4), `--shutdown-deadline-ms
+//! MS` (5000), `--progress-timeout-ms MS` (30000), `--max-connections N`
+//! (1024: at the cap the oldest connection that has not sent the HTTP/2
+//! preface is closed; keep it under `ulimit -n`), `--preface-timeout-ms
 //! MS` (5000) and `--gate admission|tonic` (admission; `tonic` is tonic's
 //! own per-connection limit and load shedding, the failure mode `storm
 //! --grpc` compares against). It prints `listening on ADDR` on stdout once
@@ -29,10 +33,12 @@ use std::time::Duration;
 use admission_examples::args::{ArgError, Args};
 use admission_examples::cli::Cli;
 use admission_examples::grpc::{self, Config, Gate};
+use admission_tonic::connections::ConnectionLimits;
 
 const USAGE: &str = "usage: grpc-exporter [--listen ADDR] [--workers N] [--series N] \
 [--walk-delay-ms MS] [--work-slots N] [--control-slots N] [--shutdown-deadline-ms MS] \
-[--gate admission|tonic]";
+[--gate admission|tonic] [--progress-timeout-ms MS] [--max-connections N] \
+[--preface-timeout-ms MS]";
 
 const CLI: Cli = Cli {
     name: "grpc-exporter",
@@ -51,6 +57,17 @@ fn config(mut args: Args) -> Result<Config, ArgError> {
         control_slots: args.value("control-slots")?.unwrap_or(d.control_slots),
         shutdown_deadline: ms(args.value("shutdown-deadline-ms")?, d.shutdown_deadline),
         gate: args.value::<Gate>("gate")?.unwrap_or(d.gate),
+        progress_timeout: ms(args.value("progress-timeout-ms")?, d.progress_timeout),
+        connections: ConnectionLimits {
+            max_connections: args
+                .value("max-connections")?
+                .unwrap_or(d.connections.max_connections),
+            preface_timeout: ms(
+                args.value("preface-timeout-ms")?,
+                d.connections.preface_timeout,
+            ),
+            ..d.connections
+        },
     };
     args.finish()?;
     Ok(config)

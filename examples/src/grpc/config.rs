@@ -91,6 +91,8 @@ impl FromStr for Gate {
 /// assert_eq!((config.work_slots, config.control_slots), (16, 4));
 /// assert_eq!(config.shutdown_deadline, Duration::from_secs(5));
 /// assert_eq!(config.gate, Gate::Admission);
+/// assert_eq!(config.progress_timeout, Duration::from_secs(30));
+/// assert_eq!(config.connections.max_connections, 1024);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -108,14 +110,25 @@ pub struct Config {
     /// (`--work-slots`, default 16): calls in flight, streams included. The
     /// registry pool, not this, bounds the walks.
     pub work_slots: usize,
-    /// Request leases of class *control*, which health checks take
-    /// (`--control-slots`, default 4).
+    /// Request leases of class *control* (`--control-slots`, default 4).
+    /// Health checks take none: they are never refused.
     pub control_slots: usize,
     /// How long shutdown may take, counted from the signal
     /// (`--shutdown-deadline-ms`, default 5000).
     pub shutdown_deadline: Duration,
     /// What stands in front of the walks (`--gate`, default `admission`).
     pub gate: Gate,
+    /// How long a `Walk` or `Stream` response may let a message lie
+    /// unread before its *work* lease is taken back and the call ends
+    /// (`--progress-timeout-ms`, default 30000; zero is refused at start).
+    /// Health calls take no lease, so their `Watch` streams are not bound
+    /// by it.
+    pub progress_timeout: Duration,
+    /// The bounds on connections (`--max-connections`, default 1024;
+    /// `--preface-timeout-ms`, default 5000; 100 concurrent streams and
+    /// keepalive pings every 30 s): see
+    /// [`ConnectionLimits`](admission_tonic::connections::ConnectionLimits).
+    pub connections: admission_tonic::connections::ConnectionLimits,
 }
 
 impl Default for Config {
@@ -129,6 +142,8 @@ impl Default for Config {
             control_slots: 4,
             shutdown_deadline: admission_core::shutdown::DEFAULT_DEADLINE,
             gate: Gate::Admission,
+            progress_timeout: admission_http::body::ProgressTimeout::DEFAULT.get(),
+            connections: admission_tonic::connections::ConnectionLimits::default(),
         }
     }
 }

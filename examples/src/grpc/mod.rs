@@ -38,6 +38,6 @@ pub use self::proto::{
     Exposition, RegistryClient, RegistryServer, SERVICE, STREAM, WALK, WalkRequest,
 };
 pub use self::retry::{Attempt, Retried, RetryPolicy};
-pub use self::serve::{GrpcExporter, Stopped, serve};
+pub use self::serve::{GrpcExporter, OpenAtDeadline, Stopped, serve};
 pub use self::service::{App, Parts};
 pub use self::walk::WalkGauge;

@@ -16,11 +16,12 @@ use std::time::Duration;
 use admission_core::metrics::AdmissionMetrics;
 use admission_core::shutdown::{CancellationToken, ShutdownReport};
 use admission_core::{Pool, RequestPools, Shutdown};
+use admission_http::body::ProgressTimeout;
 use admission_tonic::AdmissionLayer;
+use admission_tonic::connections::ConnectionStats;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tonic::transport::Server;
-use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 
@@ -77,21 +78,49 @@ pub struct Stopped {
     pub gate: Gate,
     /// Per pool: drained or abandoned, with what was still running.
     pub report: ShutdownReport,
-    /// Whether calls were still open at the deadline (waiting on walks that
-    /// have not ended) and were left to the process exit.
+    /// Whether calls were still open at the deadline and were left to the
+    /// process exit.
     pub connections_cut: bool,
+    /// What was still open at the deadline, when calls were cut: the real
+    /// cause of the wait.
+    pub open_at_deadline: Option<OpenAtDeadline>,
+    /// The connections the server accepted, evicted and timed out.
+    pub connections: ConnectionStats,
     /// The configured deadline, counted from the signal.
     pub deadline: Duration,
     /// Time from the signal to the end of shutdown.
     pub took: Duration,
 }
 
+/// What kept a shutdown waiting until its deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OpenAtDeadline {
+    /// Walks still running on the registry's worker threads.
+    pub walks: usize,
+    /// Calls still holding a *work* lease (`Walk` waiting on its walk, or
+    /// a `Stream` not yet read to its end).
+    pub leased_calls: usize,
+    /// Connections still open (health `Watch` streams, which take no
+    /// lease, keep theirs open until their client goes).
+    pub connections: usize,
+}
+
 impl Stopped {
     /// Logs the outcome's summary line; each pool's `drained` or
     /// `abandoned` line is logged by the shutdown itself.
     pub fn log(&self) {
-        if self.connections_cut {
-            tracing::warn!("calls still waiting on walks at the deadline; left to the exit");
+        if let Some(open) = self.open_at_deadline {
+            tracing::warn!(
+                walks = open.walks,
+                leased_calls = open.leased_calls,
+                connections = open.connections,
+                "at the deadline {} walks were running, {} calls held work leases and {} \
+                 connections were open; left to the exit",
+                open.walks,
+                open.leased_calls,
+                open.connections,
+            );
         }
         let outcome = if self.report.drained() && !self.connections_cut {
             "drained"
@@ -115,8 +144,8 @@ impl GrpcExporter {
     ///
     /// # Errors
     ///
-    /// A configuration error (0 workers or slots, a zero deadline) as an
-    /// [`io::Error`].
+    /// A configuration error (0 workers or slots, a zero deadline, progress
+    /// timeout or connection limit) as an [`io::Error`].
     pub fn new(config: Config) -> io::Result<GrpcExporter> {
         let requests =
             RequestPools::new(config.work_slots, config.control_slots).map_err(io::Error::other)?;
@@ -137,12 +166,14 @@ impl GrpcExporter {
             }
             Gate::TonicLimit => Backend::Blocking,
         };
+        let progress = ProgressTimeout::new(config.progress_timeout).map_err(io::Error::other)?;
+        config.connections.validate().map_err(io::Error::other)?;
         let gauge = WalkGauge::default();
         let walker = Walker::new(registry, config.walk_delay, gauge.clone());
         Ok(GrpcExporter {
             app: Arc::new(App { backend, walker }),
             gauge,
-            layer: AdmissionLayer::new(requests.clone()),
+            layer: AdmissionLayer::new(requests.clone()).progress_timeout(progress),
             requests,
             shutdown,
             config,
@@ -155,7 +186,7 @@ impl GrpcExporter {
     }
 
     /// The request pools the layer leases from (*work* for `Walk` and
-    /// `Stream`, *control* for health checks).
+    /// `Stream`; health checks take no lease).
     pub fn requests(&self) -> &RequestPools {
         &self.requests
     }
@@ -196,24 +227,34 @@ impl GrpcExporter {
             layer,
             shutdown,
             config,
+            requests,
             ..
         } = self;
+        let incoming = config
+            .connections
+            .incoming(listener)
+            .map_err(io::Error::other)?;
+        let connections = incoming.connections();
+        let registry_pool = match &app.backend {
+            Backend::Admission(pool) => Some(pool.clone()),
+            Backend::Blocking => None,
+        };
         let (reporter, health) = tonic_health::server::health_reporter();
         reporter.set_serving::<RegistryServer>().await;
         let stop_accepting = CancellationToken::new();
         let registry = RegistryServer::new(app);
-        let incoming = TcpIncoming::from(listener);
+        let builder = config.connections.server(Server::builder());
         let stopped = stop_accepting.clone().cancelled_owned();
         let server = match config.gate {
             Gate::Admission => tokio::spawn(
-                Server::builder()
+                builder
                     .layer(layer)
                     .add_service(health)
                     .add_service(registry)
                     .serve_with_incoming_shutdown(incoming, stopped),
             ),
             Gate::TonicLimit => tokio::spawn(
-                Server::builder()
+                builder
                     .concurrency_limit_per_connection(config.workers)
                     .load_shed(true)
                     .add_service(health)
@@ -241,11 +282,21 @@ impl GrpcExporter {
         );
         not_serving(&reporter).await;
         stop_accepting.cancel();
+        // Connections that never sent a preface would hold the graceful
+        // shutdown to its deadline.
+        connections.close_silent();
         let (served, report) = tokio::join!(
             tokio::time::timeout_at(deadline, &mut server),
             shutdown.shutdown_by(deadline)
         );
         let connections_cut = served.is_err();
+        let open_at_deadline = connections_cut.then(|| OpenAtDeadline {
+            walks: registry_pool
+                .as_ref()
+                .map_or(0, |pool| pool.stats().running),
+            leased_calls: requests.pool(admission_core::Class::Work).stats().in_use,
+            connections: connections.stats().open,
+        });
         if connections_cut {
             server.abort();
         }
@@ -253,6 +304,8 @@ impl GrpcExporter {
             gate: config.gate,
             report,
             connections_cut,
+            open_at_deadline,
+            connections: connections.stats(),
             deadline: config.shutdown_deadline,
             took: signalled.elapsed(),
         })

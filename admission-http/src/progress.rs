@@ -1,0 +1,225 @@
+//! The bound on how long a leased response may wait for its consumer.
+//!
+//! This module owns [`ProgressTimeout`], the [`Stalled`] error a stalled
+//! response ends with, and the watchdog that takes a response's lease back
+//! when the consumer (the client, through hyper) has not asked for the next
+//! frame within the bound. It must never hold the body itself (only the
+//! lease: the body stays with its connection), never log per response, and
+//! never count the producer's own slowness (a poll answered `Pending`) as a
+//! stall: only a frame handed over and not asked after.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use admission_core::Lease;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// The stable code of a response ended because its consumer stopped
+/// reading ([`Stalled`]).
+pub const STREAM_STALLED: &str = "ADMISSION_STREAM_STALLED";
+
+/// How long a leased response may go without its consumer asking for the
+/// next frame before its lease is taken back and the response ends: the
+/// bound on the capacity a client that never reads can hold.
+///
+/// The clock runs from each frame handed over until the next poll for one;
+/// a response whose own stream is slow (the consumer asked, the producer
+/// has nothing yet) is not stalled. The default is
+/// [`ProgressTimeout::DEFAULT`], 30 s.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admission_http::body::ProgressTimeout;
+///
+/// assert_eq!(ProgressTimeout::default().get(), Duration::from_secs(30));
+/// assert_eq!(ProgressTimeout::new(Duration::from_secs(5)).unwrap().get(), Duration::from_secs(5));
+/// assert!(ProgressTimeout::new(Duration::ZERO).is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProgressTimeout(Duration);
+
+impl ProgressTimeout {
+    /// 30 s: far past any consumer that reads, short enough that a client
+    /// that never does holds a slot for half a minute, not for ever.
+    pub const DEFAULT: ProgressTimeout = ProgressTimeout(Duration::from_secs(30));
+
+    /// A bound of `bound`.
+    ///
+    /// # Errors
+    ///
+    /// [`ZeroProgressTimeout`] for a zero bound, which would end every
+    /// response whose consumer is not already waiting.
+    pub fn new(bound: Duration) -> Result<ProgressTimeout, ZeroProgressTimeout> {
+        if bound.is_zero() {
+            Err(ZeroProgressTimeout)
+        } else {
+            Ok(ProgressTimeout(bound))
+        }
+    }
+
+    /// The bound.
+    pub const fn get(self) -> Duration {
+        self.0
+    }
+}
+
+impl Default for ProgressTimeout {
+    fn default() -> Self {
+        ProgressTimeout::DEFAULT
+    }
+}
+
+/// A [`ProgressTimeout`] of zero was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZeroProgressTimeout;
+
+impl fmt::Display for ZeroProgressTimeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a response progress timeout must be above zero")
+    }
+}
+
+impl std::error::Error for ZeroProgressTimeout {}
+
+/// The error a leased response ends with when its consumer asks for a frame
+/// after its [`ProgressTimeout`] took the lease back: hyper resets the
+/// stream (HTTP/2) or closes the connection (HTTP/1).
+///
+/// # Examples
+///
+/// ```
+/// use admission_http::body::{STREAM_STALLED, Stalled};
+///
+/// assert!(Stalled.to_string().starts_with(STREAM_STALLED));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stalled;
+
+impl fmt::Display for Stalled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{STREAM_STALLED}: the response's consumer stopped reading; its lease was released"
+        )
+    }
+}
+
+impl std::error::Error for Stalled {}
+
+/// A lease under watch: the body's side. Dropping it ends the watchdog.
+#[derive(Debug)]
+pub(crate) struct Watched {
+    state: Arc<State>,
+    // Dropped with the body: the watchdog's receiver resolves and its task
+    // ends at once, not at its next timer.
+    _stop: oneshot::Sender<()>,
+}
+
+/// What the body and its watchdog share.
+#[derive(Debug)]
+struct State {
+    lease: Mutex<Option<Lease>>,
+    since: Instant,
+    /// Milliseconds from `since` to the last frame handed over.
+    yielded: AtomicU64,
+    /// Whether the consumer is waiting on the producer (the last poll was
+    /// `Pending`): not a stall.
+    waiting: AtomicBool,
+    /// Whether the watchdog took the lease.
+    stalled: AtomicBool,
+}
+
+impl State {
+    fn yielded_at(&self) -> Instant {
+        self.since + Duration::from_millis(self.yielded.load(Ordering::Acquire))
+    }
+
+    fn take(&self) -> Option<Lease> {
+        self.lease
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+}
+
+impl Watched {
+    /// Starts watching `lease` after a frame was handed over now, or gives
+    /// the lease back when there is no tokio runtime to run the watchdog
+    /// (the body then holds it as before, to its end).
+    pub(crate) fn start(lease: Lease, bound: ProgressTimeout) -> Result<Watched, Lease> {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Err(lease);
+        };
+        let state = Arc::new(State {
+            lease: Mutex::new(Some(lease)),
+            since: Instant::now(),
+            yielded: AtomicU64::new(0),
+            waiting: AtomicBool::new(false),
+            stalled: AtomicBool::new(false),
+        });
+        let (stop, stopped) = oneshot::channel();
+        let watched = Arc::clone(&state);
+        runtime.spawn(async move {
+            tokio::select! {
+                _ = stopped => {}
+                () = watch(&watched, bound.get()) => {}
+            }
+        });
+        Ok(Watched { state, _stop: stop })
+    }
+
+    /// The consumer asked for a frame: whether the watchdog already took
+    /// the lease (the response must end).
+    pub(crate) fn polled(&self) -> bool {
+        self.state.waiting.store(true, Ordering::Release);
+        self.state.stalled.load(Ordering::Acquire)
+    }
+
+    /// A frame was handed over: the clock starts again.
+    pub(crate) fn yielded(&self) {
+        let ms = u64::try_from(self.state.since.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.state.yielded.store(ms, Ordering::Release);
+        self.state.waiting.store(false, Ordering::Release);
+    }
+
+    /// Whether the lease is still held.
+    pub(crate) fn holds_lease(&self) -> bool {
+        !self.state.stalled.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Watched {
+    /// The body ended or was dropped: the lease goes now, not when the
+    /// watchdog's task next runs.
+    fn drop(&mut self) {
+        drop(self.state.take());
+    }
+}
+
+/// Sleeps until the consumer has let a handed-over frame lie for `bound`,
+/// then takes the lease.
+async fn watch(state: &State, bound: Duration) {
+    loop {
+        tokio::time::sleep_until(state.yielded_at() + bound).await;
+        if state.waiting.load(Ordering::Acquire) {
+            // The consumer is waiting on the producer; look again a bound
+            // after the next frame (or after now, if none comes).
+            tokio::time::sleep(bound).await;
+            continue;
+        }
+        if state.yielded_at().elapsed() >= bound {
+            state.stalled.store(true, Ordering::Release);
+            drop(state.take());
+            tracing::debug!(
+                code = STREAM_STALLED,
+                "a response's consumer stopped reading"
+            );
+            return;
+        }
+    }
+}
