@@ -7,13 +7,9 @@
 
 use std::time::{Duration, SystemTime};
 
-use admission_http::RETRY_PUSHBACK_MS;
+use admission_http::{REFUSAL_HEADER, RETRY_PUSHBACK_MS};
 use http::HeaderMap;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
-
-/// The response header this project's servers add to a refusal, naming its
-/// code (`ADMISSION_SATURATED`, `ADMISSION_BUDGET_TOO_SHORT`, ...).
-pub const REFUSAL_HEADER: &str = "x-admission-refusal";
 
 /// What the server said about a retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
