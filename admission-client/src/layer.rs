@@ -306,12 +306,6 @@ where
         {
             return finish(last, retries);
         }
-        // A retry is a request too: the throttle may keep it local.
-        if let Some(throttle) = &policy.throttle
-            && !throttle.admit()
-        {
-            return finish(last, retries);
-        }
         drop(last);
         tokio::time::sleep_until(arrived + wait).await;
         retries.push(Retry {

@@ -90,7 +90,8 @@ impl RetryPolicy {
         self
     }
 
-    /// The adaptive throttle (`None`: every call is sent).
+    /// The adaptive throttle (`None`: every call is sent). It judges a
+    /// call's first attempt; retries are the budget's to bound.
     #[must_use]
     pub fn throttle(mut self, throttle: Option<AdaptiveThrottle>) -> Self {
         self.throttle = throttle;
