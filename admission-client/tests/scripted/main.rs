@@ -40,15 +40,22 @@ fn get(server: &Scripted) -> Request<Full<Bytes>> {
 
 #[tokio::test]
 async fn a_retry_after_of_one_second_is_waited_for_then_the_answer_is_served() {
-    let server = Scripted::start(vec![Answer::refused(&[("retry-after", "1")]), Answer::ok()]).await;
+    let server =
+        Scripted::start(vec![Answer::refused(&[("retry-after", "1")]), Answer::ok()]).await;
     let client = RetryLayer::new(quick()).unwrap().layer(bare());
     let response = client.oneshot(get(&server)).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     let arrivals = server.arrivals();
     assert_eq!(arrivals.len(), 2);
     let gap = arrivals[1].at - arrivals[0].at;
-    assert!(gap >= Duration::from_secs(1), "retried {gap:?} after, before the hint");
-    assert!(gap < Duration::from_secs(3), "{gap:?}: a generous bound on a loaded machine");
+    assert!(
+        gap >= Duration::from_secs(1),
+        "retried {gap:?} after, before the hint"
+    );
+    assert!(
+        gap < Duration::from_secs(3),
+        "{gap:?}: a generous bound on a loaded machine"
+    );
     let retries = &response.extensions().get::<Retries>().unwrap().0;
     assert_eq!(retries[0].hint, Some(Duration::from_secs(1)));
 }
@@ -57,13 +64,20 @@ async fn a_retry_after_of_one_second_is_waited_for_then_the_answer_is_served() {
 async fn an_http_date_retry_after_is_waited_for() {
     // Two seconds ahead, in whole seconds: the wait is between one and two.
     let when = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(2));
-    let server = Scripted::start(vec![Answer::refused_owned(vec![("retry-after", when)]), Answer::ok()]).await;
+    let server = Scripted::start(vec![
+        Answer::refused_owned(vec![("retry-after", when)]),
+        Answer::ok(),
+    ])
+    .await;
     let client = RetryLayer::new(quick()).unwrap().layer(bare());
     let response = client.oneshot(get(&server)).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     let arrivals = server.arrivals();
     let gap = arrivals[1].at - arrivals[0].at;
-    assert!(gap >= Duration::from_millis(900) && gap < Duration::from_secs(4), "{gap:?}");
+    assert!(
+        gap >= Duration::from_millis(900) && gap < Duration::from_secs(4),
+        "{gap:?}"
+    );
 }
 
 #[tokio::test]
@@ -77,7 +91,11 @@ async fn a_pushback_of_minus_one_or_malformed_stops_a_grpc_call() {
             .unwrap();
         let response = client.oneshot(call).await.unwrap();
         assert_eq!(response.headers()["grpc-status"], "14", "{stop}");
-        assert_eq!(server.arrivals().len(), 1, "{stop}: the server asked not to retry");
+        assert_eq!(
+            server.arrivals().len(),
+            1,
+            "{stop}: the server asked not to retry"
+        );
     }
     // A pushback the client may follow is followed, and the call is retried
     // though its method is POST: gRPC retries by code.
@@ -92,13 +110,19 @@ async fn a_pushback_of_minus_one_or_malformed_stops_a_grpc_call() {
     let arrivals = server.arrivals();
     assert_eq!(arrivals.len(), 2);
     assert!(arrivals[1].at - arrivals[0].at >= Duration::from_millis(30));
-    assert_eq!(arrivals[1].body, b"\0\0\0\0\x01x", "the message is replayed whole");
+    assert_eq!(
+        arrivals[1].body, b"\0\0\0\0\x01x",
+        "the message is replayed whole"
+    );
 }
 
 #[tokio::test]
 async fn a_budget_too_short_or_deadline_exceeded_is_never_retried() {
     let server = Scripted::start(vec![
-        Answer::refused(&[("retry-after", "0"), ("x-admission-refusal", "ADMISSION_BUDGET_TOO_SHORT")]),
+        Answer::refused(&[
+            ("retry-after", "0"),
+            ("x-admission-refusal", "ADMISSION_BUDGET_TOO_SHORT"),
+        ]),
         Answer::ok(),
     ])
     .await;
@@ -108,14 +132,20 @@ async fn a_budget_too_short_or_deadline_exceeded_is_never_retried() {
     assert_eq!(server.arrivals().len(), 1);
 
     let server = Scripted::start(vec![Answer::grpc(4, None), Answer::grpc(0, None)]).await;
-    let client = RetryLayer::new(quick().grpc_codes(&[4, 14])).unwrap().layer(bare());
+    let client = RetryLayer::new(quick().grpc_codes(&[4, 14]))
+        .unwrap()
+        .layer(bare());
     let call = Request::post(server.url())
         .header("content-type", "application/grpc")
         .body(Full::default())
         .unwrap();
     let response = client.oneshot(call).await.unwrap();
     assert_eq!(response.headers()["grpc-status"], "4");
-    assert_eq!(server.arrivals().len(), 1, "DEADLINE_EXCEEDED, even when listed");
+    assert_eq!(
+        server.arrivals().len(),
+        1,
+        "DEADLINE_EXCEEDED, even when listed"
+    );
 }
 
 #[tokio::test]
@@ -147,21 +177,31 @@ async fn only_idempotent_methods_are_retried_unless_the_caller_says_so() {
 async fn each_attempt_carries_the_time_left_and_none_starts_that_cannot_finish() {
     // A 1 s hint does not fit a 400 ms deadline: the refusal is the answer
     // at once, not after a second.
-    let server = Scripted::start(vec![Answer::refused(&[("retry-after", "1")]), Answer::ok()]).await;
+    let server =
+        Scripted::start(vec![Answer::refused(&[("retry-after", "1")]), Answer::ok()]).await;
     let client = RetryLayer::new(quick().timeout(Duration::from_millis(400)))
         .unwrap()
         .layer(bare());
     let started = std::time::Instant::now();
     let response = client.clone().oneshot(get(&server)).await.unwrap();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-    assert!(started.elapsed() < Duration::from_millis(900), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
     let arrivals = server.arrivals();
     assert_eq!(arrivals.len(), 1);
     let budget: u64 = arrivals[0].budget_ms.unwrap();
     assert!(budget <= 400 && budget > 100, "{budget}");
 
     // Backed-off retries send less each time.
-    let server = Scripted::start(vec![Answer::refused(&[]), Answer::refused(&[]), Answer::ok()]).await;
+    let server = Scripted::start(vec![
+        Answer::refused(&[]),
+        Answer::refused(&[]),
+        Answer::ok(),
+    ])
+    .await;
     let client = RetryLayer::new(
         quick()
             .backoff(Duration::from_millis(40), Duration::from_millis(80))
@@ -171,7 +211,11 @@ async fn each_attempt_carries_the_time_left_and_none_starts_that_cannot_finish()
     .layer(bare());
     let response = client.oneshot(get(&server)).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
-    let budgets: Vec<u64> = server.arrivals().iter().map(|a| a.budget_ms.unwrap()).collect();
+    let budgets: Vec<u64> = server
+        .arrivals()
+        .iter()
+        .map(|a| a.budget_ms.unwrap())
+        .collect();
     assert_eq!(budgets.len(), 3);
     assert!(budgets.windows(2).all(|w| w[1] + 20 <= w[0]), "{budgets:?}");
 }
@@ -190,7 +234,10 @@ async fn the_callers_deadline_and_criticality_are_forwarded_from_its_scope() {
     let arrival = &server.arrivals()[0];
     assert_eq!(arrival.criticality.as_deref(), Some("sheddable"));
     assert!(arrival.budget_ms.is_some_and(|ms| ms <= 700 && ms > 300));
-    assert!(arrival.grpc_timeout.is_none(), "grpc-timeout only on gRPC calls");
+    assert!(
+        arrival.grpc_timeout.is_none(),
+        "grpc-timeout only on gRPC calls"
+    );
 
     let server = Scripted::start(vec![Answer::ok()]).await;
     let client = RetryLayer::new(quick()).unwrap().layer(bare());
@@ -199,7 +246,10 @@ async fn the_callers_deadline_and_criticality_are_forwarded_from_its_scope() {
         .scope(client.oneshot(get(&server)))
         .await;
     assert!(matches!(spent, Err(Error::DeadlineExceeded)));
-    assert!(server.arrivals().is_empty(), "no attempt starts without time left");
+    assert!(
+        server.arrivals().is_empty(),
+        "no attempt starts without time left"
+    );
 }
 
 #[tokio::test]
@@ -207,7 +257,9 @@ async fn the_budget_bounds_retries_across_calls() {
     // No ratio and no minimum: nothing is ever retried.
     let server = Scripted::start(vec![Answer::refused(&[("retry-after", "0")])]).await;
     let policy = quick()
-        .budget(Some(RetryBudget::new(0.0, 0, Duration::from_secs(10)).unwrap()))
+        .budget(Some(
+            RetryBudget::new(0.0, 0, Duration::from_secs(10)).unwrap(),
+        ))
         .throttle(None);
     let client = RetryLayer::new(policy).unwrap().layer(bare());
     for _ in 0..5 {
@@ -219,7 +271,9 @@ async fn the_budget_bounds_retries_across_calls() {
     // 50% and no minimum: 20 calls of 3 attempts make at most 10 retries.
     let server = Scripted::start(vec![Answer::refused(&[("retry-after", "0")])]).await;
     let policy = quick()
-        .budget(Some(RetryBudget::new(0.5, 0, Duration::from_secs(10)).unwrap()))
+        .budget(Some(
+            RetryBudget::new(0.5, 0, Duration::from_secs(10)).unwrap(),
+        ))
         .throttle(None);
     let client = RetryLayer::new(policy).unwrap().layer(bare());
     for _ in 0..20 {
@@ -231,9 +285,9 @@ async fn the_budget_bounds_retries_across_calls() {
 #[tokio::test]
 async fn a_server_that_refuses_everything_is_soon_spared_by_the_throttle() {
     let server = Scripted::start(vec![Answer::refused(&[])]).await;
-    let policy = quick()
-        .max_attempts(1)
-        .throttle(Some(AdaptiveThrottle::new(1.5, Duration::from_secs(60)).unwrap()));
+    let policy = quick().max_attempts(1).throttle(Some(
+        AdaptiveThrottle::new(1.5, Duration::from_secs(60)).unwrap(),
+    ));
     let client = RetryLayer::new(policy).unwrap().layer(bare());
     let mut throttled = 0;
     for _ in 0..200 {
@@ -245,5 +299,8 @@ async fn a_server_that_refuses_everything_is_soon_spared_by_the_throttle() {
     }
     let sent = server.arrivals().len();
     assert_eq!(sent + throttled, 200);
-    assert!(sent < 40, "{sent} of 200 reached a server that accepts none");
+    assert!(
+        sent < 40,
+        "{sent} of 200 reached a server that accepts none"
+    );
 }

@@ -124,7 +124,11 @@ async fn answer(
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
     };
-    let body = body.collect().await.map(|c| c.to_bytes().to_vec()).unwrap_or_default();
+    let body = body
+        .collect()
+        .await
+        .map(|c| c.to_bytes().to_vec())
+        .unwrap_or_default();
     let n = {
         let mut arrivals = record.lock().unwrap();
         arrivals.push(Arrival {
