@@ -138,6 +138,16 @@ impl KindRun {
         }
     }
 
+    /// Seconds from the trigger's end to the first second whose goodput is
+    /// at least `share` of what was offered.
+    pub fn first_at(&self, trigger_end: usize, share: f64) -> Option<usize> {
+        self.seconds.get(trigger_end..)?.iter().position(|s| {
+            #[expect(clippy::cast_precision_loss, reason = "small counts")]
+            let (good, offered) = (s.good as f64, s.offered as f64);
+            good >= share * offered
+        })
+    }
+
     /// Attempts sent over application requests made.
     pub fn amplification(&self) -> f64 {
         let attempts: u64 = self.seconds.iter().map(|s| s.attempts).sum();
@@ -351,7 +361,7 @@ pub fn render(run: &StormRun) -> String {
         out.push('\n');
     }
 
-    out.push_str("\n| client | recovery to 95% of offered (s after the trigger) | goodput/offered after the trigger | amplification in the trigger | dropped |\n| --- | ---: | ---: | ---: | ---: |\n");
+    out.push_str("\n| client | first second at 95% of offered (s after the trigger) | at 95% from then to the end (s after the trigger) | goodput/offered after the trigger | amplification in the trigger | dropped |\n| --- | ---: | ---: | ---: | ---: | ---: |\n");
     for r in &run.storms {
         let after = &r.seconds[trigger_end.min(r.seconds.len())..];
         let (good, offered) = after
@@ -371,9 +381,12 @@ pub fn render(run: &StormRun) -> String {
             || format!("not within {} s", plan.after.as_secs()),
             |s| s.to_string(),
         );
+        let first = r
+            .first_at(trigger_end, 0.95)
+            .map_or_else(|| "never".to_owned(), |s| s.to_string());
         let _ = writeln!(
             out,
-            "| {} | {recovery} | {:.1}% | {amp:.2} | {} |",
+            "| {} | {first} | {recovery} | {:.1}% | {amp:.2} | {} |",
             r.kind.name(),
             share * 100.0,
             r.dropped
