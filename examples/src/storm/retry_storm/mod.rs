@@ -446,9 +446,12 @@ pub fn render(run: &StormRun) -> String {
     out
 }
 
+/// Points of a line: `(x, y)`.
+pub type Points = Vec<(f64, f64)>;
+
 /// The goodput-over-time lines for the plot: `(name, [(second, goodput)])`,
 /// and the offered load of the first run.
-pub fn lines(run: &StormRun) -> (Vec<(f64, f64)>, Vec<(&'static str, Vec<(f64, f64)>)>) {
+pub fn lines(run: &StormRun) -> (Points, Vec<(&'static str, Points)>) {
     #[expect(clippy::cast_precision_loss, reason = "small counts")]
     let point = |i: usize, v: u64| (i as f64 + 0.5, v as f64);
     let offered = run.storms.first().map_or_else(Vec::new, |r| {
