@@ -230,7 +230,8 @@ where
             None => None,
         };
         let body = match &mut source {
-            Source::Once(body) => body.take().ok_or(Error::DeadlineExceeded)?,
+            // Taken on the first attempt; a body sent once is never retried.
+            Source::Once(body) => body.take().ok_or(Error::BodyTooLarge)?,
             Source::Kept(bytes) => B::replay(bytes),
         };
         let mut request = Request::new(body);
@@ -291,6 +292,7 @@ where
         }
         let (wait, hint) = match verdict.hint {
             Hint::Stop => return finish(last, retries),
+            Hint::After(hint) if hint > policy.max_hint => return finish(last, retries),
             // Never earlier than the hint; up to 5% later, so the callers
             // one refusal told the same thing do not return at one instant.
             Hint::After(hint) => (hint + hint.mul_f64(0.05 * random_unit()), Some(hint)),

@@ -17,7 +17,8 @@ use crate::throttle::AdaptiveThrottle;
 /// doubling, jittered in its upper half, at most 1 s; the server's hint in
 /// place of the back-off; idempotent methods and gRPC `UNAVAILABLE`
 /// retried; bodies kept up to 64 KiB; no deadline of its own (the caller's
-/// is carried); an attempt needs at least 1 ms.
+/// is carried); an attempt needs at least 1 ms; a hint longer than 10 s
+/// is not waited for (the refusal is the answer).
 ///
 /// # Examples
 ///
@@ -44,6 +45,7 @@ pub struct RetryPolicy {
     pub(crate) any_method: bool,
     pub(crate) grpc_codes: Vec<u16>,
     pub(crate) replay_limit: usize,
+    pub(crate) max_hint: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -61,6 +63,7 @@ impl Default for RetryPolicy {
             any_method: false,
             grpc_codes: vec![UNAVAILABLE],
             replay_limit: 64 * 1024,
+            max_hint: Duration::from_secs(10),
         }
     }
 }
@@ -137,6 +140,15 @@ impl RetryPolicy {
     #[must_use]
     pub fn replay_limit(mut self, bytes: usize) -> Self {
         self.replay_limit = bytes;
+        self
+    }
+
+    /// The longest server hint the layer waits for; a longer one ends the
+    /// call with the refusal, so that no server can park a caller that has
+    /// no deadline of its own.
+    #[must_use]
+    pub fn max_hint(mut self, max: Duration) -> Self {
+        self.max_hint = max;
         self
     }
 

@@ -61,6 +61,23 @@ async fn a_retry_after_of_one_second_is_waited_for_then_the_answer_is_served() {
 }
 
 #[tokio::test]
+async fn a_hint_longer_than_the_policy_waits_for_ends_the_call_with_the_refusal() {
+    let server = Scripted::start(vec![
+        Answer::refused(&[("retry-after", "3600")]),
+        Answer::ok(),
+    ])
+    .await;
+    let client = RetryLayer::new(quick()).unwrap().layer(bare());
+    let response = client.oneshot(get(&server)).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        server.arrivals().len(),
+        1,
+        "an hour's hint is not waited for"
+    );
+}
+
+#[tokio::test]
 async fn an_http_date_retry_after_is_waited_for() {
     // Two seconds ahead, in whole seconds: the wait is between one and two.
     let when = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(2));
