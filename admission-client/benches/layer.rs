@@ -1,7 +1,8 @@
 //! What the retry layer costs when nothing fails: a GET to a hyper server
 //! on 127.0.0.1 through hyper-util's client, bare and under `RetryLayer`
 //! (default policy: budget, throttle, a 2 s deadline carried), in one run.
-//! The goal is at most 1.1x the bare client.
+//! The goal is at most 1.1x the bare client. A second group times the
+//! layer over an in-memory service, its own cost with no socket.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -62,6 +63,30 @@ fn bench(c: &mut Criterion) {
         b.to_async(&runtime).iter(|| async {
             let response = layered.clone().oneshot(request()).await.expect("an answer");
             response.into_body().collect().await.expect("a body");
+        });
+    });
+    group.finish();
+
+    // The layer's own work, with no socket to hide it: an in-memory
+    // service that answers at once.
+    let answer = tower::service_fn(|_: Request<Full<Bytes>>| async {
+        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+    });
+    let layered_memory = RetryLayer::new(RetryPolicy::default().timeout(Duration::from_secs(2)))
+        .expect("a valid policy")
+        .layer(answer);
+    let mut group = c.benchmark_group("in_memory");
+    group.bench_function("bare", |b| {
+        b.to_async(&runtime)
+            .iter(|| async { answer.oneshot(request()).await.expect("an answer") });
+    });
+    group.bench_function("retry_layer", |b| {
+        b.to_async(&runtime).iter(|| async {
+            layered_memory
+                .clone()
+                .oneshot(request())
+                .await
+                .expect("an answer")
         });
     });
     group.finish();
