@@ -69,6 +69,12 @@ pub const BUDGET_HEADER: &str = "x-admission-budget-ms";
 /// timeout in milliseconds, same grammar as [`BUDGET_HEADER`].
 pub const ENVOY_TIMEOUT_HEADER: &str = "x-envoy-expected-rq-timeout-ms";
 
+/// The response header naming a refusal's code (`ADMISSION_SATURATED`,
+/// `ADMISSION_BUDGET_TOO_SHORT`, ...) beside `Retry-After`, so that a
+/// client knows without reading the body whether a retry with the same
+/// deadline could ever be admitted.
+pub const REFUSAL_HEADER: &str = "x-admission-refusal";
+
 /// gRPC's deadline header (see [`parse_grpc_timeout`]).
 pub const GRPC_TIMEOUT_HEADER: &str = "grpc-timeout";
 

@@ -95,6 +95,7 @@ pub enum HeaderText {
 pub struct Problem {
     status: u16,
     retry_after: Option<u32>,
+    refusal: Option<&'static str>,
     body: String,
 }
 
@@ -112,13 +113,15 @@ impl Problem {
         } else {
             (status.code(), Some(refusal.retry_after_secs()))
         };
-        Problem::new(
+        let mut problem = Problem::new(
             code.as_str(),
             code.title(),
             status,
             Some((refusal.pool(), refusal.criticality())),
             retry_after,
-        )
+        );
+        problem.refusal = Some(code.as_str());
+        problem
     }
 
     /// The answer to offloaded work that did not produce its output: a
@@ -187,6 +190,7 @@ impl Problem {
         Problem {
             status,
             retry_after,
+            refusal: None,
             body: write_body(code, title, status, pool, retry_after),
         }
     }
@@ -202,7 +206,9 @@ impl Problem {
     }
 
     /// The headers every adapter sends, in this order: `content-type`,
-    /// `cache-control` and, for refusals, `retry-after`.
+    /// `cache-control` and, for refusals, `retry-after` and
+    /// [`REFUSAL_HEADER`](crate::REFUSAL_HEADER) (the code, so that a
+    /// client need not read the body to know a budget was too short).
     ///
     /// # Examples
     ///
@@ -218,6 +224,7 @@ impl Problem {
     ///     ("content-type", HeaderText::Static("application/problem+json")),
     ///     ("cache-control", HeaderText::Static("no-store")),
     ///     ("retry-after", HeaderText::Seconds(1)),
+    ///     ("x-admission-refusal", HeaderText::Static("ADMISSION_SATURATED")),
     /// ]);
     /// ```
     pub fn headers(&self) -> impl Iterator<Item = (&'static str, HeaderText)> + use<> {
@@ -229,6 +236,10 @@ impl Problem {
         .chain(
             self.retry_after
                 .map(|secs| ("retry-after", HeaderText::Seconds(secs))),
+        )
+        .chain(
+            self.refusal
+                .map(|code| (crate::REFUSAL_HEADER, HeaderText::Static(code))),
         )
     }
 
@@ -465,6 +476,10 @@ mod tests {
                 ("content-type", HeaderText::Static(PROBLEM_JSON)),
                 ("cache-control", HeaderText::Static(NO_STORE)),
                 ("retry-after", HeaderText::Seconds(secs)),
+                (
+                    crate::REFUSAL_HEADER,
+                    HeaderText::Static("ADMISSION_SATURATED")
+                ),
             ]
         );
         let body = refused.body().to_owned();

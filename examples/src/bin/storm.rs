@@ -44,6 +44,17 @@
 //! (`docs/overload.svg`). The exporter runs as a child pinned to CPU 0 and
 //! the generator on CPU 1 when `taskset` exists (`--no-pin` turns that
 //! off); the sweep is repeated unpinned unless `--pinned-only`.
+//!
+//! `--retry-storm` runs the retry-storm scenario: open-loop load on an
+//! in-process exporter at 0.8x its capacity (`--workers` (32) x
+//! `--walk-delay-ms` (320)), `--trigger-multiple` (3) for `--trigger-ms`
+//! (10000) after `--before-ms` (5000), then 0.8x for `--after-ms` (20000),
+//! once per client kind (naive: 3 immediate retries; `tower::retry` +
+//! `TpsBudget` 20%; `admission-client`), each request within
+//! `--timeout-ms` (2000); then 10x for `--amplification-ms` (4000, 0 = no)
+//! per kind. It prints the per-second, recovery, amplification and
+//! honest-wait tables and writes goodput over time to `--svg PATH`
+//! (`docs/retry-storm.svg`). It ends by itself in about two minutes.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -52,6 +63,7 @@ use admission_examples::args::{ArgError, Args};
 use admission_examples::cli::Cli;
 use admission_examples::storm::open_loop::{Mix, OpenLoop, Report};
 use admission_examples::storm::overload::{self, OverloadConfig, ServeSpec};
+use admission_examples::storm::retry_storm::{self, StormPlan};
 use admission_examples::storm::{self, StormConfig, Target, plot};
 
 const USAGE: &str = "usage: storm [--clients N] [--duration-ms MS] [--walk-delay-ms MS] \
@@ -60,7 +72,9 @@ const USAGE: &str = "usage: storm [--clients N] [--duration-ms MS] [--walk-delay
        storm --rate R [--url URL | --gate G] [--duration-ms MS] [--timeout-ms MS] \
 [--mix critical=W,default=W,sheddable=W] [--budget-ms MS] [--max-outstanding N] [--seed N]
        storm --overload [--point-ms MS] [--timeout-ms MS] [--workers N] [--walk-delay-ms MS] \
-[--series N] [--svg PATH] [--no-pin] [--pinned-only] [--seed N]";
+[--series N] [--svg PATH] [--no-pin] [--pinned-only] [--seed N]
+       storm --retry-storm [--workers N] [--walk-delay-ms MS] [--before-ms MS] [--trigger-ms MS] \
+[--trigger-multiple X] [--after-ms MS] [--amplification-ms MS] [--timeout-ms MS] [--svg PATH] [--seed N]";
 
 /// What this run does.
 #[derive(Debug)]
@@ -78,6 +92,8 @@ enum Mode {
         config: OverloadConfig,
         svg: PathBuf,
     },
+    /// The retry-storm scenario and its picture.
+    RetryStorm { plan: StormPlan, svg: PathBuf },
     /// The exporter child of `--overload` and `--rate` (not for users).
     ServeExporter(ServeSpec),
 }
@@ -87,6 +103,44 @@ fn mode(mut args: Args) -> Result<Mode, ArgError> {
         let spec = ServeSpec::from_args(&mut args)?;
         args.finish()?;
         return Ok(Mode::ServeExporter(spec));
+    }
+    if args.flag("retry-storm") {
+        let d = StormPlan::default();
+        let ms = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_millis);
+        let plan = StormPlan {
+            workers: args.value("workers")?.unwrap_or(d.workers),
+            walk_delay: ms(args.value("walk-delay-ms")?, d.walk_delay),
+            before: ms(args.value("before-ms")?, d.before),
+            trigger: ms(args.value("trigger-ms")?, d.trigger),
+            trigger_multiple: args
+                .value("trigger-multiple")?
+                .unwrap_or(d.trigger_multiple),
+            after: ms(args.value("after-ms")?, d.after),
+            amplification: ms(args.value("amplification-ms")?, d.amplification),
+            timeout: ms(args.value("timeout-ms")?, d.timeout),
+            seed: args.value("seed")?.unwrap_or(d.seed),
+            ..d
+        };
+        let svg = args
+            .value::<PathBuf>("svg")?
+            .unwrap_or_else(|| PathBuf::from("docs/retry-storm.svg"));
+        args.finish()?;
+        if plan.workers == 0 || plan.walk_delay.is_zero() || plan.timeout.is_zero() {
+            return Err(ArgError::new(
+                "`--workers`, `--walk-delay-ms` and `--timeout-ms` must be positive",
+            ));
+        }
+        if !(plan.trigger_multiple.is_finite() && plan.trigger_multiple > 0.0) {
+            return Err(ArgError::new(
+                "`--trigger-multiple` must be a positive number",
+            ));
+        }
+        if plan.before + plan.trigger + plan.after > Duration::from_secs(300) {
+            return Err(ArgError::new(
+                "the storm's phases must add up to at most 300 s",
+            ));
+        }
+        return Ok(Mode::RetryStorm { plan, svg });
     }
     if args.flag("overload") {
         let d = OverloadConfig::default();
@@ -198,6 +252,7 @@ async fn main() {
         }
         Mode::OpenLoop { load, serve } => open_loop(load, serve).await,
         Mode::Overload { config, svg } => overload_run(&config, &svg).await,
+        Mode::RetryStorm { plan, svg } => retry_storm_run(&plan, &svg).await,
     };
     if config.clients == 0 {
         CLI.fail(&"`--clients` must be at least 1");
@@ -349,6 +404,36 @@ async fn overload_run(config: &OverloadConfig, svg: &std::path::Path) -> ! {
         },
     );
     match plot::svg(&run.sweep, &title).and_then(|text| std::fs::write(svg, text)) {
+        Ok(()) => eprintln!("storm: wrote {}", svg.display()),
+        Err(err) => die(&format!("cannot write {}: {err}", svg.display())),
+    }
+    std::process::exit(0);
+}
+
+/// `--retry-storm`: the runs, the tables and the picture.
+async fn retry_storm_run(plan: &StormPlan, svg: &std::path::Path) -> ! {
+    let run = match retry_storm::run(plan).await {
+        Ok(run) => run,
+        Err(err) => die(&err),
+    };
+    print!("{}", retry_storm::render(&run));
+    let (offered, lines) = retry_storm::lines(&run);
+    let title = format!(
+        "Retry storm: {:.1}x for {} s, then {:.1}x ({} workers x {} ms, {} ms deadlines)",
+        plan.trigger_multiple,
+        plan.trigger.as_secs(),
+        plan.steady_multiple,
+        plan.workers,
+        plan.walk_delay.as_millis(),
+        plan.timeout.as_millis()
+    );
+    let trigger = (
+        plan.before.as_secs_f64(),
+        (plan.before + plan.trigger).as_secs_f64(),
+    );
+    match plot::timeline_svg(&title, &offered, &lines, trigger)
+        .and_then(|text| std::fs::write(svg, text))
+    {
         Ok(()) => eprintln!("storm: wrote {}", svg.display()),
         Err(err) => die(&format!("cannot write {}: {err}", svg.display())),
     }

@@ -2,7 +2,8 @@
 //! whose `Walk` walks a `prometheus-client` registry through a 2-worker
 //! admission pool and whose `Stream` sends one walk's text in parts, behind
 //! `admission-tonic`'s layer, beside `grpc.health.v1.Health`; and a real
-//! tonic client for it, with the retry policy tonic's client lacks.
+//! tonic client for it, and one under `admission-client`'s retry layer
+//! (the retries tonic's client lacks).
 //!
 //! This module declares and re-exports; each file owns one piece. The
 //! service is written by hand in [`proto`](self) (messages with prost's
@@ -37,7 +38,7 @@ pub use self::config::{Config, Gate, UnknownGate};
 pub use self::proto::{
     Exposition, RegistryClient, RegistryServer, SERVICE, STREAM, WALK, WalkRequest,
 };
-pub use self::retry::{Attempt, Retried, RetryPolicy};
+pub use self::retry::RetryingClient;
 pub use self::serve::{GrpcExporter, OpenAtDeadline, Stopped, serve};
 pub use self::service::{App, Parts};
 pub use self::walk::WalkGauge;

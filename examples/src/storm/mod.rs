@@ -4,7 +4,8 @@
 //! `--grpc`, the gRPC exporter behind admission and behind tonic's own
 //! limit and load shedding, under a storm of tonic clients. [`open_loop`]
 //! is the other kind of load: Poisson arrivals at a fixed rate whatever
-//! the server answers.
+//! the server answers. [`retry_storm`] compares retrying clients through
+//! a spike that outlasts itself for naive ones.
 //!
 //! This module declares and re-exports; each file owns one piece.
 
@@ -14,6 +15,7 @@ mod grpc;
 pub mod open_loop;
 pub mod overload;
 pub mod plot;
+pub mod retry_storm;
 mod run;
 mod table;
 mod tally;

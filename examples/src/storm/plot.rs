@@ -162,3 +162,91 @@ fn draw(sweep: &Sweep, title: &str, out: &mut String) -> Result<(), Box<dyn std:
     root.present()?;
     Ok(())
 }
+
+/// Draws goodput over time, one line per client kind, over the offered
+/// load (dashed) and the trigger's span (shaded), as an SVG document.
+///
+/// # Errors
+///
+/// An [`io::Error`] when `plotters` fails to draw.
+///
+/// # Examples
+///
+/// ```
+/// use admission_examples::storm::plot::timeline_svg;
+///
+/// let offered = vec![(0.5, 80.0), (1.5, 300.0)];
+/// let text = timeline_svg("t", &offered, &[("naive", vec![(0.5, 80.0), (1.5, 10.0)])], (1.0, 2.0)).unwrap();
+/// assert!(text.contains("naive"));
+/// ```
+pub fn timeline_svg(
+    title: &str,
+    offered: &[(f64, f64)],
+    lines: &[(&str, Vec<(f64, f64)>)],
+    trigger: (f64, f64),
+) -> io::Result<String> {
+    let mut text = String::new();
+    draw_timeline(title, offered, lines, trigger, &mut text)
+        .map_err(|err| io::Error::other(err.to_string()))?;
+    Ok(text)
+}
+
+fn draw_timeline(
+    title: &str,
+    offered: &[(f64, f64)],
+    lines: &[(&str, Vec<(f64, f64)>)],
+    trigger: (f64, f64),
+    out: &mut String,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let max_x = offered.iter().map(|p| p.0).fold(1.0, f64::max) + 0.5;
+    let max_y = offered
+        .iter()
+        .chain(lines.iter().flat_map(|l| l.1.iter()))
+        .map(|p| p.1)
+        .fold(1.0, f64::max)
+        * 1.1;
+    let root = SVGBackend::with_string(out, (900, 480)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 16))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0.0..max_x, 0.0..max_y)?;
+    chart
+        .configure_mesh()
+        .x_desc("time (s)")
+        .y_desc("goodput (requests/s, by arrival second)")
+        .draw()?;
+    chart.draw_series(std::iter::once(Rectangle::new(
+        [(trigger.0, 0.0), (trigger.1, max_y)],
+        RGBColor(240, 240, 240).filled(),
+    )))?;
+    chart
+        .draw_series(DashedLineSeries::new(
+            offered.iter().copied(),
+            6,
+            4,
+            BLACK.stroke_width(1),
+        ))?
+        .label("offered")
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 18, y)], BLACK));
+    for (i, (name, points)) in lines.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        chart
+            .draw_series(LineSeries::new(
+                points.iter().copied(),
+                colour.stroke_width(2),
+            ))?
+            .label(*name)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}

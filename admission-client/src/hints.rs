@@ -1,0 +1,234 @@
+//! What a response says about retrying: the server's hint (`Retry-After`,
+//! `grpc-retry-pushback-ms`) and the verdict on the attempt.
+//!
+//! This module owns reading those headers strictly and classifying one
+//! response. It must never turn a hint into an earlier retry than the
+//! server asked for, never keep a header's text, and never read a body.
+
+use std::time::{Duration, SystemTime};
+
+use admission_http::{REFUSAL_HEADER, RETRY_PUSHBACK_MS};
+use http::HeaderMap;
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+
+/// What the server said about a retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hint {
+    /// Nothing: the client backs off on its own.
+    None,
+    /// Not before this long from the answer's arrival.
+    After(Duration),
+    /// Do not retry (a negative or malformed pushback).
+    Stop,
+}
+
+/// The `Retry-After` of `headers` (delta-seconds or an HTTP-date, read
+/// against `now`); a malformed one is no hint (the client backs off).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use admission_client::{Hint, retry_after};
+///
+/// let mut headers = http::HeaderMap::new();
+/// headers.insert("retry-after", "2".parse().unwrap());
+/// assert_eq!(retry_after(&headers, SystemTime::now()), Hint::After(Duration::from_secs(2)));
+/// headers.insert("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap());
+/// assert_eq!(retry_after(&headers, SystemTime::UNIX_EPOCH), Hint::After(Duration::from_secs(1_445_412_480)));
+/// headers.insert("retry-after", "soon".parse().unwrap());
+/// assert_eq!(retry_after(&headers, SystemTime::now()), Hint::None);
+/// ```
+pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Hint {
+    let Some(value) = headers.get(RETRY_AFTER) else {
+        return Hint::None;
+    };
+    let bytes = value.as_bytes();
+    if !bytes.is_empty() && bytes.len() <= 10 && bytes.iter().all(u8::is_ascii_digit) {
+        let secs = bytes.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+        return Hint::After(Duration::from_secs(secs));
+    }
+    value
+        .to_str()
+        .ok()
+        .and_then(|text| httpdate::parse_http_date(text).ok())
+        .map_or(Hint::None, |when| {
+            Hint::After(when.duration_since(now).unwrap_or(Duration::ZERO))
+        })
+}
+
+/// The `grpc-retry-pushback-ms` of `headers` (a trailers-only answer), as
+/// gRFC A6 reads it: a non-negative whole number of milliseconds is the
+/// wait; anything else present (`-1`, malformed) says do not retry.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admission_client::{Hint, pushback};
+///
+/// let mut headers = http::HeaderMap::new();
+/// assert_eq!(pushback(&headers), Hint::None);
+/// headers.insert("grpc-retry-pushback-ms", "250".parse().unwrap());
+/// assert_eq!(pushback(&headers), Hint::After(Duration::from_millis(250)));
+/// for stop in ["-1", "2.5", "", "1e3"] {
+///     headers.insert("grpc-retry-pushback-ms", stop.parse().unwrap());
+///     assert_eq!(pushback(&headers), Hint::Stop, "{stop:?}");
+/// }
+/// ```
+pub fn pushback(headers: &HeaderMap) -> Hint {
+    let Some(value) = headers.get(RETRY_PUSHBACK_MS) else {
+        return Hint::None;
+    };
+    let bytes = value.as_bytes();
+    if bytes.is_empty() || bytes.len() > 10 || !bytes.iter().all(u8::is_ascii_digit) {
+        return Hint::Stop;
+    }
+    let ms = bytes.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+    Hint::After(Duration::from_millis(ms))
+}
+
+/// gRPC's `DEADLINE_EXCEEDED`.
+pub(crate) const DEADLINE_EXCEEDED: u16 = 4;
+/// gRPC's `RESOURCE_EXHAUSTED`.
+pub(crate) const RESOURCE_EXHAUSTED: u16 = 8;
+/// gRPC's `UNAVAILABLE`.
+pub(crate) const UNAVAILABLE: u16 = 14;
+
+/// One attempt's answer, judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    /// The server accepted the work (for the throttle): anything but a
+    /// refusal or a failure to answer.
+    pub(crate) accepted: bool,
+    /// Worth another attempt, if the request may be retried.
+    pub(crate) retryable: bool,
+    /// The server's hint.
+    pub(crate) hint: Hint,
+}
+
+/// Judges a response: `grpc` when the request was a gRPC call, whose
+/// status a trailers-only answer carries in its headers (a status in the
+/// trailers of a streamed answer is not seen: such calls are not retried).
+pub(crate) fn judge(
+    status: http::StatusCode,
+    headers: &HeaderMap,
+    grpc_codes: &[u16],
+    now: SystemTime,
+) -> Verdict {
+    let is_grpc = headers
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+    if is_grpc && status.is_success() {
+        let code = headers
+            .get("grpc-status")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u16>().ok())
+            .unwrap_or(0);
+        let refused = matches!(code, UNAVAILABLE | RESOURCE_EXHAUSTED | DEADLINE_EXCEEDED);
+        return Verdict {
+            accepted: !refused,
+            // DEADLINE_EXCEEDED (ADMISSION_BUDGET_TOO_SHORT among them) is
+            // never retried with the same deadline, nor with a shorter one.
+            retryable: code != 0 && code != DEADLINE_EXCEEDED && grpc_codes.contains(&code),
+            hint: pushback(headers),
+        };
+    }
+    let refused = status == http::StatusCode::SERVICE_UNAVAILABLE
+        || status == http::StatusCode::TOO_MANY_REQUESTS;
+    let too_short = headers
+        .get(REFUSAL_HEADER)
+        .is_some_and(|v| v.as_bytes() == b"ADMISSION_BUDGET_TOO_SHORT");
+    let gateway =
+        status == http::StatusCode::BAD_GATEWAY || status == http::StatusCode::GATEWAY_TIMEOUT;
+    Verdict {
+        accepted: !(refused || gateway),
+        retryable: (refused || gateway) && !too_short,
+        hint: retry_after(headers, now),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        pairs
+            .iter()
+            .map(|(n, v)| (http::HeaderName::from_static(n), v.parse().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn verdicts_for_http_and_grpc_answers() {
+        let now = SystemTime::now();
+        let ok = judge(http::StatusCode::OK, &headers(&[]), &[UNAVAILABLE], now);
+        assert!(ok.accepted && !ok.retryable);
+        let refused = judge(
+            http::StatusCode::SERVICE_UNAVAILABLE,
+            &headers(&[("retry-after", "1")]),
+            &[],
+            now,
+        );
+        assert!(!refused.accepted && refused.retryable);
+        assert_eq!(refused.hint, Hint::After(Duration::from_secs(1)));
+        let too_short = judge(
+            http::StatusCode::SERVICE_UNAVAILABLE,
+            &headers(&[
+                (REFUSAL_HEADER, "ADMISSION_BUDGET_TOO_SHORT"),
+                ("retry-after", "1"),
+            ]),
+            &[],
+            now,
+        );
+        assert!(!too_short.accepted && !too_short.retryable);
+        let failed = judge(
+            http::StatusCode::INTERNAL_SERVER_ERROR,
+            &headers(&[]),
+            &[],
+            now,
+        );
+        assert!(
+            failed.accepted && !failed.retryable,
+            "an answer, not a refusal"
+        );
+
+        let grpc = |status| {
+            headers(&[
+                ("content-type", "application/grpc"),
+                ("grpc-status", status),
+            ])
+        };
+        let unavailable = judge(http::StatusCode::OK, &grpc("14"), &[UNAVAILABLE], now);
+        assert!(!unavailable.accepted && unavailable.retryable);
+        let unlisted = judge(http::StatusCode::OK, &grpc("14"), &[], now);
+        assert!(!unlisted.retryable);
+        let deadline = judge(
+            http::StatusCode::OK,
+            &grpc("4"),
+            &[DEADLINE_EXCEEDED, UNAVAILABLE],
+            now,
+        );
+        assert!(
+            !deadline.accepted && !deadline.retryable,
+            "never with the same deadline"
+        );
+        let internal = judge(http::StatusCode::OK, &grpc("13"), &[UNAVAILABLE], now);
+        assert!(internal.accepted && !internal.retryable);
+    }
+
+    #[test]
+    fn a_past_http_date_is_no_wait_and_a_huge_delta_is_kept() {
+        let mut map = headers(&[("retry-after", "Thu, 01 Jan 1970 00:00:00 GMT")]);
+        assert_eq!(
+            retry_after(&map, SystemTime::now()),
+            Hint::After(Duration::ZERO)
+        );
+        map.insert(RETRY_AFTER, "99999999999".parse().unwrap());
+        assert_eq!(
+            retry_after(&map, SystemTime::now()),
+            Hint::None,
+            "eleven digits"
+        );
+    }
+}

@@ -1,0 +1,436 @@
+//! The tower layer: one call in, as many attempts out as the policy, the
+//! budget, the throttle, the server's hints and the deadline allow.
+//!
+//! This module owns the attempt loop. It must never start an attempt that
+//! cannot finish before the call's deadline, never wait less than the
+//! server's hint, never retry what the policy does not allow, and never
+//! replay a body it did not keep whole.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime};
+
+use admission_core::{Caller, Criticality};
+use admission_http::{
+    BUDGET_HEADER, CRITICALITY_HEADER, GRPC_TIMEOUT_HEADER, parse_budget_ms, parse_grpc_timeout,
+};
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http::{HeaderValue, Method, Request, Response};
+use http_body_util::{BodyExt as _, LengthLimitError, Limited};
+use tokio::time::Instant;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::body::ReplayBody;
+use crate::error::{ConfigError, Error};
+use crate::hints::{Hint, judge};
+use crate::policy::RetryPolicy;
+use crate::throttle::random_unit;
+
+/// A request extension: this call's deadline (the earliest of it, the
+/// `admission` caller scope's, a budget header already on the request and
+/// the policy's timeout wins).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadline(pub Instant);
+
+/// A request extension: this request may be retried though its method is
+/// not idempotent (the app knows it is safe to repeat).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RetryAnyway;
+
+/// A response extension: the retries made before this response, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Retries(pub Vec<Retry>);
+
+/// One retry: what the server hinted and how long the layer waited, from
+/// the previous answer's arrival to the retry's start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    /// The server's hint, if it gave one.
+    pub hint: Option<Duration>,
+    /// The wait.
+    pub waited: Duration,
+}
+
+/// The retry layer over any `Service<http::Request<B>>` client: hyper-util's
+/// `Client`, tonic's `Channel`, a tower stack.
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use admission_client::{RetryLayer, RetryPolicy, Retries};
+/// use bytes::Bytes;
+/// use http::{Request, Response};
+/// use http_body_util::Empty;
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let layer = RetryLayer::new(RetryPolicy::default()).unwrap();
+/// let calls = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+/// let seen = calls.clone();
+/// let client = layer.layer(service_fn(move |_req: Request<Empty<Bytes>>| {
+///     let first = seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0;
+///     async move {
+///         let mut response = Response::new(());
+///         if first {
+///             *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+///             response.headers_mut().insert("retry-after", "0".parse().unwrap());
+///         }
+///         Ok::<_, Infallible>(response)
+///     }
+/// }));
+/// let response = client.oneshot(Request::get("/").body(Empty::new()).unwrap()).await.unwrap();
+/// assert_eq!(response.status(), 200);
+/// assert_eq!(response.extensions().get::<Retries>().unwrap().0.len(), 1);
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RetryLayer {
+    policy: Arc<RetryPolicy>,
+}
+
+impl RetryLayer {
+    /// The layer for `policy`, checked here.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] as [`RetryPolicy::check`] says.
+    pub fn new(policy: RetryPolicy) -> Result<RetryLayer, ConfigError> {
+        policy.check()?;
+        Ok(RetryLayer {
+            policy: Arc::new(policy),
+        })
+    }
+}
+
+impl<S> Layer<S> for RetryLayer {
+    type Service = RetryService<S>;
+
+    fn layer(&self, inner: S) -> RetryService<S> {
+        RetryService {
+            inner,
+            policy: self.policy.clone(),
+        }
+    }
+}
+
+/// The service [`RetryLayer`] makes.
+#[derive(Debug, Clone)]
+pub struct RetryService<S> {
+    inner: S,
+    policy: Arc<RetryPolicy>,
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, B, R> Service<Request<B>> for RetryService<S>
+where
+    S: Service<Request<B>, Response = Response<R>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Send,
+    B: ReplayBody + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    R: Send + 'static,
+{
+    type Response = Response<R>;
+    type Error = Error<S::Error>;
+    type Future = BoxFuture<Result<Response<R>, Error<S::Error>>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Error::Inner)
+    }
+
+    /// # Cancel safety
+    ///
+    /// Dropping the future cancels the attempt under way (or the wait) and
+    /// makes no other.
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        // The ready service answers the first attempt; its clone, made
+        // ready again, the later ones.
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        Box::pin(run(ready, self.policy.clone(), request))
+    }
+}
+
+/// What the attempts are built from.
+enum Source<B> {
+    /// Sent once, never retried.
+    Once(Option<B>),
+    /// Kept whole, replayed on each attempt.
+    Kept(Bytes),
+}
+
+#[expect(
+    clippy::too_many_lines,
+    reason = "one loop, read top to bottom, is clearer than its pieces apart"
+)]
+async fn run<S, B, R>(
+    mut service: S,
+    policy: Arc<RetryPolicy>,
+    request: Request<B>,
+) -> Result<Response<R>, Error<S::Error>>
+where
+    S: Service<Request<B>, Response = Response<R>>,
+    B: ReplayBody,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (parts, body) = request.into_parts();
+    let caller = Caller::current();
+    let deadline = deadline(&parts, &caller, &policy);
+    let criticality = parts
+        .extensions
+        .get::<Criticality>()
+        .copied()
+        .unwrap_or(caller.criticality());
+    let grpc = parts
+        .headers
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+    let eligible = policy.max_attempts > 1
+        && (grpc
+            || policy.any_method
+            || parts.extensions.get::<RetryAnyway>().is_some()
+            || idempotent(&parts.method));
+    let mut source = if eligible {
+        match Limited::new(body, policy.replay_limit).collect().await {
+            Ok(collected) => Source::Kept(collected.to_bytes()),
+            Err(err) if err.is::<LengthLimitError>() => return Err(Error::BodyTooLarge),
+            Err(err) => return Err(Error::Body(err)),
+        }
+    } else {
+        Source::Once(Some(body))
+    };
+    if let Some(budget) = &policy.budget {
+        budget.deposit();
+    }
+    let mut retries = Vec::new();
+    let mut attempt = 0u32;
+    loop {
+        if attempt == 0
+            && let Some(throttle) = &policy.throttle
+            && !throttle.admit()
+        {
+            return Err(Error::Throttled);
+        }
+        let left = match deadline {
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left < policy.min_attempt {
+                    return Err(Error::DeadlineExceeded);
+                }
+                Some(left)
+            }
+            None => None,
+        };
+        let body = match &mut source {
+            // Taken on the first attempt; a body sent once is never retried.
+            Source::Once(body) => body.take().ok_or(Error::BodyTooLarge)?,
+            Source::Kept(bytes) => B::replay(bytes),
+        };
+        let mut request = Request::new(body);
+        *request.method_mut() = parts.method.clone();
+        *request.uri_mut() = parts.uri.clone();
+        *request.version_mut() = parts.version;
+        *request.headers_mut() = parts.headers.clone();
+        *request.extensions_mut() = parts.extensions.clone();
+        carry(request.headers_mut(), left, criticality, grpc);
+
+        std::future::poll_fn(|cx| service.poll_ready(cx))
+            .await
+            .map_err(Error::Inner)?;
+        let sent = service.call(request);
+        let answer = match deadline {
+            Some(deadline) => match tokio::time::timeout_at(deadline, sent).await {
+                Ok(answer) => answer,
+                Err(_) => {
+                    record(&policy, false);
+                    return Err(Error::DeadlineExceeded);
+                }
+            },
+            None => sent.await,
+        };
+        let arrived = Instant::now();
+        attempt += 1;
+        let (verdict, last) = match answer {
+            Ok(response) => {
+                let verdict = judge(
+                    response.status(),
+                    response.headers(),
+                    &policy.grpc_codes,
+                    SystemTime::now(),
+                );
+                (verdict, Ok(response))
+            }
+            Err(err) => (
+                crate::hints::Verdict {
+                    accepted: false,
+                    retryable: true,
+                    hint: Hint::None,
+                },
+                Err(err),
+            ),
+        };
+        record(&policy, verdict.accepted);
+        let finish = |last: Result<Response<R>, S::Error>, retries: Vec<Retry>| {
+            last.map(|mut response| {
+                if !retries.is_empty() {
+                    response.extensions_mut().insert(Retries(retries));
+                }
+                response
+            })
+            .map_err(Error::Inner)
+        };
+        if !(eligible && verdict.retryable) || attempt >= policy.max_attempts {
+            return finish(last, retries);
+        }
+        let (wait, hint) = match verdict.hint {
+            Hint::Stop => return finish(last, retries),
+            Hint::After(hint) if hint > policy.max_hint => return finish(last, retries),
+            // Never earlier than the hint; up to 5% later, so the callers
+            // one refusal told the same thing do not return at one instant.
+            Hint::After(hint) => (hint + hint.mul_f64(0.05 * random_unit()), Some(hint)),
+            Hint::None => (backoff(&policy, attempt), None),
+        };
+        if let Some(deadline) = deadline
+            && arrived + wait + policy.min_attempt > deadline
+        {
+            return finish(last, retries);
+        }
+        if let Some(budget) = &policy.budget
+            && !budget.try_withdraw()
+        {
+            return finish(last, retries);
+        }
+        drop(last);
+        tokio::time::sleep_until(arrived + wait).await;
+        retries.push(Retry {
+            hint,
+            waited: arrived.elapsed(),
+        });
+    }
+}
+
+fn record(policy: &RetryPolicy, accepted: bool) {
+    if let Some(throttle) = &policy.throttle {
+        throttle.record(accepted);
+    }
+}
+
+/// The earliest of the call's deadlines.
+fn deadline(
+    parts: &http::request::Parts,
+    caller: &Caller,
+    policy: &RetryPolicy,
+) -> Option<Instant> {
+    let now = Instant::now();
+    let from_header = |name: &str, parse: fn(&[u8]) -> Result<Duration, _>| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| parse(v.as_bytes()).ok())
+            .and_then(|d| now.checked_add(d))
+    };
+    [
+        parts.extensions.get::<Deadline>().map(|d| d.0),
+        caller.deadline(),
+        from_header(BUDGET_HEADER, parse_budget_ms),
+        from_header(GRPC_TIMEOUT_HEADER, parse_grpc_timeout),
+        policy.timeout.and_then(|t| now.checked_add(t)),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+}
+
+/// Sets the time left and the criticality on an attempt's headers.
+fn carry(
+    headers: &mut http::HeaderMap,
+    left: Option<Duration>,
+    criticality: Criticality,
+    grpc: bool,
+) {
+    if let Some(left) = left {
+        // Rounded down: the server never hears of time the client lacks.
+        let ms = u64::try_from(left.as_millis())
+            .unwrap_or(u64::MAX)
+            .min(999_999_999);
+        headers.insert(BUDGET_HEADER, HeaderValue::from(ms));
+        if grpc {
+            let value = if ms <= 99_999_999 {
+                format!("{ms}m")
+            } else {
+                format!("{}S", ms / 1000)
+            };
+            if let Ok(value) = HeaderValue::try_from(value) {
+                headers.insert(GRPC_TIMEOUT_HEADER, value);
+            }
+        }
+    }
+    if criticality != Criticality::Default && !headers.contains_key(CRITICALITY_HEADER) {
+        headers.insert(
+            CRITICALITY_HEADER,
+            HeaderValue::from_static(criticality.as_str()),
+        );
+    }
+}
+
+/// The jittered exponential back-off after `attempt` attempts.
+fn backoff(policy: &RetryPolicy, attempt: u32) -> Duration {
+    let bound = policy
+        .base_backoff
+        .saturating_mul(1 << attempt.saturating_sub(1).min(20))
+        .min(policy.max_backoff);
+    bound / 2 + (bound / 2).mul_f64(random_unit())
+}
+
+/// `GET`, `HEAD`, `OPTIONS`, `TRACE`, `PUT` and `DELETE` (RFC 9110 9.2.2).
+fn idempotent(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backoff_doubles_within_its_jitter_and_stops_at_its_maximum() {
+        let policy =
+            RetryPolicy::default().backoff(Duration::from_millis(10), Duration::from_millis(35));
+        for _ in 0..200 {
+            let first = backoff(&policy, 1);
+            assert!(first >= Duration::from_millis(5) && first < Duration::from_millis(10));
+            let second = backoff(&policy, 2);
+            assert!(second >= Duration::from_millis(10) && second < Duration::from_millis(20));
+            let capped = backoff(&policy, 9);
+            assert!(capped >= Duration::from_millis(17) && capped < Duration::from_millis(35));
+        }
+    }
+
+    #[test]
+    fn the_time_left_goes_out_in_both_headers_rounded_down() {
+        let mut headers = http::HeaderMap::new();
+        carry(
+            &mut headers,
+            Some(Duration::from_micros(250_900)),
+            Criticality::Sheddable,
+            true,
+        );
+        assert_eq!(headers[BUDGET_HEADER], "250");
+        assert_eq!(headers[GRPC_TIMEOUT_HEADER], "250m");
+        assert_eq!(headers[CRITICALITY_HEADER], "sheddable");
+        let mut plain = http::HeaderMap::new();
+        carry(&mut plain, None, Criticality::Default, false);
+        assert!(plain.is_empty(), "nothing to carry");
+        assert!(idempotent(&Method::PUT) && !idempotent(&Method::POST));
+    }
+}

@@ -1,0 +1,207 @@
+//! Client-side adaptive throttling, as the Google SRE book describes it
+//! ("Handling Overload"): over a recent window the client counts the
+//! requests it meant to send and the ones the server accepted, and rejects
+//! new ones locally with probability
+//! `max(0, (requests − K·accepts) / (requests + 1))`.
+//!
+//! This module owns those two counters (in slots of a tenth of the window)
+//! and the draw. It must never reject while the server accepts at least
+//! `1/K` of what is sent, and never sleeps.
+
+use std::cell::Cell;
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::error::ConfigError;
+
+const SLOTS: usize = 10;
+
+/// The throttle, shared by every clone.
+///
+/// `K` is how much more than the server accepts a client may still send:
+/// 2 (the book's choice) lets through twice what was accepted, so a server
+/// that recovers is seen to recover; values near 1 reject sooner and waste
+/// less of an overloaded server's time. Locally rejected requests count as
+/// requests, so the rejection rate follows the server's acceptance.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admission_client::AdaptiveThrottle;
+///
+/// let throttle = AdaptiveThrottle::new(2.0, Duration::from_secs(2)).unwrap();
+/// for _ in 0..10 {
+///     throttle.record(false); // ten requests, none accepted
+/// }
+/// assert!(throttle.reject_probability() > 0.9);
+/// assert!(AdaptiveThrottle::new(0.5, Duration::from_secs(2)).is_err());
+/// ```
+#[derive(Debug, Clone)]
+pub struct AdaptiveThrottle {
+    books: Arc<Mutex<[Slot; SLOTS]>>,
+    k: f64,
+    slot: Duration,
+    epoch: Instant,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    index: u64,
+    requests: u64,
+    accepts: u64,
+}
+
+impl AdaptiveThrottle {
+    /// A throttle with multiplier `k` (at least 1, finite) over `window`
+    /// (100 ms to 10 min). The book counts over two minutes; a shorter
+    /// window stops rejecting sooner after an overload ends.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] (`CLIENT_BAD_THROTTLE`) for `k` or `window` out of
+    /// those bounds.
+    pub fn new(k: f64, window: Duration) -> Result<AdaptiveThrottle, ConfigError> {
+        if !(k.is_finite() && k >= 1.0) {
+            return Err(ConfigError::throttle("K must be finite and at least 1"));
+        }
+        if !(Duration::from_millis(100)..=Duration::from_secs(600)).contains(&window) {
+            return Err(ConfigError::throttle(
+                "the window must be within 100 ms to 10 min",
+            ));
+        }
+        Ok(AdaptiveThrottle {
+            books: Arc::new(Mutex::new([Slot::default(); SLOTS])),
+            k,
+            slot: window / u32::try_from(SLOTS).unwrap_or(10),
+            epoch: Instant::now(),
+        })
+    }
+
+    /// The probability a new request is rejected locally now.
+    pub fn reject_probability(&self) -> f64 {
+        self.probability_at(Instant::now())
+    }
+
+    /// Counts one request the client meant to send and decides whether it
+    /// is sent: `false` when it is rejected locally (it then counts as a
+    /// request the server did not accept).
+    pub fn admit(&self) -> bool {
+        let now = Instant::now();
+        let p = self.probability_at(now);
+        let rejected = p > 0.0 && random_unit() < p;
+        if rejected {
+            self.record_at(now, false);
+        }
+        !rejected
+    }
+
+    /// Counts one request that was sent, and whether the server accepted
+    /// it (anything but a refusal or a failure to answer).
+    pub fn record(&self, accepted: bool) {
+        self.record_at(Instant::now(), accepted);
+    }
+
+    fn record_at(&self, now: Instant, accepted: bool) {
+        let index = self.index(now);
+        let mut books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = &mut books[usize::try_from(index % SLOTS as u64).unwrap_or(0)];
+        if slot.index != index {
+            *slot = Slot {
+                index,
+                ..Slot::default()
+            };
+        }
+        slot.requests += 1;
+        slot.accepts += u64::from(accepted);
+    }
+
+    fn probability_at(&self, now: Instant) -> f64 {
+        let index = self.index(now);
+        let books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
+        let (requests, accepts) = books
+            .iter()
+            .filter(|s| s.index + SLOTS as u64 > index && s.index <= index)
+            .fold((0, 0), |(r, a), s| (r + s.requests, a + s.accepts));
+        drop(books);
+        #[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
+        let (requests, accepts) = (requests as f64, accepts as f64);
+        ((requests - self.k * accepts) / (requests + 1.0)).max(0.0)
+    }
+
+    fn index(&self, now: Instant) -> u64 {
+        let since = now.saturating_duration_since(self.epoch).as_nanos();
+        u64::try_from(since / self.slot.as_nanos().max(1)).unwrap_or(u64::MAX)
+    }
+}
+
+/// A uniform draw in `[0, 1)` from a per-thread xorshift, seeded from the
+/// standard library's random hash keys.
+pub(crate) fn random_unit() -> f64 {
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(RandomState::new().hash_one(0u8) | 1);
+    }
+    STATE.with(|state| {
+        let mut x = state.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        state.set(x);
+        #[expect(clippy::cast_precision_loss, reason = "53 bits are exact")]
+        let unit = (x >> 11) as f64 / (1u64 << 53) as f64;
+        unit
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probability_is_the_books_formula() {
+        let throttle = AdaptiveThrottle::new(2.0, Duration::from_secs(10)).unwrap();
+        let now = Instant::now();
+        for i in 0..100 {
+            throttle.record_at(now, i < 20);
+        }
+        // (100 - 2 * 20) / 101
+        let p = throttle.probability_at(now);
+        assert!((p - 60.0 / 101.0).abs() < 1e-9, "{p}");
+        // Accepting half with K = 2 rejects nothing.
+        let fine = AdaptiveThrottle::new(2.0, Duration::from_secs(10)).unwrap();
+        for i in 0..100 {
+            fine.record_at(now, i % 2 == 0);
+        }
+        assert!(fine.probability_at(now).abs() < f64::EPSILON);
+        assert!(
+            (throttle.probability_at(now + Duration::from_secs(11))).abs() < f64::EPSILON,
+            "the window forgets"
+        );
+    }
+
+    #[test]
+    fn local_rejections_follow_the_probability() {
+        let throttle = AdaptiveThrottle::new(1.0, Duration::from_secs(600)).unwrap();
+        for _ in 0..1000 {
+            throttle.record(false);
+        }
+        let sent = (0..1000).filter(|_| throttle.admit()).count();
+        assert!(sent < 50, "{sent} of 1000 sent with nothing accepted");
+        assert!(
+            (0..1000).all(|_| random_unit() < 1.0),
+            "draws stay below one"
+        );
+    }
+
+    #[test]
+    fn bad_configurations_are_refused_at_construction() {
+        for (k, ms) in [(0.9, 1000), (f64::NAN, 1000), (2.0, 50), (2.0, 700_000)] {
+            let err = AdaptiveThrottle::new(k, Duration::from_millis(ms)).unwrap_err();
+            assert_eq!(err.code(), "CLIENT_BAD_THROTTLE");
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! A short smoke of `storm --retry-storm`: the three client kinds through a
+//! one-second spike and a one-second 10x run against real exporters on
+//! 127.0.0.1, in about 15 s. Only what holds on a loaded machine is
+//! asserted: every hinted retry waited its hint, the budgeted clients send
+//! fewer attempts than the naive one at 10x, and the tables and the plot
+//! are drawn.
+
+use std::time::Duration;
+
+use admission_examples::storm::plot::timeline_svg;
+use admission_examples::storm::retry_storm::{self, Kind, StormPlan};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_retry_storm_runs_each_client_kind_and_draws_its_tables() {
+    let plan = StormPlan {
+        workers: 8,
+        walk_delay: Duration::from_millis(80),
+        before: Duration::from_secs(1),
+        trigger: Duration::from_secs(1),
+        after: Duration::from_secs(1),
+        amplification: Duration::from_secs(1),
+        timeout: Duration::from_millis(1500),
+        ..StormPlan::default()
+    };
+    let run = retry_storm::run(&plan).await.expect("the exporters start");
+    assert_eq!(run.storms.len(), 3);
+    assert_eq!(run.overloads.len(), 3);
+    for r in run.storms.iter().chain(&run.overloads) {
+        assert!(
+            r.seconds.iter().map(|s| s.offered).sum::<u64>() > 0,
+            "{:?}",
+            r.kind
+        );
+        for &(hint, waited) in &r.hinted {
+            assert!(
+                waited >= hint,
+                "{:?}: waited {waited:?} for a {hint:?} hint",
+                r.kind
+            );
+        }
+    }
+    let amplification = |kind| {
+        run.overloads
+            .iter()
+            .find(|r| r.kind == kind)
+            .expect("each kind ran")
+            .amplification()
+    };
+    let naive = amplification(Kind::Naive);
+    assert!(amplification(Kind::Admission) < naive, "{naive}");
+    assert!(amplification(Kind::TowerTps) < naive, "{naive}");
+
+    let tables = retry_storm::render(&run);
+    for needle in [
+        "| s |",
+        "first second at 95%",
+        "client at 10x",
+        "admission-client",
+    ] {
+        assert!(tables.contains(needle), "{needle} in\n{tables}");
+    }
+    let (offered, lines) = retry_storm::lines(&run);
+    let svg = timeline_svg("smoke", &offered, &lines, (1.0, 2.0)).expect("drawn");
+    assert!(svg.contains("tower::retry"));
+}
