@@ -36,10 +36,13 @@
 //!    flat and cuts latency; slower, cutting concurrency cuts throughput in
 //!    proportion and leaves latency where it is. So after a cut of at
 //!    least 20% (both windows saturated), if throughput fell by at least
-//!    half the cut's proportion and latency by less than that, the extra
-//!    concurrency was buying throughput: the new latency is the work's
-//!    own, and becomes the baseline (both tests, so that the noise of one
-//!    window's throughput cannot ratchet the baseline up). Otherwise the limit is cut toward `limit * b * 1.15 / r`
+//!    three quarters of the cut's proportion while latency held (fell by less than
+//!    that, rose by at most 10%), the extra concurrency was buying
+//!    throughput: the new latency is the work's own, and becomes the
+//!    baseline. Both tests, so that the noise of one window's throughput
+//!    cannot ratchet the baseline up, and latency that rose as
+//!    concurrency was cut (the backend lost capacity at that moment) is
+//!    never taken for the work's own. Otherwise the limit is cut toward `limit * b * 1.15 / r`
 //!    (at most halving), the concurrency that by Little's law would serve
 //!    the same throughput without the queue.
 //!
@@ -267,7 +270,8 @@ impl Tuner {
         {
             let cut = 1.0 - self.limit / last.limit;
             let lost = 1.0 - throughput / last.throughput;
-            if lost >= cut * 0.5 && latency >= last.latency * (1.0 - cut * 0.5) {
+            let held = (last.latency * (1.0 - cut * 0.5)..=last.latency * 1.1).contains(&latency);
+            if lost >= cut * 0.75 && held {
                 // The concurrency cut away was buying throughput: this
                 // latency is the work's own.
                 self.baseline = Some(latency);
@@ -375,6 +379,7 @@ impl Controller {
                 .max(1),
         };
         let before = state.tuner.limit();
+        if std::env::var_os("ADAPTIVE_DEBUG").is_some() { eprintln!("{:?} {:?} {:?}", now, window, state.tuner); }
         let limit = state.tuner.on_window(window);
         state.started = now;
         state.ended = 0;
