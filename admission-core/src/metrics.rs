@@ -362,7 +362,11 @@ mod tests {
             (metric.read.unwrap())(&stats)
         };
         assert_eq!(value("admission_slots_capacity"), 3);
-        assert_eq!(value("admission_slots_limit"), 3, "a fixed pool's limit is its capacity");
+        assert_eq!(
+            value("admission_slots_limit"),
+            3,
+            "a fixed pool's limit is its capacity"
+        );
         assert_eq!(value("admission_slots_in_use"), 1);
         assert_eq!(value("admission_admitted"), 1);
         for metric in METRICS {

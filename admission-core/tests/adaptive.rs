@@ -116,10 +116,7 @@ async fn load(
 
 fn adaptive(floor: usize) -> RequestPools {
     RequestPools::builder()
-        .adaptive(
-            Class::Work,
-            AdaptiveLimit::new(floor, 200).timeout(TIMEOUT),
-        )
+        .adaptive(Class::Work, AdaptiveLimit::new(floor, 200).timeout(TIMEOUT))
         .build()
         .unwrap()
 }
@@ -151,8 +148,24 @@ async fn at_twice_capacity_the_limit_finds_the_knee_and_holds_it_without_drift()
     let tally = Arc::new(Tally::default());
     let mut seed = 7;
     let rate = 2.0 * capacity_rate(10);
-    let early = load(&requests, &backend, &tally, rate, Duration::from_secs(30), &mut seed).await;
-    let late = load(&requests, &backend, &tally, rate, Duration::from_secs(270), &mut seed).await;
+    let early = load(
+        &requests,
+        &backend,
+        &tally,
+        rate,
+        Duration::from_secs(30),
+        &mut seed,
+    )
+    .await;
+    let late = load(
+        &requests,
+        &backend,
+        &tally,
+        rate,
+        Duration::from_secs(270),
+        &mut seed,
+    )
+    .await;
 
     let (mean_early, _) = mean_and_cv(&early[100..]);
     let (mean, cv) = mean_and_cv(&late[late.len() - 300..]);
@@ -178,9 +191,25 @@ async fn at_half_capacity_after_warming_up_nothing_is_refused() {
     let backend = Backend::new(10);
     let tally = Arc::new(Tally::default());
     let mut seed = 11;
-    load(&requests, &backend, &tally, capacity_rate(10), Duration::from_secs(5), &mut seed).await;
+    load(
+        &requests,
+        &backend,
+        &tally,
+        capacity_rate(10),
+        Duration::from_secs(5),
+        &mut seed,
+    )
+    .await;
     let warm = tally.refused.load(SeqCst);
-    load(&requests, &backend, &tally, 0.5 * capacity_rate(10), Duration::from_secs(60), &mut seed).await;
+    load(
+        &requests,
+        &backend,
+        &tally,
+        0.5 * capacity_rate(10),
+        Duration::from_secs(60),
+        &mut seed,
+    )
+    .await;
     assert_eq!(tally.refused.load(SeqCst), warm, "no refusal at half load");
     drained(&requests).await;
 }
@@ -192,13 +221,37 @@ async fn a_capacity_step_is_followed_down_and_up_within_five_seconds() {
     let tally = Arc::new(Tally::default());
     let mut seed = 3;
     let rate = 2.0 * capacity_rate(20);
-    load(&requests, &backend, &tally, rate, Duration::from_secs(10), &mut seed).await;
+    load(
+        &requests,
+        &backend,
+        &tally,
+        rate,
+        Duration::from_secs(10),
+        &mut seed,
+    )
+    .await;
     backend.set_capacity(10).await;
-    let down = load(&requests, &backend, &tally, rate, Duration::from_secs(10), &mut seed).await;
+    let down = load(
+        &requests,
+        &backend,
+        &tally,
+        rate,
+        Duration::from_secs(10),
+        &mut seed,
+    )
+    .await;
     let (after_down, _) = mean_and_cv(&down[50..]);
     assert!((10.0..=14.0).contains(&after_down), "{down:?}");
     backend.set_capacity(20).await;
-    let up = load(&requests, &backend, &tally, rate, Duration::from_secs(10), &mut seed).await;
+    let up = load(
+        &requests,
+        &backend,
+        &tally,
+        rate,
+        Duration::from_secs(10),
+        &mut seed,
+    )
+    .await;
     let (after_up, _) = mean_and_cv(&up[50..]);
     assert!((20.0..=28.0).contains(&after_up), "{up:?}");
     drained(&requests).await;
@@ -211,17 +264,43 @@ async fn when_every_request_times_out_the_limit_is_bounded_and_leaves_the_floor_
     let tally = Arc::new(Tally::default());
     let mut seed = 5;
     let rate = 2.0 * capacity_rate(10);
-    load(&requests, &backend, &tally, rate, Duration::from_secs(10), &mut seed).await;
+    load(
+        &requests,
+        &backend,
+        &tally,
+        rate,
+        Duration::from_secs(10),
+        &mut seed,
+    )
+    .await;
     // Every request now takes longer than its timeout: each is given up at
     // the same latency.
-    backend.hold_us.store(4 * TIMEOUT.as_micros() as u64, SeqCst);
-    let plateau = load(&requests, &backend, &tally, rate, Duration::from_secs(20), &mut seed).await;
+    backend
+        .hold_us
+        .store(4 * TIMEOUT.as_micros() as u64, SeqCst);
+    let plateau = load(
+        &requests,
+        &backend,
+        &tally,
+        rate,
+        Duration::from_secs(20),
+        &mut seed,
+    )
+    .await;
     assert!(
         plateau[100..].iter().all(|&l| l <= 4),
         "bounded near the floor: {plateau:?}"
     );
     backend.hold_us.store(D.as_micros() as u64, SeqCst);
-    let after = load(&requests, &backend, &tally, rate, Duration::from_secs(10), &mut seed).await;
+    let after = load(
+        &requests,
+        &backend,
+        &tally,
+        rate,
+        Duration::from_secs(10),
+        &mut seed,
+    )
+    .await;
     let (mean, _) = mean_and_cv(&after[50..]);
     assert!((10.0..=14.0).contains(&mean), "left the floor: {after:?}");
     drained(&requests).await;

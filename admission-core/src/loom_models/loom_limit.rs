@@ -25,10 +25,10 @@ fn a_higher_limit_racing_a_waiter_and_a_fail_fast_caller() {
                 let times = (std::time::Duration::ZERO, std::time::Duration::ZERO);
                 match permits.enqueue(LEVEL, Patience::Patient, times, false) {
                     Enqueued::Acquired => {}
-                    Enqueued::Waiting(ticket) => loom::future::block_on(poll_fn(|cx| {
-                        permits.poll_wait(ticket.key, cx)
-                    }))
-                    .expect("the pool stays open"),
+                    Enqueued::Waiting(ticket) => {
+                        loom::future::block_on(poll_fn(|cx| permits.poll_wait(ticket.key, cx)))
+                            .expect("the pool stays open")
+                    }
                     other => panic!("a patient waiter of an open pool: {other:?}"),
                 }
                 assert!(permits.in_use() <= 2, "never more in use than the limit");

@@ -373,13 +373,9 @@ impl Controller {
             },
             // The window's peak, and the next one starts from those in
             // flight now.
-            peak: self
-                .peak
-                .swap(self.in_flight.load(Relaxed), Relaxed)
-                .max(1),
+            peak: self.peak.swap(self.in_flight.load(Relaxed), Relaxed).max(1),
         };
         let before = state.tuner.limit();
-        if std::env::var_os("ADAPTIVE_DEBUG").is_some() { eprintln!("{:?} {:?} {:?}", now, window, state.tuner); }
         let limit = state.tuner.on_window(window);
         state.started = now;
         state.ended = 0;
@@ -434,12 +430,12 @@ mod tests {
     fn it_climbs_from_the_floor_to_the_knee_and_stays_near_it() {
         let mut tuner = Tuner::new(AdaptiveLimit::new(1, 400));
         let limits = run(&mut tuner, 300, 20, D);
-        assert!(limits[..8].iter().any(|&l| l >= 20), "reached 20 fast: {limits:?}");
-        let steady = &limits[100..];
         assert!(
-            steady.iter().all(|&l| (20..=27).contains(&l)),
-            "{steady:?}"
+            limits[..8].iter().any(|&l| l >= 20),
+            "reached 20 fast: {limits:?}"
         );
+        let steady = &limits[100..];
+        assert!(steady.iter().all(|&l| (20..=27).contains(&l)), "{steady:?}");
         assert_eq!(tuner.baseline(), Some(Duration::from_secs_f64(D)));
     }
 
