@@ -7,7 +7,9 @@
 //! must never refuse, delay or pin a request to measure anything: it only
 //! watches admitted work end, and moves the limit between the floor and
 //! the ceiling the app gave. The permits enforce the limit (a lower one
-//! revokes nothing; a higher one wakes waiters).
+//! revokes nothing; a higher one wakes waiters). Its cost on a request
+//! path: two clock reads and a short lock per lease, for the classes made
+//! adaptive only.
 //!
 //! # The algorithm
 //!
@@ -30,7 +32,9 @@
 //!    limit stays (nothing says more would help, nothing says less would);
 //!    so at light load there is nothing to refuse, and no refusal comes
 //!    from measuring.
-//! 3. **Latency above the baseline**: either work queues behind the
+//! 3. **Latency above the baseline** (two windows in a row, so that one
+//!    scheduling hiccup moves nothing, or one window at twice it): either
+//!    work queues behind the
 //!    backend's true capacity, or the work itself got slower. They differ in
 //!    what concurrency buys: queued, cutting concurrency leaves throughput
 //!    flat and cuts latency; slower, cutting concurrency cuts throughput in
@@ -206,6 +210,8 @@ pub(crate) struct Tuner {
     last: Option<Seen>,
     /// The next window is not measured (the one right after a cut).
     settle: bool,
+    /// The window before was above the tolerance.
+    above: bool,
 }
 
 impl Tuner {
@@ -218,6 +224,7 @@ impl Tuner {
             step: 0.1,
             last: None,
             settle: false,
+            above: false,
         }
     }
 
@@ -256,11 +263,17 @@ impl Tuner {
         };
         let last = self.last.replace(seen);
         if latency <= baseline * TOLERANCE {
+            self.above = false;
             if saturated {
                 let grown = (self.limit * (1.0 + self.step)).max(self.limit + 1.0);
                 self.limit = grown.min(self.ceiling);
                 self.step = (self.step * 2.0).min(1.0);
             }
+            return self.limit();
+        }
+        // One window above could be noise (a scheduling hiccup): act on the
+        // second in a row, or at once when latency doubled.
+        if !std::mem::replace(&mut self.above, true) && latency <= baseline * 2.0 {
             return self.limit();
         }
         if let Some(last) = last
@@ -381,16 +394,18 @@ impl Controller {
         state.ended = 0;
         state.good = 0;
         state.good_secs = 0.0;
-        let baseline = state.tuner.baseline();
-        drop(state);
         if limit != before {
+            // Under the lock: two windows closing one after the other apply
+            // their limits in their order.
+            self.pool.set_limit(limit);
+            let baseline = state.tuner.baseline();
+            drop(state);
             tracing::debug!(
                 pool = self.pool.name(),
                 limit,
                 baseline_us = baseline.map_or(0, |b| u64::try_from(b.as_micros()).unwrap_or(0)),
                 "adaptive limit moved"
             );
-            self.pool.set_limit(limit);
         }
     }
 }
