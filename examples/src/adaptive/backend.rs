@@ -21,12 +21,12 @@ use tokio::sync::Semaphore;
 /// use std::time::Duration;
 /// use admission_examples::adaptive::Backend;
 ///
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let backend = Backend::new(2, Duration::from_millis(50));
 /// let start = tokio::time::Instant::now();
 /// tokio::join!(backend.serve(), backend.serve(), backend.serve());
-/// assert_eq!(start.elapsed(), Duration::from_millis(100), "the third waited for a permit");
+/// assert!(start.elapsed() >= Duration::from_millis(100), "the third waited for a permit");
 /// # }
 /// ```
 #[derive(Debug)]
