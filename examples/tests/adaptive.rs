@@ -59,7 +59,9 @@ async fn every_gate_is_measured_side_by_side_and_drawn() {
         // still answers some of them well.
         assert!((300..=900).contains(&f.offered), "{:?}: {f:?}", s.gate);
         assert!(f.goodput > 0.0, "{:?}: {f:?}", s.gate);
-        let (_, _, max) = f.limit.unwrap_or_else(|| panic!("{:?} reports its limit", s.gate));
+        let (_, _, max) = f
+            .limit
+            .unwrap_or_else(|| panic!("{:?} reports its limit", s.gate));
         assert!((1..=32).contains(&max), "{:?}: {f:?}", s.gate);
     }
     let tables = results.tables();

@@ -54,7 +54,14 @@ impl EnvoyGate {
         std::fs::write(&config, text)?;
         let mut command = Command::new(binary);
         command
-            .args(["--disable-hot-restart", "--concurrency", "1", "-l", "warning", "-c"])
+            .args([
+                "--disable-hot-restart",
+                "--concurrency",
+                "1",
+                "-l",
+                "warning",
+                "-c",
+            ])
             .arg(&config);
         let child = Supervised::spawn("envoy", command, dir.path(), false)?;
         let end = Instant::now() + Duration::from_secs(15);

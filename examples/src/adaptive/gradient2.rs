@@ -110,6 +110,9 @@ impl Shared {
     }
 
     pub(crate) fn with<T>(&self, f: impl FnOnce(&mut Gradient2) -> T) -> T {
-        f(&mut self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+        f(&mut self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 }

@@ -119,7 +119,8 @@ impl Harness {
             step = Some((scenario, series));
             // Every request holds its permit for twice the timeout: each
             // one times out, at the same latency.
-            let hold = 2.0 * self.setup.bounds.timeout.as_secs_f64() / self.setup.hold.as_secs_f64();
+            let hold =
+                2.0 * self.setup.bounds.timeout.as_secs_f64() / self.setup.hold.as_secs_f64();
             let scenario = Scenario {
                 name: "timeout-plateau".into(),
                 phases: vec![

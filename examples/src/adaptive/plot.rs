@@ -58,7 +58,10 @@ fn draw(
             .iter()
             .map(|sl| {
                 let secs = sl.report.window.as_secs_f64().max(1e-3);
-                (sl.at + secs / 2.0, sl.report.total().good.len() as f64 / secs)
+                (
+                    sl.at + secs / 2.0,
+                    sl.report.total().good.len() as f64 / secs,
+                )
             })
             .collect()
     };

@@ -100,7 +100,10 @@ pub fn recovery(series: &Series, phase: usize, reference: f64) -> Option<f64> {
 }
 
 fn ms(d: Option<Duration>) -> String {
-    d.map_or_else(|| "-".to_owned(), |d| format!("{:.0}", d.as_secs_f64() * 1000.0))
+    d.map_or_else(
+        || "-".to_owned(),
+        |d| format!("{:.0}", d.as_secs_f64() * 1000.0),
+    )
 }
 
 fn limit(l: Option<(f64, f64, usize)>) -> (String, String) {
@@ -131,7 +134,11 @@ pub fn load_table(runs: &[(f64, Scenario, Vec<Series>)]) -> String {
                 "| {load}x | {} | {:.1} | {:.0}% | {} | {} | {} | {mean} | {cv} |",
                 label(s),
                 f.goodput,
-                if best > 0.0 { f.goodput / best * 100.0 } else { 0.0 },
+                if best > 0.0 {
+                    f.goodput / best * 100.0
+                } else {
+                    0.0
+                },
                 f.refused,
                 f.timed_out,
                 ms(f.p99),
@@ -157,7 +164,9 @@ pub fn step_table(scenario: &Scenario, series: &[Series]) -> String {
     };
     let (ref_down, ref_up) = (reference(down), reference(up));
     for s in series {
-        let f: Vec<_> = (n - 3..n).map(|p| PhaseFigures::of(s, scenario, p)).collect();
+        let f: Vec<_> = (n - 3..n)
+            .map(|p| PhaseFigures::of(s, scenario, p))
+            .collect();
         let time = |t: Option<f64>| t.map_or_else(|| "never".to_owned(), |t| format!("{t:.1}"));
         let _ = writeln!(
             out,
@@ -193,10 +202,16 @@ pub fn plateau_table(scenario: &Scenario, series: &[Series]) -> String {
             out,
             "| {} | {} | {} | {:.1} | {:.0}% | {} |",
             label(s),
-            plateau.limit.map_or_else(|| "-".to_owned(), |l| l.2.to_string()),
+            plateau
+                .limit
+                .map_or_else(|| "-".to_owned(), |l| l.2.to_string()),
             limit(plateau.limit).0,
             after.goodput,
-            if best > 0.0 { after.goodput / best * 100.0 } else { 0.0 },
+            if best > 0.0 {
+                after.goodput / best * 100.0
+            } else {
+                0.0
+            },
             limit(after.limit).0,
         );
     }

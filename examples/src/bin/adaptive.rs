@@ -73,7 +73,11 @@ fn config(mut args: Args) -> Result<(Harness, bool, PathBuf), ArgError> {
     let no_envoy = args.flag("no-envoy");
     let out = args.value("out")?.unwrap_or_else(|| PathBuf::from("docs"));
     args.finish()?;
-    if capacity == 0 || hold.is_zero() || timeout.is_zero() || harness.loads.iter().any(|l| *l <= 0.0) {
+    if capacity == 0
+        || hold.is_zero()
+        || timeout.is_zero()
+        || harness.loads.iter().any(|l| *l <= 0.0)
+    {
         return Err(ArgError::new(
             "`--capacity`, `--hold-ms`, `--timeout-ms` and every load must be positive",
         ));
