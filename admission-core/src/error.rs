@@ -80,6 +80,13 @@ pub enum ConfigError {
         /// The pool's name.
         pool: String,
     },
+    /// An adaptive limit with a floor of 0, a floor above its ceiling, a
+    /// ceiling above [`MAX_CAPACITY`], an initial limit outside them, or a
+    /// zero window or timeout.
+    BadAdaptiveLimit {
+        /// The pool's name.
+        pool: String,
+    },
     /// The operating system refused to start a worker thread.
     Spawn {
         /// The pool's name.
@@ -138,6 +145,11 @@ impl fmt::Display for ConfigError {
                 f,
                 "pool `{pool}` has a queue policy with bound 0, a zero target, or a target longer \
                  than its interval"
+            ),
+            Self::BadAdaptiveLimit { pool } => write!(
+                f,
+                "pool `{pool}` has an adaptive limit with floor 0, floor above ceiling, ceiling \
+                 above {MAX_CAPACITY}, an initial limit outside them, or a zero window or timeout"
             ),
             Self::Spawn { pool, kind } => {
                 write!(

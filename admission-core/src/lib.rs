@@ -104,7 +104,7 @@ pub use crate::coalesce::Coalescing;
 pub use crate::error::ConfigError;
 pub use crate::pool::{Admission, Pool, RegistryWork, WorkError};
 pub use crate::refusal::{Code, Refusal};
-pub use crate::request::{Class, Lease, RequestPools};
+pub use crate::request::{AdaptiveLimit, Class, Lease, RequestPools};
 pub use crate::reserve::{LoopOwner, Reservation};
 pub use crate::shutdown::Shutdown;
 

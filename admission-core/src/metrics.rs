@@ -97,6 +97,15 @@ pub const METRICS: &[Metric] = &[
         read: Some(|s| s.capacity as u64),
     },
     Metric {
+        name: "admission_slots_limit",
+        kind: Kind::Gauge,
+        unit: None,
+        help: "Slots callers may take now: the capacity, or an adaptive class's current limit.",
+        labels: POOL,
+        by_criticality: None,
+        read: Some(|s| s.limit as u64),
+    },
+    Metric {
         name: "admission_slots_in_use",
         kind: Kind::Gauge,
         unit: None,
@@ -353,6 +362,11 @@ mod tests {
             (metric.read.unwrap())(&stats)
         };
         assert_eq!(value("admission_slots_capacity"), 3);
+        assert_eq!(
+            value("admission_slots_limit"),
+            3,
+            "a fixed pool's limit is its capacity"
+        );
         assert_eq!(value("admission_slots_in_use"), 1);
         assert_eq!(value("admission_admitted"), 1);
         for metric in METRICS {

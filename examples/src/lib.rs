@@ -12,6 +12,7 @@
 //! * [`fleet`]: the fleet demo, three `exporter` replicas behind a real
 //!   HAProxy and a real Envoy (`examples/fleet/`), with a rolling restart.
 
+pub mod adaptive;
 pub mod args;
 pub mod cli;
 pub mod exporter;

@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use std::future::{Future, poll_fn};
 use std::panic::Location;
 use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -140,6 +141,11 @@ struct PoolInner {
     kind: Kind,
     capacity: usize,
     permits: Permits,
+    /// The slots callers may take now: `capacity`, unless an adaptive
+    /// limit moved it (for the statistics; the permits enforce it).
+    limit: AtomicUsize,
+    /// Each level's share, to derive its limit from a new one.
+    shares: Shares,
     /// The queue's fixed times; `None` derives them from the work.
     queue: Option<QueuePolicy>,
     holders: Holders,
@@ -232,6 +238,8 @@ impl Pool {
                 kind,
                 capacity,
                 permits: Permits::new(limits, bound),
+                limit: AtomicUsize::new(capacity),
+                shares,
                 queue,
                 holders: Holders::new(capacity),
                 counters: Counters::default(),
@@ -720,7 +728,7 @@ impl Pool {
     pub fn stats(&self) -> PoolStats {
         self.inner.counters.snapshot(
             self.inner.name.as_str(),
-            self.inner.capacity,
+            (self.inner.capacity, self.inner.limit.load(Relaxed)),
             self.inner.permits.books(),
             self.inner.permits.waiting(),
             self.inner.work_times.typical(),
@@ -773,6 +781,23 @@ impl Pool {
     /// here.
     pub(crate) fn work_times(&self) -> &WorkTimes {
         &self.inner.work_times
+    }
+
+    /// Moves the slots callers may take to `limit` (clamped to 1 ..=
+    /// capacity), each level keeping its share: an adaptive class's
+    /// controller calls it. A lower limit revokes no slot; a higher one
+    /// wakes waiters at once (see [`Permits::set_limits`]).
+    pub(crate) fn set_limit(&self, limit: usize) {
+        let limit = limit.clamp(1, self.inner.capacity);
+        if self.inner.limit.swap(limit, Relaxed) == limit {
+            return;
+        }
+        let limits = self
+            .inner
+            .shares
+            .limits(limit)
+            .expect("shares were checked at construction, for any limit");
+        self.inner.permits.set_limits(limits);
     }
 
     /// Whether shutdown has closed this pool.

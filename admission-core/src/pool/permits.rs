@@ -544,8 +544,9 @@ const fn admitted(state: u64) -> u64 {
 #[derive(Debug)]
 pub(crate) struct Permits {
     /// Per level (most critical first): the slots in use at or above which
-    /// that level is not admitted.
-    limits: [usize; 3],
+    /// that level is not admitted. Fixed for a fixed pool; an adaptive
+    /// class moves them with [`Permits::set_limits`].
+    limits: [AtomicUsize; 3],
     /// Slots in use, slots in transit, plus [`LINE`] while the line may
     /// have waiters, [`CLOSED`] once closed, and the admissions.
     state: AtomicU64,
@@ -562,7 +563,7 @@ pub(crate) struct Permits {
 impl Permits {
     pub(crate) fn new(limits: [usize; 3], bound: usize) -> Self {
         Permits {
-            limits,
+            limits: limits.map(AtomicUsize::new),
             state: AtomicU64::new(0),
             epochs: AtomicU64::new(0),
             waiting: AtomicUsize::new(0),
@@ -641,13 +642,15 @@ impl Permits {
     /// one compare-and-swap against a word without the closed bit.
     #[inline]
     pub(crate) fn try_acquire(&self, level: Criticality) -> Result<(), NoSlot> {
-        let limit = self.limits[level.index()] as u64;
         let mut state = self.state.load(SeqCst);
         loop {
             if state & CLOSED != 0 {
                 return Err(NoSlot::Closed);
             }
-            if state & COUNT >= limit {
+            // Read after the word: a slot taken by the swap below was free
+            // under a limit that held while the word did not change (see
+            // `set_limits`).
+            if state & COUNT >= self.limit(level) {
                 return Err(NoSlot::Full);
             }
             let next = admitted(state);
@@ -712,13 +715,12 @@ impl Permits {
                 Err(NoSlot::Full) => Enqueued::Full,
             };
         }
-        let limit = self.limits[level.index()] as u64;
         let mut state = self.state.load(SeqCst);
         loop {
             if state & CLOSED != 0 {
                 return Enqueued::Closed;
             }
-            let free = state & COUNT < limit;
+            let free = state & COUNT < self.limit(level);
             let next = if free { admitted(state) } else { state | LINE };
             match self.state.compare_exchange(state, next, SeqCst, SeqCst) {
                 Ok(_) if free => {
@@ -832,7 +834,56 @@ impl Permits {
             return None;
         }
         let others = (state & COUNT).saturating_sub(1) as usize;
-        line.pop(others, &self.limits)
+        line.pop(others, &self.limits())
+    }
+
+    /// The slots in use at or above which `level` is not admitted now.
+    #[inline]
+    fn limit(&self, level: Criticality) -> u64 {
+        self.limits[level.index()].load(SeqCst) as u64
+    }
+
+    fn limits(&self) -> [usize; 3] {
+        self.limits.each_ref().map(|limit| limit.load(SeqCst))
+    }
+
+    /// Changes the limits at run time (an adaptive class). A lower limit
+    /// revokes nothing: it takes effect as slots return (a returned slot
+    /// goes to a waiter only while the others in use leave room under it),
+    /// and no caller is admitted over it from the moment it is stored. A
+    /// higher one hands the slots it frees to the waiters in line at once.
+    ///
+    /// Stored under the line's lock, so a joiner either saw the new limits
+    /// or is in line when they are stored; each slot handed over is counted
+    /// in use by a compare-and-swap against the count it was checked
+    /// against, so a fail-fast admission racing it cannot take the same
+    /// room.
+    pub(crate) fn set_limits(&self, limits: [usize; 3]) {
+        let mut wakes = Wakes::default();
+        {
+            let mut line = self.lock();
+            for (limit, new) in self.limits.iter().zip(limits) {
+                limit.store(new, SeqCst);
+            }
+            let mut state = self.state.load(SeqCst);
+            while state & (LINE | CLOSED) == LINE && ((state & COUNT) as usize) < limits[0] {
+                // Room under the most generous limit, reserved before the
+                // waiter is chosen; given back if no waiter's share fits.
+                let next = state + TRANSIT_ONE + 1;
+                if let Err(actual) = self.state.compare_exchange(state, next, SeqCst, SeqCst) {
+                    state = actual;
+                    continue;
+                }
+                let Some(at) = line.pop((state & COUNT) as usize, &limits) else {
+                    self.state.fetch_sub(TRANSIT_ONE + 1, SeqCst);
+                    break;
+                };
+                wakes.push(line.answer(at, State::Granted));
+                self.left_line(&line, 1);
+                state = self.state.load(SeqCst);
+            }
+        }
+        wakes.wake();
     }
 
     /// Lets go of stale callers of standing queues (see

@@ -43,6 +43,11 @@ pub struct PoolStats {
     pub name: String,
     /// The number of slots.
     pub capacity: usize,
+    /// The slots callers may take now: `capacity` for a fixed pool, the
+    /// current limit of an adaptive request class (see
+    /// [`AdaptiveLimit`](crate::AdaptiveLimit)). Slots taken under a higher
+    /// limit may keep `in_use` above it until they return.
+    pub limit: usize,
     /// Slots held right now (by callers, running work or orphans).
     pub in_use: usize,
     /// Callers waiting for a slot right now (`Wait`, `WaitFor`, `Queue`).
@@ -220,7 +225,7 @@ impl Counters {
     pub(crate) fn snapshot(
         &self,
         name: &str,
-        capacity: usize,
+        (capacity, limit): (usize, usize),
         books: Books,
         waiting: usize,
         recent_work: Duration,
@@ -239,6 +244,7 @@ impl Counters {
         PoolStats {
             name: name.to_owned(),
             capacity,
+            limit,
             in_use: books.in_use,
             waiting,
             admitted: books.admitted,
@@ -362,7 +368,7 @@ mod tests {
             counters
                 .snapshot(
                     "p",
-                    1,
+                    (1, 1),
                     Books {
                         admitted: 0,
                         released: 0,

@@ -6,7 +6,10 @@
 
 use std::sync::Arc;
 
+use tokio::time::Instant;
+
 use super::Class;
+use super::adaptive::Controller;
 use crate::pool::{Pool, Slot};
 
 /// One slot of a request class, held for a whole response.
@@ -44,19 +47,27 @@ pub struct Lease {
 #[derive(Debug)]
 struct Share {
     slot: Arc<Slot>,
+    /// An adaptive class's controller, and when the lease was admitted:
+    /// the lease's end is one of its samples.
+    timed: Option<(Arc<Controller>, Instant)>,
 }
 
 impl Drop for Share {
     fn drop(&mut self) {
         self.slot.detach_shared();
+        if let Some((controller, at)) = self.timed.take() {
+            controller.ended(at);
+        }
     }
 }
 
 impl Lease {
-    pub(crate) fn new(slot: Slot, class: Class) -> Self {
+    pub(crate) fn new(slot: Slot, class: Class, adaptive: Option<&Arc<Controller>>) -> Self {
+        let timed = adaptive.map(|controller| (Arc::clone(controller), controller.admitted()));
         Lease {
             share: Arc::new(Share {
                 slot: Arc::new(slot),
+                timed,
             }),
             class,
         }

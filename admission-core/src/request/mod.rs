@@ -5,11 +5,13 @@
 //! The root re-exports [`RequestPools`], [`Class`] and [`Lease`]; this module
 //! holds the rest.
 
+mod adaptive;
 mod class;
 mod lease;
 mod pools;
 pub(crate) mod scope;
 
+pub use self::adaptive::AdaptiveLimit;
 pub use self::class::{Class, UnknownClass};
 pub use self::lease::Lease;
 pub use self::pools::{RequestPools, RequestPoolsBuilder};

@@ -5,9 +5,10 @@
 //! order. It must never let a reserved call take request capacity, nor a
 //! request take reserved capacity.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use super::adaptive::{AdaptiveLimit, Controller};
 use super::scope::{self, Context};
 use super::{Class, Lease};
 use crate::caller::Caller;
@@ -38,6 +39,8 @@ static GLOBAL: OnceLock<RequestPools> = OnceLock::new();
 pub struct RequestPools {
     work: Pool,
     control: Pool,
+    /// Per class (work, control), the controller of an adaptive limit.
+    adaptive: [Option<Arc<Controller>>; 2],
 }
 
 /// Builds [`RequestPools`]; see [`RequestPools::builder`].
@@ -47,6 +50,7 @@ pub struct RequestPoolsBuilder {
     work: usize,
     control: usize,
     retry: RetryHint,
+    adaptive: [Option<AdaptiveLimit>; 2],
 }
 
 impl RequestPoolsBuilder {
@@ -84,22 +88,66 @@ impl RequestPoolsBuilder {
         self
     }
 
+    /// Makes `class`'s capacity adaptive: it gets `limit`'s ceiling as its
+    /// slots (and worker threads), and how many of them callers may take
+    /// moves between the floor and the ceiling, learned from the latency
+    /// and throughput of its leases (from admission to the end of the
+    /// response). It never refuses or pins a request to measure: it grows
+    /// while more concurrency is served without a queue, cuts by Little's
+    /// law when latency rises above the work's own, re-learns the work's
+    /// own latency only when cutting concurrency cost throughput (so a
+    /// standing queue cannot drift it upward), and halves while most leases
+    /// time out. The current limit is [`PoolStats::limit`] and the
+    /// `admission_slots_limit` metric. Fixed capacity is the default.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{AdaptiveLimit, Class, Code, RequestPools};
+    ///
+    /// let requests = RequestPools::builder()
+    ///     .adaptive(Class::Work, AdaptiveLimit::new(1, 32))
+    ///     .build()
+    ///     .unwrap();
+    /// let _first = requests.try_lease(Class::Work).unwrap();
+    /// let refused = requests.try_lease(Class::Work).unwrap_err();
+    /// assert_eq!(refused.code(), Code::Saturated, "the limit starts at the floor");
+    /// ```
+    pub fn adaptive(mut self, class: Class, limit: AdaptiveLimit) -> Self {
+        self.adaptive[class_index(class)] = Some(limit);
+        self
+    }
+
     /// Builds both pools.
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] when a class has 0 slots or too many, or the retry
-    /// hint is below 1 s.
+    /// [`ConfigError`] when a class has 0 slots or too many, the retry
+    /// hint is below 1 s, or an adaptive limit is out of range
+    /// ([`ConfigError::BadAdaptiveLimit`]).
     pub fn build(self) -> Result<RequestPools, ConfigError> {
-        let pool = |class: Class, slots| {
-            Pool::builder(class.as_str())
-                .capacity(slots)
+        let pool = |class: Class, slots| -> Result<(Pool, Option<Arc<Controller>>), ConfigError> {
+            let adaptive = self.adaptive[class_index(class)];
+            if let Some(limit) = adaptive
+                && !limit.is_valid()
+            {
+                return Err(ConfigError::BadAdaptiveLimit {
+                    pool: class.as_str().to_owned(),
+                });
+            }
+            let pool = Pool::builder(class.as_str())
+                .capacity(adaptive.map_or(slots, AdaptiveLimit::ceiling))
                 .retry_hint(self.retry)
-                .build()
+                .build()?;
+            let controller = adaptive.map(|limit| Arc::new(Controller::new(pool.clone(), limit)));
+            Ok((pool, controller))
         };
+        let (work, work_adaptive) = pool(Class::Work, self.work)?;
+        let (control, control_adaptive) = pool(Class::Control, self.control)?;
         Ok(RequestPools {
-            work: pool(Class::Work, self.work)?,
-            control: pool(Class::Control, self.control)?,
+            work,
+            control,
+            adaptive: [work_adaptive, control_adaptive],
         })
     }
 }
@@ -120,6 +168,7 @@ impl RequestPools {
             work: 2,
             control: 4,
             retry: RetryHint::default(),
+            adaptive: [None; 2],
         }
     }
 
@@ -196,7 +245,7 @@ impl RequestPools {
             return Ok(lease);
         }
         pool.try_admit_coded_for(pool.saturated_code(), &caller)
-            .map(|slot| Lease::new(slot, class))
+            .map(|slot| self.lease_of(slot, class))
     }
 
     /// Takes a lease of `class` the way `admission` says: fail fast, wait,
@@ -231,7 +280,11 @@ impl RequestPools {
         }
         pool.admit_with(admission)
             .await
-            .map(|slot| Lease::new(slot, class))
+            .map(|slot| self.lease_of(slot, class))
+    }
+
+    fn lease_of(&self, slot: crate::pool::Slot, class: Class) -> Lease {
+        Lease::new(slot, class, self.adaptive[class_index(class)].as_ref())
     }
 
     /// Waits for a lease of `class`; inside a lease of the same class, shares
@@ -420,6 +473,13 @@ impl RequestPools {
     /// ```
     pub fn stats(&self) -> [PoolStats; 2] {
         [self.work.stats(), self.control.stats()]
+    }
+}
+
+const fn class_index(class: Class) -> usize {
+    match class {
+        Class::Work => 0,
+        Class::Control => 1,
     }
 }
 

@@ -41,7 +41,7 @@
 mod child;
 mod envoy;
 mod haproxy;
-mod probe;
+pub(crate) mod probe;
 mod replica;
 mod run;
 mod table;

@@ -24,7 +24,7 @@ use tokio::net::TcpStream;
 /// # Errors
 ///
 /// A connection or protocol failure, or the bound passed.
-pub(super) async fn get(
+pub(crate) async fn get(
     addr: SocketAddr,
     path: &str,
     bound: Duration,
