@@ -81,8 +81,11 @@ pub mod log;
 mod loom;
 #[cfg(all(test, loom))]
 mod loom_models;
-#[cfg(feature = "prometheus")]
-#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
+#[cfg(any(feature = "prometheus", feature = "metrics", feature = "opentelemetry"))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "prometheus", feature = "metrics", feature = "opentelemetry")))
+)]
 pub mod metrics;
 pub mod pool;
 mod refusal;
@@ -92,7 +95,7 @@ pub mod shutdown;
 
 /// Pool counters: the snapshot [`Pool::stats`] returns.
 pub mod stats {
-    pub use crate::pool::stats::{DURATION_BUCKETS, PoolStats};
+    pub use crate::pool::stats::{DURATION_BUCKETS, Durations, PoolStats};
 }
 
 pub use crate::caller::{Caller, Criticality};
