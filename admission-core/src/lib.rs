@@ -42,7 +42,7 @@
 //! caller and its criticality), [`shutdown`] (report
 //! types), [`stats`] (counters), [`balancer`] (readiness, the HAProxy agent and the
 //! load report), [`log`] (failures named by class and code) and, with the
-//! `prometheus` feature, `metrics`.
+//! `prometheus`, `metrics` or `opentelemetry` feature, `metrics`.
 //!
 //! # Examples
 //!
@@ -68,6 +68,11 @@
 //!
 //! * `macros` (default): `#[reserved(slots = N)]`.
 //! * `prometheus`: the `metrics` module, a `prometheus-client` collector.
+//! * `metrics`: the `metrics` module, recording into the `metrics` facade.
+//! * `opentelemetry`: the `metrics` module, OpenTelemetry observable
+//!   instruments on a `Meter`.
+//!
+//! The back-ends are off by default and read the same pool statistics.
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

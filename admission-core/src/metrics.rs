@@ -10,15 +10,26 @@
 //! their counts, this only reads them, labelled `pool` (and the refusal
 //! counter also `criticality` and `code`, the wait histogram `outcome`).
 
+#[cfg(any(feature = "metrics", feature = "opentelemetry"))]
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::Criticality;
 use crate::pool::{HasPools, Pool};
 use crate::refusal::Code;
+#[cfg(any(feature = "metrics", feature = "opentelemetry"))]
+use crate::stats::DURATION_BUCKETS;
 use crate::stats::{Durations, PoolStats};
 
+#[cfg(feature = "metrics")]
+mod facade;
+#[cfg(feature = "opentelemetry")]
+mod otel;
 #[cfg(feature = "prometheus")]
 mod prometheus;
+
+#[cfg(feature = "opentelemetry")]
+pub use otel::Instruments;
 
 /// The kind of a metric family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +90,82 @@ pub(crate) enum Value {
     Histogram(Durations),
 }
 
+/// One series as a Prometheus exposition names it: a histogram's
+/// `_bucket` (labelled `le`), `_count` and `_sum` are series of their own.
+/// The back-ends that take no pre-aggregated histogram (the `metrics`
+/// facade, OpenTelemetry's observable instruments) record these.
+#[cfg(any(feature = "metrics", feature = "opentelemetry"))]
+#[derive(Debug)]
+pub(crate) struct Flat<'a> {
+    pub(crate) name: String,
+    pub(crate) labels: Vec<(&'static str, Cow<'a, str>)>,
+    pub(crate) value: FlatValue,
+}
+
+/// A flat series' value.
+#[cfg(any(feature = "metrics", feature = "opentelemetry"))]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum FlatValue {
+    /// A monotonic count (a counter, a histogram's buckets and count).
+    Count(u64),
+    /// A gauge's value.
+    Level(u64),
+    /// A histogram's sum, in seconds.
+    Seconds(f64),
+}
+
 impl Metric {
+    /// This family's series for one pool's snapshot, histograms flattened.
+    #[cfg(any(feature = "metrics", feature = "opentelemetry"))]
+    pub(crate) fn flat<'a>(&self, stats: &'a PoolStats) -> Vec<Flat<'a>> {
+        let base = self.exposed_name();
+        let mut out = Vec::new();
+        for sample in self.samples(stats) {
+            let labels: Vec<(&'static str, Cow<'a, str>)> = sample
+                .labels
+                .iter()
+                .map(|&(k, v)| (k, Cow::Borrowed(v)))
+                .collect();
+            match sample.value {
+                Value::Number(n) => out.push(Flat {
+                    name: base.clone(),
+                    labels,
+                    value: if self.kind == Kind::Gauge {
+                        FlatValue::Level(n)
+                    } else {
+                        FlatValue::Count(n)
+                    },
+                }),
+                Value::Histogram(durations) => {
+                    let bounds = DURATION_BUCKETS
+                        .iter()
+                        .map(f64::to_string)
+                        .chain(std::iter::once("+Inf".to_owned()));
+                    for (le, &n) in bounds.zip(&durations.buckets) {
+                        let mut labels = labels.clone();
+                        labels.push(("le", Cow::Owned(le)));
+                        out.push(Flat {
+                            name: format!("{base}_bucket"),
+                            labels,
+                            value: FlatValue::Count(n),
+                        });
+                    }
+                    out.push(Flat {
+                        name: format!("{base}_count"),
+                        labels: labels.clone(),
+                        value: FlatValue::Count(durations.count()),
+                    });
+                    out.push(Flat {
+                        name: format!("{base}_sum"),
+                        labels,
+                        value: FlatValue::Seconds(durations.sum.as_secs_f64()),
+                    });
+                }
+            }
+        }
+        out
+    }
+
     /// The name as it appears in the exposition, e.g.
     /// `admission_admitted_total` or `admission_work_duration_seconds`.
     pub fn exposed_name(&self) -> String {
