@@ -42,7 +42,8 @@
 //! caller and its criticality), [`shutdown`] (report types and
 //! readiness), [`stats`] (counters), [`log`] (failures named by class and
 //! code) and, with their features, `balancer` (the HAProxy agent and the
-//! load report) and `metrics`.
+//! load report) and `metrics` (with `prometheus`, `metrics` or
+//! `opentelemetry`).
 //!
 //! # Examples
 //!
@@ -67,10 +68,15 @@
 //! # Features
 //!
 //! * `macros` (default): `#[reserved(slots = N)]`.
-//! * `balancer`: the pieces a load balancer reads, [`balancer`]: the HAProxy
+//! * `balancer`: the pieces a load balancer reads, module `balancer`: the HAProxy
 //!   agent check on a port of its own and the load report. Off by default;
 //!   readiness needs no feature ([`shutdown::Readiness`]).
 //! * `prometheus`: the `metrics` module, a `prometheus-client` collector.
+//! * `metrics`: the `metrics` module, recording into the `metrics` facade.
+//! * `opentelemetry`: the `metrics` module, OpenTelemetry observable
+//!   instruments on a `Meter`.
+//!
+//! The back-ends are off by default and read the same pool statistics.
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -85,8 +91,11 @@ pub mod log;
 mod loom;
 #[cfg(all(test, loom))]
 mod loom_models;
-#[cfg(feature = "prometheus")]
-#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
+#[cfg(any(feature = "prometheus", feature = "metrics", feature = "opentelemetry"))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "prometheus", feature = "metrics", feature = "opentelemetry")))
+)]
 pub mod metrics;
 pub mod pool;
 mod refusal;
@@ -96,7 +105,7 @@ pub mod shutdown;
 
 /// Pool counters: the snapshot [`Pool::stats`] returns.
 pub mod stats {
-    pub use crate::pool::stats::{DURATION_BUCKETS, PoolStats};
+    pub use crate::pool::stats::{DURATION_BUCKETS, Durations, PoolStats};
 }
 
 pub use crate::caller::{Caller, Criticality};

@@ -1,25 +1,35 @@
-//! Admission metrics for a `prometheus-client` registry (feature
-//! `prometheus`).
+//! The admission metric families and the pools they are read from.
 //!
 //! This module owns the list of metric families ([`METRICS`]), the single
 //! source the metrics reference (`docs/METRICS.md`) is generated from, each
-//! with the function that reads its value from a pool's snapshot, and a
-//! collector that reads snapshots at scrape time. It must never update a
-//! counter itself: the pools own their counts, this only renders them,
-//! labelled `pool` (and the refusal counter also `criticality`).
+//! with the way its series are read from a pool's snapshot, and
+//! [`AdmissionMetrics`], the list of pools every back-end reads at once.
+//! The back-ends live beside it, one per feature: `prometheus-client`
+//! (`prometheus`), the `metrics` facade (`metrics`) and OpenTelemetry
+//! (`opentelemetry`). It must never update a counter itself: the pools own
+//! their counts, this only reads them, labelled `pool` (and the refusal
+//! counter also `criticality` and `code`, the wait histogram `outcome`).
 
+#[cfg(any(feature = "metrics", feature = "opentelemetry"))]
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex, PoisonError};
-
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
-use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::registry::{Registry, Unit};
 
 use crate::Criticality;
 use crate::pool::{HasPools, Pool};
-use crate::stats::{DURATION_BUCKETS, PoolStats};
+use crate::refusal::Code;
+#[cfg(any(feature = "metrics", feature = "opentelemetry"))]
+use crate::stats::DURATION_BUCKETS;
+use crate::stats::{Durations, PoolStats};
+
+#[cfg(feature = "metrics")]
+mod facade;
+#[cfg(feature = "opentelemetry")]
+mod otel;
+#[cfg(feature = "prometheus")]
+mod prometheus;
+
+#[cfg(feature = "opentelemetry")]
+pub use otel::Instruments;
 
 /// The kind of a metric family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,15 +56,116 @@ pub struct Metric {
     pub help: &'static str,
     /// The labels on every series.
     pub labels: &'static [&'static str],
-    /// Reads a gauge's or counter's value from a snapshot; `None` for the
-    /// histogram, which is read from the snapshot's buckets.
-    read: Option<fn(&PoolStats) -> u64>,
-    /// For a counter split by criticality: its value per level, in the
-    /// order of [`Criticality::ALL`]; `read` then gives their sum.
-    by_criticality: Option<fn(&PoolStats) -> [u64; 3]>,
+    /// Where its series are read from in a snapshot.
+    source: Source,
+}
+
+/// Where a family's series come from in a [`PoolStats`].
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    /// One value per pool.
+    Value(fn(&PoolStats) -> u64),
+    /// The refusal counts: one series per code and criticality.
+    Refusals,
+    /// The work-duration histogram.
+    Work,
+    /// The wait histograms, one per outcome.
+    Waits,
+}
+
+/// One series of a family, read from one pool's snapshot.
+#[derive(Debug)]
+pub(crate) struct Sample<'a> {
+    /// `pool` first, then the family's other labels, in its order.
+    pub(crate) labels: Vec<(&'static str, &'a str)>,
+    pub(crate) value: Value,
+}
+
+/// A series' value.
+#[derive(Debug)]
+pub(crate) enum Value {
+    /// A gauge's or counter's value.
+    Number(u64),
+    /// A histogram over [`DURATION_BUCKETS`](crate::stats::DURATION_BUCKETS).
+    Histogram(Durations),
+}
+
+/// One series as a Prometheus exposition names it: a histogram's
+/// `_bucket` (labelled `le`), `_count` and `_sum` are series of their own.
+/// The back-ends that take no pre-aggregated histogram (the `metrics`
+/// facade, OpenTelemetry's observable instruments) record these.
+#[cfg(any(feature = "metrics", feature = "opentelemetry"))]
+#[derive(Debug)]
+pub(crate) struct Flat<'a> {
+    pub(crate) name: String,
+    pub(crate) labels: Vec<(&'static str, Cow<'a, str>)>,
+    pub(crate) value: FlatValue,
+}
+
+/// A flat series' value.
+#[cfg(any(feature = "metrics", feature = "opentelemetry"))]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum FlatValue {
+    /// A monotonic count (a counter, a histogram's buckets and count).
+    Count(u64),
+    /// A gauge's value.
+    Level(u64),
+    /// A histogram's sum, in seconds.
+    Seconds(f64),
 }
 
 impl Metric {
+    /// This family's series for one pool's snapshot, histograms flattened.
+    #[cfg(any(feature = "metrics", feature = "opentelemetry"))]
+    pub(crate) fn flat<'a>(&self, stats: &'a PoolStats) -> Vec<Flat<'a>> {
+        let base = self.exposed_name();
+        let mut out = Vec::new();
+        for sample in self.samples(stats) {
+            let labels: Vec<(&'static str, Cow<'a, str>)> = sample
+                .labels
+                .iter()
+                .map(|&(k, v)| (k, Cow::Borrowed(v)))
+                .collect();
+            match sample.value {
+                Value::Number(n) => out.push(Flat {
+                    name: base.clone(),
+                    labels,
+                    value: if self.kind == Kind::Gauge {
+                        FlatValue::Level(n)
+                    } else {
+                        FlatValue::Count(n)
+                    },
+                }),
+                Value::Histogram(durations) => {
+                    let bounds = DURATION_BUCKETS
+                        .iter()
+                        .map(f64::to_string)
+                        .chain(std::iter::once("+Inf".to_owned()));
+                    for (le, &n) in bounds.zip(&durations.buckets) {
+                        let mut labels = labels.clone();
+                        labels.push(("le", Cow::Owned(le)));
+                        out.push(Flat {
+                            name: format!("{base}_bucket"),
+                            labels,
+                            value: FlatValue::Count(n),
+                        });
+                    }
+                    out.push(Flat {
+                        name: format!("{base}_count"),
+                        labels: labels.clone(),
+                        value: FlatValue::Count(durations.count()),
+                    });
+                    out.push(Flat {
+                        name: format!("{base}_sum"),
+                        labels,
+                        value: FlatValue::Seconds(durations.sum.as_secs_f64()),
+                    });
+                }
+            }
+        }
+        out
+    }
+
     /// The name as it appears in the exposition, e.g.
     /// `admission_admitted_total` or `admission_work_duration_seconds`.
     pub fn exposed_name(&self) -> String {
@@ -80,10 +191,58 @@ impl Metric {
             Kind::Gauge | Kind::Counter => vec![base],
         }
     }
+
+    /// This family's series for one pool's snapshot.
+    pub(crate) fn samples<'a>(&self, stats: &'a PoolStats) -> Vec<Sample<'a>> {
+        let pool = ("pool", stats.name.as_str());
+        let one = |value| {
+            vec![Sample {
+                labels: vec![pool],
+                value,
+            }]
+        };
+        match self.source {
+            Source::Value(read) => one(Value::Number(read(stats))),
+            Source::Work => one(Value::Histogram(Durations {
+                buckets: stats.duration_buckets.clone(),
+                sum: stats.duration_sum,
+            })),
+            Source::Waits => [
+                ("admitted", &stats.waited_admitted),
+                ("refused", &stats.waited_refused),
+            ]
+            .into_iter()
+            .map(|(outcome, durations)| Sample {
+                labels: vec![pool, ("outcome", outcome)],
+                value: Value::Histogram(durations.clone()),
+            })
+            .collect(),
+            Source::Refusals => Code::ALL
+                .into_iter()
+                .zip(stats.refused_by_code)
+                // Reentrant waits are not refusals: their own family.
+                .filter(|(code, _)| code.is_overload())
+                .flat_map(|(code, row)| {
+                    Criticality::ALL
+                        .into_iter()
+                        .zip(row)
+                        .map(move |(level, n)| Sample {
+                            labels: vec![
+                                pool,
+                                ("criticality", level.as_str()),
+                                ("code", code.as_str()),
+                            ],
+                            value: Value::Number(n),
+                        })
+                })
+                .collect(),
+        }
+    }
 }
 
 const POOL: &[&str] = &["pool"];
-const POOL_CRITICALITY: &[&str] = &["pool", "criticality"];
+const POOL_CRITICALITY_CODE: &[&str] = &["pool", "criticality", "code"];
+const POOL_OUTCOME: &[&str] = &["pool", "outcome"];
 
 /// Every metric family admission exports, in exposition order.
 pub const METRICS: &[Metric] = &[
@@ -93,8 +252,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Slots the pool has (its worker threads number the same).",
         labels: POOL,
-        by_criticality: None,
-        read: Some(|s| s.capacity as u64),
+        source: Source::Value(|s| s.capacity as u64),
     },
     Metric {
         name: "admission_slots_limit",
@@ -111,8 +269,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Slots held right now, by callers, running work or orphans.",
         labels: POOL,
-        by_criticality: None,
-        read: Some(|s| s.in_use as u64),
+        source: Source::Value(|s| s.in_use as u64),
     },
     Metric {
         name: "admission_waiting",
@@ -120,8 +277,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Callers waiting for a slot right now (Wait, WaitFor and the bounded queue).",
         labels: POOL,
-        by_criticality: None,
-        read: Some(|s| s.waiting as u64),
+        source: Source::Value(|s| s.waiting as u64),
     },
     Metric {
         name: "admission_work_running",
@@ -129,8 +285,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Work running on the pool's worker threads right now.",
         labels: POOL,
-        by_criticality: None,
-        read: Some(|s| s.running as u64),
+        source: Source::Value(|s| s.running as u64),
     },
     Metric {
         name: "admission_orphans_running",
@@ -138,8 +293,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Orphans running right now: work whose caller went away while it runs on, holding its slot.",
         labels: POOL,
-        by_criticality: None,
-        read: Some(|s| s.orphans_running as u64),
+        source: Source::Value(|s| s.orphans_running as u64),
     },
     Metric {
         name: "admission_admitted",
@@ -147,17 +301,31 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Slots handed out.",
         labels: POOL,
-        by_criticality: None,
-        read: Some(|s| s.admitted),
+        source: Source::Value(|s| s.admitted),
     },
     Metric {
         name: "admission_refused",
         kind: Kind::Counter,
         unit: None,
-        help: "Admissions refused (fail-fast, timed out, budget too short, or pool closed), by the refused caller's criticality.",
-        labels: POOL_CRITICALITY,
-        by_criticality: Some(|s| s.refused_by_criticality),
-        read: Some(|s| s.refused),
+        help: "Admissions refused (fail-fast, timed out, budget too short, or pool closed), by the refused caller's criticality and the refusal code (ADMISSION_SATURATED, ADMISSION_WAIT_TIMEOUT, ...).",
+        labels: POOL_CRITICALITY_CODE,
+        source: Source::Refusals,
+    },
+    Metric {
+        name: "admission_evicted",
+        kind: Kind::Counter,
+        unit: None,
+        help: "Queued callers displaced from a full queue by a more critical caller; each is also a refusal with the pool's saturated code.",
+        labels: POOL,
+        source: Source::Value(|s| s.evicted),
+    },
+    Metric {
+        name: "admission_shed_standing",
+        kind: Kind::Counter,
+        unit: None,
+        help: "Queued callers let go by a standing queue once they had waited its target; each is also a refusal with ADMISSION_WAIT_TIMEOUT.",
+        labels: POOL,
+        source: Source::Value(|s| s.shed_standing),
     },
     Metric {
         name: "admission_reentrant",
@@ -165,8 +333,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Waits refused because the waiting task held every slot of the pool itself (ADMISSION_REENTRANT): a programming error, not counted as a refusal.",
         labels: POOL,
-        by_criticality: None,
-        read: Some(|s| s.reentrant),
+        source: Source::Value(|s| s.reentrant),
     },
     Metric {
         name: "admission_orphaned",
@@ -174,8 +341,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Work whose caller went away before it ended; it kept its slot until then.",
         labels: POOL,
-        by_criticality: None,
-        read: Some(|s| s.orphaned),
+        source: Source::Value(|s| s.orphaned),
     },
     Metric {
         name: "admission_orphan_failures",
@@ -183,8 +349,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Orphaned work that returned an error or panicked.",
         labels: POOL,
-        by_criticality: None,
-        read: Some(|s| s.orphan_failures),
+        source: Source::Value(|s| s.orphan_failures),
     },
     Metric {
         name: "admission_panicked",
@@ -192,8 +357,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Work that panicked, orphaned or not.",
         labels: POOL,
-        by_criticality: None,
-        read: Some(|s| s.panicked),
+        source: Source::Value(|s| s.panicked),
     },
     Metric {
         name: "admission_coalesced",
@@ -201,8 +365,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Callers served by joining a coalesced walk instead of starting one.",
         labels: POOL,
-        by_criticality: None,
-        read: Some(|s| s.coalesced),
+        source: Source::Value(|s| s.coalesced),
     },
     Metric {
         name: "admission_work_duration",
@@ -210,14 +373,22 @@ pub const METRICS: &[Metric] = &[
         unit: Some("seconds"),
         help: "How long work ran on a worker thread.",
         labels: POOL,
-        by_criticality: None,
-        read: None,
+        source: Source::Work,
+    },
+    Metric {
+        name: "admission_wait_duration",
+        kind: Kind::Histogram,
+        unit: Some("seconds"),
+        help: "How long callers waited in line for a slot before they were admitted or refused, by outcome (admitted, refused); fail-fast callers and callers a free slot admitted at once never waited and are not in it.",
+        labels: POOL_OUTCOME,
+        source: Source::Waits,
     },
 ];
 
-/// A `prometheus-client` collector for the pools added to it: every family
-/// in [`METRICS`], labelled `pool`, read from the pools' snapshots at each
-/// scrape.
+/// The pools the metrics are read from, for every back-end: a
+/// `prometheus-client` collector (feature `prometheus`), the `metrics`
+/// facade (feature `metrics`) and OpenTelemetry instruments (feature
+/// `opentelemetry`) all read the same pools' snapshots.
 ///
 /// Clones share the same list of pools.
 ///
@@ -226,17 +397,12 @@ pub const METRICS: &[Metric] = &[
 /// ```
 /// use admission_core::Pool;
 /// use admission_core::metrics::AdmissionMetrics;
-/// use prometheus_client::registry::Registry;
 ///
 /// let pool = Pool::new("registry", 2).unwrap();
 /// let metrics = AdmissionMetrics::new();
 /// metrics.add(&pool);
-/// let mut registry = Registry::default();
-/// metrics.register(&mut registry);
-///
-/// let mut text = String::new();
-/// prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-/// assert!(text.contains(r#"admission_slots_capacity{pool="registry"} 2"#));
+/// metrics.add(&pool);
+/// assert_eq!(metrics.snapshots().len(), 1, "added once");
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct AdmissionMetrics {
@@ -244,7 +410,7 @@ pub struct AdmissionMetrics {
 }
 
 impl AdmissionMetrics {
-    /// A collector with no pools yet.
+    /// A list with no pools yet.
     pub fn new() -> Self {
         Self::default()
     }
@@ -260,12 +426,8 @@ impl AdmissionMetrics {
         });
     }
 
-    /// Registers the collector with `registry`.
-    pub fn register(&self, registry: &mut Registry) {
-        registry.register_collector(Box::new(self.clone()));
-    }
-
-    fn snapshots(&self) -> Vec<PoolStats> {
+    /// A snapshot of every pool added, in the order they were added.
+    pub fn snapshots(&self) -> Vec<PoolStats> {
         self.pools
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -275,92 +437,31 @@ impl AdmissionMetrics {
     }
 }
 
-fn encode_one(
-    metric: &Metric,
-    stats: &PoolStats,
-    encoder: &mut MetricEncoder<'_>,
-) -> std::fmt::Result {
-    if let Some(split) = metric.by_criticality {
-        for (level, value) in Criticality::ALL.into_iter().zip(split(stats)) {
-            let labels = [
-                ("pool", stats.name.as_str()),
-                ("criticality", level.as_str()),
-            ];
-            ConstCounter::new(value).encode(encoder.encode_family(&labels)?)?;
-        }
-        return Ok(());
-    }
-    let labels = [("pool", stats.name.as_str())];
-    let mut series = encoder.encode_family(&labels)?;
-    match (metric.kind, metric.read) {
-        (Kind::Gauge, Some(read)) => {
-            ConstGauge::new(i64::try_from(read(stats)).unwrap_or(i64::MAX)).encode(series)
-        }
-        (Kind::Counter, Some(read)) => ConstCounter::new(read(stats)).encode(series),
-        (Kind::Gauge | Kind::Counter, None) => {
-            unreachable!("every gauge and counter in METRICS has a read function")
-        }
-        (Kind::Histogram, _) => {
-            // The snapshot is cumulative; the encoder wants each bucket's own
-            // count and sums them itself.
-            let mut previous = 0;
-            let buckets: Vec<(f64, u64)> = DURATION_BUCKETS
-                .iter()
-                .copied()
-                .chain(std::iter::once(f64::INFINITY))
-                .zip(stats.duration_buckets.iter().map(|&cumulative| {
-                    let own = cumulative.saturating_sub(previous);
-                    previous = cumulative;
-                    own
-                }))
-                .collect();
-            let count = stats.duration_buckets.last().copied().unwrap_or(0);
-            series.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
-                stats.duration_sum.as_secs_f64(),
-                count,
-                &buckets,
-                None,
-            )
-        }
-    }
-}
-
-impl Collector for AdmissionMetrics {
-    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
-        let snapshots = self.snapshots();
-        for metric in METRICS {
-            let unit = metric.unit.map(|u| match u {
-                "seconds" => Unit::Seconds,
-                other => Unit::Other(other.to_owned()),
-            });
-            let kind = match metric.kind {
-                Kind::Gauge => MetricType::Gauge,
-                Kind::Counter => MetricType::Counter,
-                Kind::Histogram => MetricType::Histogram,
-            };
-            let mut family =
-                encoder.encode_descriptor(metric.name, metric.help, unit.as_ref(), kind)?;
-            for stats in &snapshots {
-                encode_one(metric, stats, &mut family)?;
-            }
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn numbers(metric: &str, stats: &PoolStats) -> Vec<(Vec<(&'static str, String)>, u64)> {
+        let metric = METRICS.iter().find(|m| m.name == metric).unwrap();
+        metric
+            .samples(stats)
+            .into_iter()
+            .map(|s| {
+                let labels = s.labels.iter().map(|&(k, v)| (k, v.to_owned())).collect();
+                match s.value {
+                    Value::Number(n) => (labels, n),
+                    Value::Histogram(_) => panic!("{} is a number", metric.name),
+                }
+            })
+            .collect()
+    }
+
     #[test]
-    fn every_gauge_and_counter_reads_its_own_value() {
+    fn every_family_reads_its_own_value_with_its_labels() {
         let pool = Pool::new("metrics-read", 3).unwrap();
         let _slot = pool.try_admit().unwrap();
         let stats = pool.stats();
-        let value = |name: &str| {
-            let metric = METRICS.iter().find(|m| m.name == name).unwrap();
-            (metric.read.unwrap())(&stats)
-        };
+        let value = |name: &str| numbers(name, &stats)[0].1;
         assert_eq!(value("admission_slots_capacity"), 3);
         assert_eq!(
             value("admission_slots_limit"),
@@ -370,12 +471,44 @@ mod tests {
         assert_eq!(value("admission_slots_in_use"), 1);
         assert_eq!(value("admission_admitted"), 1);
         for metric in METRICS {
-            assert_eq!(
-                metric.read.is_none(),
-                metric.kind == Kind::Histogram,
-                "{} must have a read function unless it is the histogram",
-                metric.name
-            );
+            for sample in metric.samples(&stats) {
+                let names: Vec<&str> = sample.labels.iter().map(|(k, _)| *k).collect();
+                assert_eq!(
+                    names, metric.labels,
+                    "{} labels its series as listed",
+                    metric.name
+                );
+                assert_eq!(
+                    matches!(sample.value, Value::Histogram(_)),
+                    metric.kind == Kind::Histogram,
+                    "{} reads a value of its kind",
+                    metric.name
+                );
+            }
         }
+    }
+
+    #[test]
+    fn refusals_are_split_by_code_and_criticality_without_reentrant() {
+        let pool = Pool::new("metrics-codes", 1).unwrap();
+        let _slot = pool.try_admit().unwrap();
+        assert!(pool.try_admit().is_err());
+        let refused = numbers("admission_refused", &pool.stats());
+        assert_eq!(refused.len(), 6 * 3, "six overload codes by three levels");
+        assert!(
+            refused
+                .iter()
+                .all(|(labels, _)| labels[2].1 != "ADMISSION_REENTRANT")
+        );
+        let saturated_default: Vec<_> = refused.iter().filter(|(_, n)| *n > 0).collect();
+        assert_eq!(saturated_default.len(), 1);
+        assert_eq!(
+            saturated_default[0].0,
+            [
+                ("pool", "metrics-codes".to_owned()),
+                ("criticality", "default".to_owned()),
+                ("code", "ADMISSION_SATURATED".to_owned())
+            ]
+        );
     }
 }

@@ -46,6 +46,13 @@ pub fn reference_markdown() -> String {
     };
     let names = |items: &[&str]| items.iter().map(|&s| s.to_owned()).collect::<Vec<_>>();
 
+    let codes = code(
+        &admission_core::Code::ALL
+            .iter()
+            .filter(|c| c.is_overload())
+            .map(|c| c.as_str().to_owned())
+            .collect::<Vec<_>>(),
+    );
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = write!(
@@ -54,11 +61,15 @@ pub fn reference_markdown() -> String {
          <!-- Generated from `admission_core::metrics::METRICS`; do not edit.\n     \
          Regenerate with `{REFERENCE_COMMAND}`. -->\n\n\
          Every metric family admission exports through\n\
-         `admission_core::metrics::AdmissionMetrics` (feature `prometheus`), in\n\
-         exposition order. Each pool added to the collector gets one series per\n\
-         family, labelled `pool` with the pool's name; Prometheus adds `job` and\n\
-         `instance` when it scrapes. The values are read from the pools' own\n\
-         counts at scrape time.\n\n\
+         `admission_core::metrics::AdmissionMetrics`, in exposition order, to\n\
+         a `prometheus-client` registry (feature `prometheus`), the `metrics`\n\
+         facade (feature `metrics`) or an OpenTelemetry `Meter` (feature\n\
+         `opentelemetry`). Each pool added gets one series per family,\n\
+         labelled `pool` with the pool's name (the refusal counter one per\n\
+         `criticality` and `code`, the wait histogram one per `outcome`);\n\
+         Prometheus adds `job` and `instance` when it scrapes. The values are\n\
+         read from the pools' own counts at scrape time.\n\n\
+         The `code` label carries the stable refusal codes: {codes}.\n\n\
          | metric | type | unit | labels | help |\n\
          | --- | --- | --- | --- | --- |\n"
     );

@@ -460,6 +460,8 @@ impl Pool {
             key,
             armed: true,
         };
+        let since = Instant::now();
+        let counters = &self.inner.counters;
         if let Some(budget) = budget {
             // The callers ahead share the slots: each round of them takes
             // about the typical work, and then this caller's own.
@@ -507,16 +509,27 @@ impl Pool {
             suspect = false;
             if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
                 drop(place);
+                counters.count_wait(false, since.elapsed());
+                if standing && limit == Some(times.target) {
+                    counters.count_standing_shed();
+                }
                 return Err(self.refuse(Code::WaitTimedOut));
             }
         };
         place.disarm();
+        counters.count_wait(answer.is_ok(), since.elapsed());
         match answer {
             Ok(()) => Ok(()),
             // A more critical caller took this one's place in a full queue.
-            Err(Shed::Displaced) => Err(self.refuse(self.saturated_code())),
+            Err(Shed::Displaced) => {
+                counters.count_eviction();
+                Err(self.refuse(self.saturated_code()))
+            }
             // Its queue stands and it waited past the target.
-            Err(Shed::Stale) => Err(self.refuse(Code::WaitTimedOut)),
+            Err(Shed::Stale) => {
+                counters.count_standing_shed();
+                Err(self.refuse(Code::WaitTimedOut))
+            }
             Err(Shed::Closed) => Err(self.refuse(Code::ShuttingDown)),
         }
     }
@@ -867,7 +880,7 @@ impl Pool {
     /// [`refuse`](Self::refuse) for a caller whose criticality is known.
     #[inline]
     fn refuse_for(&self, code: Code, criticality: Criticality) -> Refusal {
-        self.inner.counters.count_refusal(criticality);
+        self.inner.counters.count_refusal(code, criticality);
         Refusal::for_pool(self.inner.name, code, criticality, self.retry_after_secs())
     }
 

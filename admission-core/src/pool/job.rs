@@ -10,6 +10,13 @@
 //! the slot back; when the caller has gone, the job reports the orphan first
 //! and releases the capacity after, so whoever sees the slot back also sees
 //! the report.
+//!
+//! The span travels with the work: the [`tracing::Span`] current when the
+//! work was bound to its capacity is entered on the worker thread around
+//! the work and the orphan's report, with the subscriber that span belongs
+//! to as the thread's default, so events inside registry work (orphans
+//! included) sit under the request's span, as tower's `Buffer` does for its
+//! worker. With no subscriber the span is empty and nothing is entered.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -40,16 +47,24 @@ pub(crate) struct Job<W> {
     pool: Pool,
     hold: Hold,
     work: W,
+    /// The caller's span when the work was bound to its capacity.
+    span: tracing::Span,
 }
 
 impl<W: RegistryWork> Job<W> {
-    /// Binds `work` to `pool`'s threads with `hold` moved into it. A slot
-    /// of its own is no longer held by the calling task once in a job.
+    /// Binds `work` to `pool`'s threads with `hold` moved into it, under
+    /// the caller's current span. A slot of its own is no longer held by
+    /// the calling task once in a job.
     pub(crate) fn new(pool: Pool, mut hold: Hold, work: W) -> Self {
         if let Hold::Slot(slot) = &mut hold {
             slot.detach();
         }
-        Job { pool, hold, work }
+        Job {
+            pool,
+            hold,
+            work,
+            span: tracing::Span::current(),
+        }
     }
 
     /// Starts the job; the caller awaits the result through the future.
@@ -91,7 +106,10 @@ impl<W: RegistryWork> Job<W> {
         // A closed pool gives the job back; dropping it releases the hold,
         // ends the work for its listeners and drops the delivery (its
         // receivers see `Cancelled`).
-        if let Err(job) = pool.submit(Box::new(move || self.run(&clock, ended, deliver))) {
+        if let Err(job) = pool.submit(Box::new(move || {
+            let span = self.span.clone();
+            in_span(&span, || self.run(&clock, ended, deliver));
+        })) {
             drop(job);
         }
     }
@@ -103,7 +121,9 @@ impl<W: RegistryWork> Job<W> {
             Hold,
         ) -> Result<(), Delivery<W::Output, W::Error>>,
     {
-        let Job { pool, hold, work } = self;
+        let Job {
+            pool, hold, work, ..
+        } = self;
         let counters = pool.counters();
         counters.start();
         // The retry hint counts this work as running until it ends.
@@ -126,6 +146,16 @@ impl<W: RegistryWork> Job<W> {
             report_orphan(&pool, &result, took);
             drop(hold);
         }
+    }
+}
+
+/// Runs `f` inside `span`, with the subscriber the span belongs to as this
+/// thread's default so that events inside `f` reach it too; runs `f` as is
+/// when the span is empty (no subscriber, or one not interested).
+fn in_span<R>(span: &tracing::Span, f: impl FnOnce() -> R) -> R {
+    match span.with_subscriber(|(_, dispatch)| dispatch.clone()) {
+        Some(dispatch) => tracing::dispatcher::with_default(&dispatch, || span.in_scope(f)),
+        None => f(),
     }
 }
 

@@ -11,8 +11,10 @@ use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 use crate::caller::Criticality;
+use crate::refusal::Code;
 
-/// Upper bounds, in seconds, of the work-duration histogram buckets.
+/// Upper bounds, in seconds, of the histogram buckets (the work's
+/// duration and the wait for a slot).
 pub const DURATION_BUCKETS: [f64; 12] = [
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
@@ -63,6 +65,26 @@ pub struct PoolStats {
     /// [`Criticality::ALL`](crate::Criticality::ALL) (critical, default,
     /// sheddable).
     pub refused_by_criticality: [u64; 3],
+    /// Refusals by code (in the order of [`Code::ALL`]) and, within each,
+    /// by criticality as in
+    /// [`refused_by_criticality`](Self::refused_by_criticality); see
+    /// [`refused_with`](Self::refused_with). The `ADMISSION_REENTRANT` row
+    /// stays zero: reentrant waits are counted in
+    /// [`reentrant`](Self::reentrant).
+    pub refused_by_code: [[u64; 3]; Code::ALL.len()],
+    /// Callers that waited in line and were then admitted: how long each
+    /// waited. Fail-fast callers, and callers a free slot admitted at once,
+    /// never waited and are not in it.
+    pub waited_admitted: Durations,
+    /// Callers that waited in line and were then refused (timed out,
+    /// displaced, shed by a standing queue, closed): how long each waited.
+    pub waited_refused: Durations,
+    /// Queued callers displaced from a full queue by a more critical
+    /// caller (refused with the pool's saturated code).
+    pub evicted: u64,
+    /// Queued callers let go by a standing queue once they had waited its
+    /// target (refused with `ADMISSION_WAIT_TIMEOUT`).
+    pub shed_standing: u64,
     /// Waits refused with `ADMISSION_REENTRANT`: a task waited for a slot
     /// while it held every slot itself. A programming error, not overload,
     /// so it is not counted in `refused`.
@@ -104,26 +126,136 @@ pub struct PoolStats {
     pub duration_sum: Duration,
 }
 
-/// Shards of a counter updated on the admission hot path, one cache line
-/// each, so that threads on different cores do not bounce one line between
-/// them; a snapshot sums them.
+impl PoolStats {
+    /// Refusals with `code`, whatever the caller's criticality.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Code, Pool};
+    ///
+    /// let pool = Pool::new("registry", 1).unwrap();
+    /// let _held = pool.try_admit().unwrap();
+    /// assert!(pool.try_admit().is_err());
+    /// let stats = pool.stats();
+    /// assert_eq!(stats.refused_with(Code::Saturated), 1);
+    /// assert_eq!(stats.refused_with(Code::WaitTimedOut), 0);
+    /// ```
+    pub fn refused_with(&self, code: Code) -> u64 {
+        self.refused_by_code[code_index(code)].iter().sum()
+    }
+}
+
+/// A histogram's snapshot over [`DURATION_BUCKETS`].
+///
+/// # Examples
+///
+/// ```
+/// use admission_core::{Admission, Pool};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let pool = Pool::new("registry", 1).unwrap();
+/// pool.run(|| Ok::<_, std::fmt::Error>(()), Admission::Wait).await.unwrap();
+/// // A free slot admitted it at once: it never waited in line.
+/// assert_eq!(pool.stats().waited_admitted.count(), 0);
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct Durations {
+    /// Cumulative counts per [`DURATION_BUCKETS`] bound, followed by the
+    /// total count.
+    pub buckets: Vec<u64>,
+    /// The sum of all durations.
+    pub sum: Duration,
+}
+
+impl Durations {
+    /// How many durations were recorded.
+    pub fn count(&self) -> u64 {
+        self.buckets.last().copied().unwrap_or(0)
+    }
+}
+
+/// The atomics behind one [`Durations`].
 #[derive(Debug, Default)]
-struct Sharded([Padded; SHARDS]);
+struct Histogram {
+    buckets: [AtomicU64; DURATION_BUCKETS.len()],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    fn record(&self, took: Duration) {
+        let secs = took.as_secs_f64();
+        if let Some(i) = DURATION_BUCKETS.iter().position(|&b| secs <= b) {
+            self.buckets[i].fetch_add(1, Relaxed);
+        }
+        self.count.fetch_add(1, Relaxed);
+        self.sum_micros.fetch_add(micros(took), Relaxed);
+    }
+
+    fn snapshot(&self) -> Durations {
+        let mut cumulative = 0;
+        let mut buckets: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|b| {
+                cumulative += b.load(Relaxed);
+                cumulative
+            })
+            .collect();
+        buckets.push(self.count.load(Relaxed));
+        Durations {
+            buckets,
+            sum: Duration::from_micros(self.sum_micros.load(Relaxed)),
+        }
+    }
+}
+
+/// The refusal counts by code and criticality, sharded: one block of
+/// cache lines per shard, so that threads on different cores do not bounce
+/// one line between them and a refusal is still one atomic add; a snapshot
+/// sums the shards.
+#[derive(Debug, Default)]
+struct Refusals([RefusalCells; SHARDS]);
 
 const SHARDS: usize = 8;
+const LEVELS: usize = Criticality::ALL.len();
 
 #[derive(Debug, Default)]
 #[repr(align(64))]
-struct Padded(AtomicU64);
+struct RefusalCells([AtomicU64; Code::ALL.len() * LEVELS]);
 
-impl Sharded {
+impl Refusals {
     #[inline]
-    fn add(&self, n: u64) {
-        self.0[shard()].0.fetch_add(n, Relaxed);
+    fn add(&self, code: Code, criticality: Criticality) {
+        self.0[shard()].0[code_index(code) * LEVELS + criticality.index()].fetch_add(1, Relaxed);
     }
 
-    fn sum(&self) -> u64 {
-        self.0.iter().map(|p| p.0.load(Relaxed)).sum()
+    fn sum(&self) -> [[u64; LEVELS]; Code::ALL.len()] {
+        let mut out = [[0; LEVELS]; Code::ALL.len()];
+        for cells in &self.0 {
+            for (i, cell) in cells.0.iter().enumerate() {
+                out[i / LEVELS][i % LEVELS] += cell.load(Relaxed);
+            }
+        }
+        out
+    }
+}
+
+/// `code`'s place in [`Code::ALL`].
+#[inline]
+const fn code_index(code: Code) -> usize {
+    match code {
+        Code::Saturated => 0,
+        Code::LeaseUnavailable => 1,
+        Code::ReservationExhausted => 2,
+        Code::WaitTimedOut => 3,
+        Code::ShuttingDown => 4,
+        Code::Reentrant => 5,
+        Code::BudgetTooShort => 6,
     }
 }
 
@@ -150,9 +282,12 @@ pub(crate) struct Books {
 /// them only through these methods.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    /// Refusals per criticality: one sharded counter each, so a refusal is
-    /// still one atomic add; the total is their sum.
-    refused: [Sharded; 3],
+    /// Refusals per code and criticality; the totals are their sums.
+    refused: Refusals,
+    waited_admitted: Histogram,
+    waited_refused: Histogram,
+    evicted: AtomicU64,
+    shed_standing: AtomicU64,
     orphaned_micros: AtomicU64,
     reentrant: AtomicU64,
     running: AtomicUsize,
@@ -165,16 +300,33 @@ pub(crate) struct Counters {
     orphan_failures: AtomicU64,
     panicked: AtomicU64,
     coalesced: AtomicU64,
-    buckets: [AtomicU64; DURATION_BUCKETS.len()],
-    count: AtomicU64,
-    sum_micros: AtomicU64,
+    durations: Histogram,
 }
 
 impl Counters {
-    /// An admission was refused.
+    /// An admission was refused with `code`.
     #[inline]
-    pub(crate) fn count_refusal(&self, criticality: Criticality) {
-        self.refused[criticality.index()].add(1);
+    pub(crate) fn count_refusal(&self, code: Code, criticality: Criticality) {
+        self.refused.add(code, criticality);
+    }
+
+    /// A caller that waited in line `waited` was then admitted or refused.
+    pub(crate) fn count_wait(&self, admitted: bool, waited: Duration) {
+        if admitted {
+            self.waited_admitted.record(waited);
+        } else {
+            self.waited_refused.record(waited);
+        }
+    }
+
+    /// A queued caller was displaced by a more critical one.
+    pub(crate) fn count_eviction(&self) {
+        self.evicted.fetch_add(1, Relaxed);
+    }
+
+    /// A standing queue let a queued caller go.
+    pub(crate) fn count_standing_shed(&self) {
+        self.shed_standing.fetch_add(1, Relaxed);
     }
 
     /// A wait was refused as reentrant (not a refusal for overload).
@@ -212,13 +364,7 @@ impl Counters {
     pub(crate) fn finish(&self, took: Duration) {
         self.running.fetch_sub(1, Relaxed);
         self.finished.fetch_add(1, Relaxed);
-        let micros = micros(took);
-        let secs = took.as_secs_f64();
-        if let Some(i) = DURATION_BUCKETS.iter().position(|&b| secs <= b) {
-            self.buckets[i].fetch_add(1, Relaxed);
-        }
-        self.count.fetch_add(1, Relaxed);
-        self.sum_micros.fetch_add(micros, Relaxed);
+        self.durations.record(took);
     }
 
     /// The snapshot, with the typical work duration the retry hint keeps.
@@ -230,17 +376,14 @@ impl Counters {
         waiting: usize,
         recent_work: Duration,
     ) -> PoolStats {
-        let refused_by_criticality = self.refused.each_ref().map(Sharded::sum);
-        let mut cumulative = 0;
-        let mut duration_buckets: Vec<u64> = self
-            .buckets
-            .iter()
-            .map(|b| {
-                cumulative += b.load(Relaxed);
-                cumulative
-            })
-            .collect();
-        duration_buckets.push(self.count.load(Relaxed));
+        let refused_by_code = self.refused.sum();
+        let mut refused_by_criticality = [0; LEVELS];
+        for row in &refused_by_code {
+            for (total, n) in refused_by_criticality.iter_mut().zip(row) {
+                *total += n;
+            }
+        }
+        let durations = self.durations.snapshot();
         PoolStats {
             name: name.to_owned(),
             capacity,
@@ -251,6 +394,11 @@ impl Counters {
             released: books.released,
             refused: refused_by_criticality.iter().sum(),
             refused_by_criticality,
+            refused_by_code,
+            waited_admitted: self.waited_admitted.snapshot(),
+            waited_refused: self.waited_refused.snapshot(),
+            evicted: self.evicted.load(Relaxed),
+            shed_standing: self.shed_standing.load(Relaxed),
             reentrant: self.reentrant.load(Relaxed),
             running: self.running.load(Relaxed),
             peak_running: self.peak_running.load(Relaxed),
@@ -262,8 +410,8 @@ impl Counters {
             panicked: self.panicked.load(Relaxed),
             coalesced: self.coalesced.load(Relaxed),
             recent_work,
-            duration_buckets,
-            duration_sum: Duration::from_micros(self.sum_micros.load(Relaxed)),
+            duration_buckets: durations.buckets,
+            duration_sum: durations.sum,
         }
     }
 }

@@ -45,7 +45,7 @@ const USAGE: &str = "usage: exporter [--listen ADDR] [--workers N] [--series N] 
 [--walk-delay-ms MS] [--cardinality-interval-ms MS] [--shutdown-deadline-ms MS] \
 [--gate admission|admission-queue|queue|tower] [--coalesce-ms MS] [--max-connections N] \
 [--header-timeout-ms MS] [--idle-timeout-ms MS] [--drain-delay-ms MS] [--agent-check ADDR] \
-[--trust-peers]";
+[--trust-peers] [--metrics-backend metrics=ADDR|opentelemetry]";
 
 const CLI: Cli = Cli {
     name: "exporter",
@@ -82,6 +82,7 @@ fn config(mut args: Args) -> Result<Config, ArgError> {
             .value::<SocketAddr>("agent-check")?
             .or(defaults.agent_check),
         trust_peers: args.flag("trust-peers") || defaults.trust_peers,
+        metrics_backend: args.value("metrics-backend")?.or(defaults.metrics_backend),
     };
     args.finish()?;
     if config.coalesce.is_some() && config.gate != Gate::Admission {

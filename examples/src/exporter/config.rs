@@ -154,6 +154,37 @@ pub struct Config {
     /// at an edge facing outside clients; on, for an exporter behind a
     /// mesh or balancer that strips those headers from outside traffic.
     pub trust_peers: bool,
+    /// The admission families published through a second back-end too
+    /// (`--metrics-backend metrics=ADDR|opentelemetry`, off by default);
+    /// `/metrics` keeps the `prometheus-client` exposition either way.
+    pub metrics_backend: Option<MetricsBackend>,
+}
+
+/// A second back-end for the admission families (`--metrics-backend`),
+/// fed from the same pool statistics as `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsBackend {
+    /// `metrics=ADDR`: the `metrics` facade, served on ADDR by
+    /// `metrics-exporter-prometheus` (recorded every second).
+    Facade(SocketAddr),
+    /// `opentelemetry`: OpenTelemetry instruments, printed to stdout by
+    /// the SDK's stdout exporter every cardinality interval.
+    OpenTelemetry,
+}
+
+impl FromStr for MetricsBackend {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<MetricsBackend, String> {
+        match s.split_once('=') {
+            None if s == "opentelemetry" => Ok(MetricsBackend::OpenTelemetry),
+            Some(("metrics", addr)) => addr
+                .parse()
+                .map(MetricsBackend::Facade)
+                .map_err(|_| format!("`--metrics-backend metrics=ADDR`: `{addr}` is no address")),
+            _ => Err("expected `--metrics-backend metrics=ADDR` or `opentelemetry`".to_owned()),
+        }
+    }
 }
 
 impl Default for Config {
@@ -171,6 +202,7 @@ impl Default for Config {
             drain_delay: Duration::ZERO,
             agent_check: None,
             trust_peers: false,
+            metrics_backend: None,
         }
     }
 }

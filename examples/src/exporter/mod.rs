@@ -24,6 +24,7 @@
 
 mod app;
 mod backend;
+mod backends;
 mod config;
 mod connections;
 mod queue;
@@ -31,6 +32,6 @@ mod serve;
 mod walk;
 
 pub use self::backend::WalkError;
-pub use self::config::{Config, Gate, UnknownGate};
+pub use self::config::{Config, Gate, MetricsBackend, UnknownGate};
 pub use self::serve::{Exporter, Stopped, serve};
 pub use self::walk::{RegistryStats, WalkGauge};

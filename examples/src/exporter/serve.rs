@@ -149,6 +149,11 @@ impl Exporter {
             let metrics = AdmissionMetrics::new();
             metrics.add(pool);
             metrics.register(&mut registry);
+            super::backends::publish(
+                &metrics,
+                config.metrics_backend,
+                config.cardinality_interval,
+            )?;
             shutdown.register(pool);
         }
         let walker = Walker::new(registry, config.walk_delay, gauge.clone());
