@@ -64,8 +64,13 @@ impl App {
         Ok(Html(self.render(walked.stats)))
     }
 
-    /// One walk through the gate (or a share of one, under coalescing).
+    /// One walk through the gate (or a share of one, under coalescing);
+    /// a scrape (fail-fast) is refused without a walk while bodies not
+    /// yet read hold the memory bound.
     pub(crate) async fn walk(&self, admission: Admission) -> Result<Walked, WalkError> {
+        if admission != Admission::Wait && self.walker.held().is_full() {
+            return Err(WalkError::MemoryBound);
+        }
         self.backend.walk(&self.walker, admission).await
     }
 
@@ -161,6 +166,20 @@ pub(crate) fn problem(status: StatusCode, code: &'static str, title: &'static st
         body.to_string(),
     )
         .into_response()
+}
+
+/// The refusal of a walk past the memory bound: `503`, a stable code,
+/// and a retry after the write-progress timeout had time to free bodies.
+pub(crate) fn memory_bound() -> Response {
+    let mut response = problem(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "RESPONSE_MEMORY_BOUND",
+        "Responses not yet read hold the memory bound",
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+    response
 }
 
 async fn not_found() -> Response {

@@ -105,6 +105,7 @@ impl FromStr for Gate {
 /// assert_eq!(config.coalesce, None, "coalescing is opt-in");
 /// assert_eq!(config.connections.get_header_read_timeout(), Duration::from_secs(10));
 /// assert_eq!((config.drain_delay, config.agent_check), (Duration::ZERO, None));
+/// assert_eq!(config.max_held, 256 << 20);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -154,7 +155,18 @@ pub struct Config {
     /// at an edge facing outside clients; on, for an exporter behind a
     /// mesh or balancer that strips those headers from outside traffic.
     pub trust_peers: bool,
+    /// The bound on bytes held by response bodies not yet sent, across
+    /// every connection (`--max-held-mb`, default 256 MiB): each walk's
+    /// body counts once however many scrapes share it, until its last
+    /// share is sent or dropped; past the bound, scrapes are refused
+    /// (`503`, `RESPONSE_MEMORY_BOUND`) without a walk. With the
+    /// write-progress timeout (`--write-timeout-ms`) it bounds the memory
+    /// clients that never read can pin.
+    pub max_held: usize,
 }
+
+/// The default of [`Config::max_held`]: 256 MiB.
+pub const DEFAULT_MAX_HELD: usize = 256 << 20;
 
 impl Default for Config {
     fn default() -> Self {
@@ -171,6 +183,7 @@ impl Default for Config {
             drain_delay: Duration::ZERO,
             agent_check: None,
             trust_peers: false,
+            max_held: DEFAULT_MAX_HELD,
         }
     }
 }

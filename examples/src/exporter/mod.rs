@@ -26,11 +26,12 @@ mod app;
 mod backend;
 mod config;
 mod connections;
+mod held;
 mod queue;
 mod serve;
 mod walk;
 
 pub use self::backend::WalkError;
-pub use self::config::{Config, Gate, UnknownGate};
+pub use self::config::{Config, DEFAULT_MAX_HELD, Gate, UnknownGate};
 pub use self::serve::{Exporter, Stopped, serve};
 pub use self::walk::{RegistryStats, WalkGauge};
