@@ -341,3 +341,31 @@ async fn coalescing_without_the_admission_gate_is_a_usage_error() {
         "{stderr}"
     );
 }
+
+/// Finding 8 of issue 26: the load header rode on every response (`404`
+/// and `/healthz` included). Now only the routes a balancer sees carry it.
+#[tokio::test]
+async fn the_load_header_rides_only_on_the_routes_a_balancer_sees() {
+    let exporter = Service::exporter(&["--series", "100"]).await;
+    let client = client(Duration::from_secs(10));
+    for (path, carried) in [
+        ("/metrics", true),
+        ("/", true),
+        ("/readyz", true),
+        ("/healthz", false),
+        ("/no/such/route", false),
+        ("/metrics/x", false),
+    ] {
+        let response = client
+            .get(exporter.url(path))
+            .send()
+            .await
+            .unwrap_or_else(|err| panic!("GET {path}: {err}"));
+        assert_eq!(
+            response.headers().contains_key("endpoint-load-metrics"),
+            carried,
+            "GET {path} ({})",
+            response.status()
+        );
+    }
+}

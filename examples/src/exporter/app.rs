@@ -200,7 +200,9 @@ async fn overloaded(_: tower::BoxError) -> StatusCode {
 
 /// The routes: `/metrics` and `/` through the gate (`HEAD` answers
 /// without a walk), `/healthz` outside it; anything else is a `404` or
-/// `405` problem document.
+/// `405` problem document. The status page `/` shows the walk pool's
+/// counters: operator information (when the exporter saturates), to serve
+/// to operators and the scraper only, as `/metrics` is.
 pub(crate) fn router(app: Arc<App>) -> Router {
     let walks = Router::new()
         .route("/metrics", get(metrics).head(metrics_head))

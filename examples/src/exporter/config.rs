@@ -148,6 +148,9 @@ pub struct Config {
     /// Where to answer HAProxy's agent checks (`--agent-check ADDR`, off
     /// by default): a weight from the walk pool's free slots, `drain` from
     /// the signal on. See [`AgentCheck`](admission_core::balancer::AgentCheck).
+    /// It answers anyone who connects, with the replica's load: bind it to
+    /// an address only the balancer reaches (a private interface), never a
+    /// public one.
     pub agent_check: Option<SocketAddr>,
     /// Whose `x-admission-criticality` and budget headers are honoured as
     /// sent (`--trust-peers`, off by default): off, a `critical` claim is

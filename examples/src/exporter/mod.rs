@@ -33,5 +33,5 @@ mod walk;
 
 pub use self::backend::WalkError;
 pub use self::config::{Config, DEFAULT_MAX_HELD, Gate, UnknownGate};
-pub use self::serve::{Exporter, Stopped, serve};
+pub use self::serve::{Exporter, LOAD_REPORT_ROUTES, Stopped, serve};
 pub use self::walk::{RegistryStats, WalkGauge};

@@ -205,10 +205,13 @@ impl Exporter {
     /// not ready, serves on for the drain delay, and shuts down by the
     /// configured deadline counted from the end of the delay.
     ///
-    /// With the admission gate every response carries the walk pool's load
-    /// in `endpoint-load-metrics` ([`ReportLoad`]); with `agent_check` set,
-    /// HAProxy's agent checks are answered there ([`AgentCheck`]) until
-    /// shutdown ends.
+    /// With the admission gate the responses a balancer sees
+    /// ([`LOAD_REPORT_ROUTES`]: `/metrics`, `/` and `/readyz`) carry the
+    /// walk pool's load in `endpoint-load-metrics` ([`ReportLoad`]); with
+    /// `agent_check` set, HAProxy's agent checks are answered there
+    /// ([`AgentCheck`]) until shutdown ends. Both tell whoever asks how
+    /// busy the replica is: bind the agent port where only the balancer
+    /// reaches it (a private address), never on the public interface.
     ///
     /// Connections are admitted as `config.connections` says (see
     /// [`admission_axum::serve()`]). On the signal it stops accepting
@@ -250,7 +253,7 @@ impl Exporter {
         spawn_cardinality(&shutdown, Arc::clone(&app), config.cardinality_interval);
 
         let routes = match report {
-            Some(report) => router(Arc::clone(&app)).layer(ReportLoad::new(report)),
+            Some(report) => router(Arc::clone(&app)).layer(load_report(report)),
             None => router(Arc::clone(&app)),
         };
         let stop_accepting = CancellationToken::new();
@@ -326,6 +329,15 @@ pub async fn serve(
         .serve(listener, shutdown_signal)
         .await
 }
+
+/// The load header on the responses a balancer sees: the balanced walk
+/// routes and its readiness probe, never `/healthz` or a `404`.
+fn load_report(report: LoadReport) -> ReportLoad {
+    ReportLoad::new(report).on_routes(LOAD_REPORT_ROUTES)
+}
+
+/// The routes whose responses carry `endpoint-load-metrics`.
+pub const LOAD_REPORT_ROUTES: [&str; 3] = ["/metrics", "/", "/readyz"];
 
 /// Exports the bytes held by bodies not yet sent.
 fn register_held(registry: &mut prometheus_client::registry::Registry, held: &HeldBytes) {
