@@ -4,8 +4,8 @@
 //! This module owns [`Workflow`], `AppState` and [`Stopped`]. The
 //! admission middleware wraps only the `/operations` scope, so `/healthz`,
 //! `/readyz` and `/status` are never refused; the responses a balancer
-//! sees (`/operations/*` and `/readyz`) carry the request pools' load
-//! (`endpoint-load-metrics`), no other does. At the signal readiness
+//! sees (`/operations/*` and `/readyz`) and the operator's `/status` carry
+//! the request pools' load (`endpoint-load-metrics`), no other does. At the signal readiness
 //! turns and the service serves on through the drain delay; then shutdown
 //! counts its deadline and never waits past it: blocked worker threads
 //! cannot be joined, so the caller's process exit is the fallback.
@@ -30,8 +30,9 @@ use super::owners::NativeDispatcher;
 use super::{problem, status};
 
 /// The routes whose responses carry `endpoint-load-metrics`: the balanced
-/// scope and the balancer's readiness probe.
-pub const LOAD_REPORT_ROUTES: [&str; 2] = ["/operations/*", "/readyz"];
+/// scope, the balancer's readiness probe, and the operator's `/status`
+/// (which shows the same load in full).
+pub const LOAD_REPORT_ROUTES: [&str; 3] = ["/operations/*", "/readyz", "/status"];
 
 /// The resource at `path` served by `route` alone: any other method is a
 /// `405` problem document.

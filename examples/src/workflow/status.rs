@@ -8,7 +8,7 @@
 //! operator information that tells an attacker when the service
 //! saturates. Serve it to operators only (bind the service privately, or
 //! put `/status` behind the proxy's access control); it is never a
-//! balanced route and carries no load header.
+//! balanced route.
 
 use actix_web::{HttpResponse, web};
 use admission_core::stats::PoolStats;
