@@ -14,10 +14,12 @@ use actix_web::Error;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform, forward_ready};
 use actix_web::http::header::{HeaderName, HeaderValue};
 use admission_core::balancer::LoadReport;
-use admission_http::load_report::ORCA_HEADER;
+use admission_http::load_report::{ORCA_HEADER, ReportRoutes};
 
 /// An actix-web middleware factory that adds the replica's load, in ORCA's
-/// `TEXT` form, to every response as `endpoint-load-metrics`: Envoy's
+/// `TEXT` form, to the responses of the routes it names
+/// ([`ReportLoad::on_routes`]; none by default) as
+/// `endpoint-load-metrics`: Envoy's
 /// client-side weighted round robin reads it to weigh this replica (see
 /// [`Load::orca_text`](admission_core::balancer::Load::orca_text)).
 ///
@@ -38,7 +40,7 @@ use admission_http::load_report::ORCA_HEADER;
 /// let registry = Pool::new("registry", 4).unwrap();
 /// let app = test::init_service(
 ///     App::new()
-///         .wrap(ReportLoad::new(LoadReport::new(&registry)))
+///         .wrap(ReportLoad::new(LoadReport::new(&registry)).on_routes(["/"]))
 ///         .route("/", web::get().to(HttpResponse::Ok)),
 /// )
 /// .await;
@@ -54,10 +56,12 @@ use admission_http::load_report::ORCA_HEADER;
 #[must_use = "a middleware does nothing until it is passed to `.wrap(...)`"]
 pub struct ReportLoad {
     report: LoadReport,
+    routes: ReportRoutes,
 }
 
 impl ReportLoad {
-    /// Reports the load of the pools `report` reads.
+    /// Reports the load of the pools `report` reads, on no route until
+    /// [`ReportLoad::on_routes`] names some.
     ///
     /// # Examples
     ///
@@ -70,7 +74,39 @@ impl ReportLoad {
     /// # drop(wrap);
     /// ```
     pub fn new(report: LoadReport) -> ReportLoad {
-        ReportLoad { report }
+        ReportLoad {
+            report,
+            routes: ReportRoutes::default(),
+        }
+    }
+
+    /// The same middleware, reporting on `routes` (exact paths, or a
+    /// prefix ending in `/*`; see [`ReportRoutes`]).
+    ///
+    /// # Panics
+    ///
+    /// As [`ReportRoutes::new`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_actix::load_report::ReportLoad;
+    /// use admission_core::RequestPools;
+    /// use admission_core::balancer::LoadReport;
+    ///
+    /// let wrap = ReportLoad::new(LoadReport::new(&RequestPools::new(2, 4).unwrap()))
+    ///     .on_routes(["/readyz", "/operations/*"]);
+    /// # drop(wrap);
+    /// ```
+    pub fn on_routes<I, R>(self, routes: I) -> ReportLoad
+    where
+        I: IntoIterator<Item = R>,
+        R: Into<String>,
+    {
+        ReportLoad {
+            routes: ReportRoutes::new(routes),
+            ..self
+        }
     }
 }
 
@@ -89,6 +125,7 @@ where
         ready(Ok(ReportLoadMiddleware {
             service,
             report: self.report.clone(),
+            routes: self.routes.clone(),
         }))
     }
 }
@@ -110,10 +147,11 @@ where
 ///     Ok::<_, actix_web::Error>(req.into_response(HttpResponse::Ok().finish()))
 /// });
 /// let middleware = ReportLoad::new(LoadReport::new(&Pool::new("registry", 1).unwrap()))
+///     .on_routes(["/"])
 ///     .new_transform(inner)
 ///     .await
 ///     .unwrap();
-/// let res = middleware.call(test::TestRequest::get().to_srv_request()).await.unwrap();
+/// let res = middleware.call(test::TestRequest::get().uri("/").to_srv_request()).await.unwrap();
 /// assert!(res.headers().contains_key("endpoint-load-metrics"));
 /// # }
 /// ```
@@ -121,6 +159,7 @@ where
 pub struct ReportLoadMiddleware<S> {
     service: S,
     report: LoadReport,
+    routes: ReportRoutes,
 }
 
 impl<S, B> Service<ServiceRequest> for ReportLoadMiddleware<S>
@@ -135,11 +174,16 @@ where
     forward_ready!(service);
 
     fn call(&self, request: ServiceRequest) -> Self::Future {
+        let report = self
+            .routes
+            .matches(request.path())
+            .then(|| self.report.clone());
         let response = self.service.call(request);
-        let report = self.report.clone();
         Box::pin(async move {
             let mut response = response.await?;
-            if let Ok(value) = HeaderValue::try_from(report.load().orca_text()) {
+            if let Some(report) = report
+                && let Ok(value) = HeaderValue::try_from(report.load().orca_text())
+            {
                 response
                     .headers_mut()
                     .insert(HeaderName::from_static(ORCA_HEADER), value);

@@ -1,14 +1,20 @@
-//! The replica's load on every response, for balancers that read it.
+//! The replica's load on the responses of the routes the app names, for
+//! balancers that read it.
 //!
-//! This module owns [`ReportLoad`] (the tower layer), [`ReportLoadService`]
-//! and the name of the header they write, [`ORCA_HEADER`]: core's ORCA text
-//! ([`Load::orca_text`](admission_core::balancer::Load::orca_text)) on every
-//! response, refusals included. They must never admit, refuse or delay a
-//! request, and never read anything from it. The actix adapter's
+//! This module owns [`ReportLoad`] (the tower layer), [`ReportLoadService`],
+//! [`ReportRoutes`] and the name of the header they write, [`ORCA_HEADER`]:
+//! core's ORCA text
+//! ([`Load::orca_text`](admission_core::balancer::Load::orca_text)) on the
+//! responses of the named routes, refusals included, and on no other. The
+//! load is operator information (how busy the replica is, when it
+//! saturates): name only the routes a balancer sends or probes, never
+//! `/healthz` or a catch-all. They must never admit, refuse or delay a
+//! request, and never read anything from it but its path. The actix adapter's
 //! `load_report::ReportLoad` is the same piece for actix-web.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use admission_core::balancer::LoadReport;
@@ -21,14 +27,74 @@ use tower_service::Service;
 /// backend's load from (ORCA's `endpoint-load-metrics`).
 pub const ORCA_HEADER: &str = "endpoint-load-metrics";
 
+/// The request paths whose responses carry the load: exact paths
+/// (`/readyz`), or a prefix ending in `/*` (`/operations/*` names
+/// `/operations` and everything under it). The default names none.
+///
+/// # Examples
+///
+/// ```
+/// use admission_http::load_report::ReportRoutes;
+///
+/// let routes = ReportRoutes::new(["/metrics", "/operations/*"]);
+/// assert!(routes.matches("/metrics"));
+/// assert!(routes.matches("/operations") && routes.matches("/operations/7"));
+/// assert!(!routes.matches("/metrics/x") && !routes.matches("/healthz"));
+/// assert!(!ReportRoutes::default().matches("/metrics"), "none by default");
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ReportRoutes(Arc<[Box<str>]>);
+
+impl ReportRoutes {
+    /// The routes `routes` names.
+    ///
+    /// # Panics
+    ///
+    /// When a route does not start with `/`: it could never match, a
+    /// mistake reported where the routes are built.
+    pub fn new<I, R>(routes: I) -> ReportRoutes
+    where
+        I: IntoIterator<Item = R>,
+        R: Into<String>,
+    {
+        let routes: Vec<Box<str>> = routes
+            .into_iter()
+            .map(|route| {
+                let route: String = route.into();
+                assert!(
+                    route.starts_with('/'),
+                    "a load-report route starts with `/`: {route:?}"
+                );
+                route.into_boxed_str()
+            })
+            .collect();
+        ReportRoutes(routes.into())
+    }
+
+    /// Whether a response to `path` carries the load.
+    pub fn matches(&self, path: &str) -> bool {
+        self.0.iter().any(|route| match route.strip_suffix("/*") {
+            Some(prefix) => {
+                path == prefix
+                    || path
+                        .strip_prefix(prefix)
+                        .is_some_and(|rest| rest.starts_with('/'))
+            }
+            None => path == &**route,
+        })
+    }
+}
+
 /// A tower [`Layer`] that adds the replica's load, in ORCA's `TEXT` form,
-/// to every response as `endpoint-load-metrics`: Envoy's client-side
+/// to the responses of the routes it names ([`ReportLoad::on_routes`];
+/// none by default) as `endpoint-load-metrics`: Envoy's client-side
 /// weighted round robin reads it to weigh this replica (see
 /// [`Load::orca_text`](admission_core::balancer::Load::orca_text) for what
 /// it says and which Envoy reads it).
 ///
 /// The load is read when the response head is ready, so a refusal carries
-/// the load that caused it. Put it outermost, so every answer has it.
+/// the load that caused it. Put it outermost, so every answer on a named
+/// route has it.
 ///
 /// # Examples
 ///
@@ -42,25 +108,31 @@ pub const ORCA_HEADER: &str = "endpoint-load-metrics";
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let registry = Pool::new("registry", 2).unwrap();
-/// let service = ReportLoad::new(LoadReport::new(&registry)).layer(service_fn(|_req: Request<()>| async {
-///     Ok::<_, std::convert::Infallible>(Response::new("# EOF\n"))
-/// }));
+/// let service = ReportLoad::new(LoadReport::new(&registry))
+///     .on_routes(["/metrics"])
+///     .layer(service_fn(|_req: Request<()>| async {
+///         Ok::<_, std::convert::Infallible>(Response::new("# EOF\n"))
+///     }));
 ///
 /// let _slot = registry.try_admit().unwrap();
-/// let response = service.oneshot(Request::get("/metrics").body(()).unwrap()).await.unwrap();
+/// let response = service.clone().oneshot(Request::get("/metrics").body(()).unwrap()).await.unwrap();
 /// assert_eq!(
 ///     response.headers()["endpoint-load-metrics"],
 ///     "TEXT application_utilization:0.500,rps_fractional:0.000,eps:0.000"
 /// );
+/// let health = service.oneshot(Request::get("/healthz").body(()).unwrap()).await.unwrap();
+/// assert!(!health.headers().contains_key("endpoint-load-metrics"), "not named");
 /// # }
 /// ```
 #[derive(Debug, Clone)]
 pub struct ReportLoad {
     report: LoadReport,
+    routes: ReportRoutes,
 }
 
 impl ReportLoad {
-    /// Reports the load of the pools `report` reads.
+    /// Reports the load of the pools `report` reads, on no route until
+    /// [`ReportLoad::on_routes`] names some.
     ///
     /// # Examples
     ///
@@ -73,7 +145,27 @@ impl ReportLoad {
     /// # drop(layer);
     /// ```
     pub fn new(report: LoadReport) -> ReportLoad {
-        ReportLoad { report }
+        ReportLoad {
+            report,
+            routes: ReportRoutes::default(),
+        }
+    }
+
+    /// The same layer, reporting on `routes` (see [`ReportRoutes`]).
+    ///
+    /// # Panics
+    ///
+    /// As [`ReportRoutes::new`].
+    #[must_use]
+    pub fn on_routes<I, R>(self, routes: I) -> ReportLoad
+    where
+        I: IntoIterator<Item = R>,
+        R: Into<String>,
+    {
+        ReportLoad {
+            routes: ReportRoutes::new(routes),
+            ..self
+        }
     }
 }
 
@@ -84,6 +176,7 @@ impl<S> Layer<S> for ReportLoad {
         ReportLoadService {
             inner,
             report: self.report.clone(),
+            routes: self.routes.clone(),
         }
     }
 }
@@ -108,6 +201,7 @@ impl<S> Layer<S> for ReportLoad {
 pub struct ReportLoadService<S> {
     inner: S,
     report: LoadReport,
+    routes: ReportRoutes,
 }
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for ReportLoadService<S>
@@ -123,9 +217,13 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let report = self
+            .routes
+            .matches(request.uri().path())
+            .then(|| self.report.clone());
         ReportLoadFuture {
             inner: self.inner.call(request),
-            report: Some(self.report.clone()),
+            report,
         }
     }
 }

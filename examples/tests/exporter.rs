@@ -341,3 +341,80 @@ async fn coalescing_without_the_admission_gate_is_a_usage_error() {
         "{stderr}"
     );
 }
+
+/// Finding 8 of issue 26: the load header rode on every response (`404`
+/// and `/healthz` included). Now only the routes a balancer sees carry it.
+#[tokio::test]
+async fn the_load_header_rides_only_on_the_routes_a_balancer_sees() {
+    let exporter = Service::exporter(&["--series", "100"]).await;
+    let client = client(Duration::from_secs(10));
+    for (path, carried) in [
+        ("/metrics", true),
+        ("/", true),
+        ("/readyz", true),
+        ("/healthz", false),
+        ("/no/such/route", false),
+        ("/metrics/x", false),
+    ] {
+        let response = client
+            .get(exporter.url(path))
+            .send()
+            .await
+            .unwrap_or_else(|err| panic!("GET {path}: {err}"));
+        assert_eq!(
+            response.headers().contains_key("endpoint-load-metrics"),
+            carried,
+            "GET {path} ({})",
+            response.status()
+        );
+    }
+}
+
+/// Finding 7 of issue 26: at SIGTERM with a client that never reads its
+/// scrape, the exporter logged "connections still waiting on walks"
+/// although the pool had drained. Now the unread response is dropped at
+/// the signal (its connection has no request in flight), a cut names its
+/// real cause, and the exit comes within the deadline.
+#[tokio::test]
+async fn the_shutdown_log_names_unread_responses_as_the_cause_of_a_wait() {
+    use tokio::io::AsyncWriteExt;
+    let exporter = Service::exporter(&[
+        "--series",
+        "200000",
+        "--shutdown-deadline-ms",
+        "1000",
+        "--cardinality-interval-ms",
+        "600000",
+    ])
+    .await;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut reader = socket.connect(exporter.addr).await.unwrap();
+    reader
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    // The head has arrived (peeked, not read): the walk ended, the body
+    // sits unread.
+    let mut head = [0_u8; 12];
+    tokio::time::timeout(Duration::from_secs(60), reader.peek(&mut head))
+        .await
+        .expect("the scrape's head arrives")
+        .unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    exporter.terminate();
+    let (status, logs) = exporter.exit_within(Duration::from_secs(10)).await;
+    assert!(status.success(), "{status}:\n{logs}");
+    // The unread response's connection is closed at the signal (it has no
+    // request in flight) or, if still open at the deadline, named for
+    // what it is; never blamed on walks, which had ended.
+    assert!(!logs.contains("waiting on walks"), "{logs}");
+    if logs.contains("still open at the deadline") {
+        assert!(
+            logs.contains("responses not read by their clients"),
+            "the cause is named:\n{logs}"
+        );
+    }
+    assert!(logs.contains("shutdown drained"), "the pool drained:\n{logs}");
+    drop(reader);
+}

@@ -518,3 +518,97 @@ async fn a_client_that_closes_with_a_fin_is_counted_as_gone() {
     let (status, _, logs) = terminate(workflow, Duration::from_secs(10)).await;
     assert!(status.success(), "exits 0, got {status}; logs:\n{logs}");
 }
+
+/// Finding 5 of issue 26: slowloris on actix-web, which cannot evict. Slow
+/// senders re-fill the connection bound as soon as a connection frees
+/// (each sends half a head, waits for the `408` and the close, and
+/// re-opens at once) while `/status` is probed every 100 ms on a fresh
+/// connection. A probe waits in the listen backlog until a slot frees, and
+/// the backlog is first come, first served, so it waits about one header
+/// timeout behind the attackers that were accepted before it, plus the
+/// connection's own close: the bound `admission-actix`'s docs state is
+/// `2 x client_request_timeout + client_disconnect_timeout + 1 s`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_answers_within_the_documented_bound_while_slow_senders_refill_the_bound() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+    const MAX: usize = 32;
+    const ATTACKERS: usize = 2 * MAX;
+    const HEADER: Duration = Duration::from_millis(1000);
+    const ATTACK: Duration = Duration::from_secs(8);
+    // 2 x the header timeout, the disconnect timeout (1 s), 1 s of slack.
+    const BOUND: Duration = Duration::from_millis(2 * 1000 + 1000 + 1000);
+    let workflow = start(&[
+        "--max-connections",
+        "32",
+        "--header-timeout-ms",
+        "1000",
+        "--idle-timeout-ms",
+        "1000",
+    ])
+    .await;
+    let addr = workflow.addr;
+    let started = std::time::Instant::now();
+    let mut attackers = tokio::task::JoinSet::new();
+    for _ in 0..ATTACKERS {
+        attackers.spawn(async move {
+            let mut opened = 0_u32;
+            while started.elapsed() < ATTACK {
+                let Ok(Ok(mut stream)) =
+                    tokio::time::timeout(Duration::from_secs(3), TcpStream::connect(addr)).await
+                else {
+                    continue;
+                };
+                opened += 1;
+                let _ = stream
+                    .write_all(b"GET /status HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                    .await;
+                let mut sink = Vec::new();
+                let left = ATTACK.saturating_sub(started.elapsed());
+                let _ = tokio::time::timeout(left, stream.read_to_end(&mut sink)).await;
+            }
+            opened
+        });
+    }
+    // Let the attackers fill the bound first.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A probe every 100 ms, each on its own connection and task, so a
+    // slow one does not delay the next.
+    let mut probes = tokio::task::JoinSet::new();
+    let mut every = tokio::time::interval(Duration::from_millis(100));
+    let url = workflow.url("/status");
+    while started.elapsed() < ATTACK {
+        every.tick().await;
+        let url = url.clone();
+        probes.spawn(async move {
+            let sent = std::time::Instant::now();
+            let answer = client().get(url).header("connection", "close").send().await;
+            (
+                sent.elapsed(),
+                answer.map(|r| r.status()).map_err(|e| e.to_string()),
+            )
+        });
+    }
+    let waits = probes.join_all().await;
+    let opened: u32 = attackers.join_all().await.into_iter().sum();
+    let slowest = waits
+        .iter()
+        .map(|(wait, _)| *wait)
+        .max()
+        .unwrap_or_default();
+    let failed: Vec<_> = waits
+        .iter()
+        .filter(|(_, answer)| !matches!(answer, Ok(s) if s.is_success()))
+        .collect();
+    println!(
+        "{ATTACKERS} slow senders re-filling a bound of {MAX} ({opened} connections in {ATTACK:?}, \
+         header timeout {HEADER:?}): {} probes of /status, slowest {slowest:?}, {} failed",
+        waits.len(),
+        failed.len()
+    );
+    assert!(failed.is_empty(), "every probe answered: {failed:?}");
+    assert!(
+        slowest <= BOUND,
+        "/status within {BOUND:?}, slowest {slowest:?}"
+    );
+}

@@ -1,65 +1,54 @@
-//! One connection: where it is in its life, the watchdog that enforces the
-//! timeouts, and the wrappers that tell the watchdog what happened.
+//! One admitted connection: where it is in its life, and the socket
+//! wrapper that enforces its timeouts and its eviction.
 //!
-//! This module owns [`ConnState`] and [`run`]. A connection is *waiting*
+//! This module owns [`ConnState`] and [`Connection`] (the
+//! [`Listener`](super::Listener)'s I/O type). A connection is *waiting*
 //! (for a request head: just accepted, half-sent, or kept alive with no
-//! request in flight) or *busy* (a request was read and its response has
-//! not ended). It must never close a busy connection for a timeout or an
-//! eviction: only waiting ones are closed early, and shutdown lets a busy
-//! one finish its response.
+//! request in flight) or *busy* (at least one request was read and its
+//! response has not ended). It must never close a busy connection for a
+//! header or idle timeout or an eviction: only waiting ones are closed
+//! early. A busy one is closed only when its response made no progress
+//! (the client took no byte) for the write-progress timeout.
+//!
+//! Closing is done from inside the socket: the next read or write hyper
+//! asks for fails, and hyper drops the connection. The timers are polled
+//! where hyper waits (a pending read while waiting, a pending write while
+//! a response is stuck), so they fire without a task of their own.
 
-use std::convert::Infallible;
-use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::pin::{Pin, pin};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::Relaxed};
-use std::task::{Context, Poll, ready};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use axum::extract::ConnectInfo;
-use bytes::Bytes;
-use http::{Request, Response};
-use http_body::Frame;
-use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::sync::{Notify, watch};
-use tower_service::Service;
+use tokio::time::Sleep;
 
-use super::limits::ConnectionLimits;
-use super::stats::Counters;
+use super::listener::Shared;
 
-/// Waiting for a request head (since the accept, or since the first byte
-/// of the next request on a kept-alive connection).
-const HEAD: u8 = 0;
-/// A request was read and its response has not ended.
-const BUSY: u8 = 1;
-/// Kept alive with no request in flight and no byte of the next one.
-const IDLE: u8 = 2;
-
-/// Where one connection is, shared by its watchdog, its I/O, its requests'
-/// bodies and the accept loop (which reads it to pick a connection to
-/// evict). Everything but eviction happens on the connection's own task.
+/// Where one connection is, shared by its socket wrapper, its requests
+/// (through the tracking service) and the listener (which reads it to pick
+/// a connection to evict).
 #[derive(Debug)]
 pub(crate) struct ConnState {
     epoch: Instant,
-    phase: AtomicU8,
-    /// Microseconds since `epoch` when the phase began.
+    /// Requests read whose response has not ended.
+    in_flight: AtomicUsize,
+    /// Microseconds since `epoch` when it began waiting (the accept, the
+    /// end of its last response, or the first byte of the next head).
     since: AtomicU64,
+    /// Whether it waits for a head (bytes arrived) rather than idles.
+    head: AtomicBool,
+    /// Whether a tracking service marks its requests: only then does it
+    /// know request from wait, and only then do the header and idle
+    /// timeouts and eviction apply.
+    tracked: AtomicBool,
     evicted: AtomicBool,
-    /// Woken when the phase changes or eviction is asked for.
-    wake: Notify,
-}
-
-/// Why the watchdog closed a connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Timeout {
-    Header,
-    Idle,
+    /// The task to wake when it is evicted.
+    waker: Mutex<Option<Waker>>,
 }
 
 impl ConnState {
@@ -67,10 +56,12 @@ impl ConnState {
     pub(crate) fn new(epoch: Instant) -> ConnState {
         let state = ConnState {
             epoch,
-            phase: AtomicU8::new(HEAD),
+            in_flight: AtomicUsize::new(0),
             since: AtomicU64::new(0),
+            head: AtomicBool::new(true),
+            tracked: AtomicBool::new(false),
             evicted: AtomicBool::new(false),
-            wake: Notify::new(),
+            waker: Mutex::new(None),
         };
         state.since.store(state.now(), Relaxed);
         state
@@ -80,144 +71,240 @@ impl ConnState {
         u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
+    /// A tracking service serves this connection's requests.
+    pub(crate) fn track(&self) {
+        self.tracked.store(true, Relaxed);
+    }
+
     /// Since when (microseconds since the epoch) it has been waiting for a
-    /// request head, if it is, and is not already being evicted.
+    /// request head, if it is, is tracked, and is not already evicted.
     pub(crate) fn waiting_since(&self) -> Option<u64> {
-        let waiting = self.phase.load(Relaxed) != BUSY && !self.evicted.load(Relaxed);
+        let waiting = self.tracked.load(Relaxed)
+            && self.in_flight.load(Relaxed) == 0
+            && !self.evicted.load(Relaxed);
         waiting.then(|| self.since.load(Relaxed))
     }
 
     /// Asks the connection to close (it is waiting: nothing is cut).
     pub(crate) fn evict(&self) {
         self.evicted.store(true, Relaxed);
-        self.wake.notify_one();
+        let waker = self
+            .waker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
     }
 
-    fn enter(&self, phase: u8) {
-        self.since.store(self.now(), Relaxed);
-        self.phase.store(phase, Relaxed);
-        self.wake.notify_one();
+    /// A request was read: busy until [`ConnState::end_request`].
+    pub(crate) fn begin_request(&self) {
+        self.in_flight.fetch_add(1, Relaxed);
+    }
+
+    /// A request's response ended (or was abandoned).
+    pub(crate) fn end_request(&self) {
+        if self.in_flight.fetch_sub(1, Relaxed) == 1 {
+            self.head.store(false, Relaxed);
+            self.since.store(self.now(), Relaxed);
+        }
     }
 
     /// Bytes arrived: an idle connection starts its next request head.
     fn on_bytes(&self) {
-        if self.phase.load(Relaxed) == IDLE {
-            self.enter(HEAD);
+        if self.in_flight.load(Relaxed) == 0 && !self.head.load(Relaxed) {
+            self.since.store(self.now(), Relaxed);
+            self.head.store(true, Relaxed);
         }
     }
 
-    /// When the current phase times out, and as what.
-    fn deadline(&self, limits: &ConnectionLimits) -> Option<(Instant, Timeout)> {
+    /// When the current wait times out and as what, if it is waiting.
+    fn deadline(&self, shared: &Shared) -> Option<(Instant, Timeout)> {
+        self.waiting_since()?;
         let since = self.epoch + Duration::from_micros(self.since.load(Relaxed));
-        match self.phase.load(Relaxed) {
-            HEAD => Some((since + limits.get_header_read_timeout(), Timeout::Header)),
-            IDLE => Some((since + limits.get_idle_timeout(), Timeout::Idle)),
-            _ => None,
+        let limits = &shared.limits;
+        Some(if self.head.load(Relaxed) {
+            (since + limits.get_header_read_timeout(), Timeout::Header)
+        } else {
+            (since + limits.get_idle_timeout(), Timeout::Idle)
+        })
+    }
+
+    fn register(&self, cx: &Context<'_>) {
+        let mut waker = self.waker.lock().unwrap_or_else(PoisonError::into_inner);
+        match &mut *waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            slot => *slot = Some(cx.waker().clone()),
         }
     }
 }
 
-/// Serves one accepted connection until it ends, times out, is evicted, or
-/// shutdown closes it.
-pub(crate) async fn run<S, B>(
+/// Why a waiting connection was closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Timeout {
+    Header,
+    Idle,
+}
+
+/// An admitted connection: the [`Listener`](super::Listener)'s I/O type,
+/// a [`TcpStream`] that enforces the [`ConnectionLimits`](super::ConnectionLimits)
+/// and leaves the listener's count when dropped.
+///
+/// Reads and writes fail (and hyper closes the connection) when it is
+/// evicted, when a wait for a request head or an idle keep-alive outlasts
+/// its timeout, or when a write makes no progress for the write-progress
+/// timeout.
+///
+/// # Examples
+///
+/// ```
+/// use admission_axum::serve::{ConnectionLimits, Listener};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let addr = tcp.local_addr()?;
+/// let mut listener = Listener::new(tcp, ConnectionLimits::new());
+/// let _client = tokio::net::TcpStream::connect(addr).await?;
+/// let (connection, _peer) = axum::serve::Listener::accept(&mut listener).await;
+/// assert_eq!(connection.remote_addr(), _client.local_addr()?);
+/// assert_eq!(listener.connections().stats().open, 1);
+/// drop(connection);
+/// assert_eq!(listener.connections().stats().open, 0);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Connection {
     stream: TcpStream,
     remote: SocketAddr,
-    service: S,
-    state: Arc<ConnState>,
-    limits: ConnectionLimits,
-    counters: &Counters,
-    mut stop: watch::Receiver<bool>,
-) where
-    S: Service<Request<Body>, Response = Response<B>, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let io = TokioIo::new(Tracked {
-        stream,
-        state: Arc::clone(&state),
-    });
-    let service = ConnService {
-        service,
-        state: Arc::clone(&state),
-        remote,
-    };
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    // The watchdog below owns every timeout: hyper's own header timer
-    // would also close idle kept-alive connections at the header timeout.
-    builder.header_read_timeout(None).keep_alive(true);
-    let mut conn = pin!(builder.serve_connection(io, service));
-    let mut sleep = pin!(tokio::time::sleep(Duration::ZERO));
-    let mut stopping = false;
-    loop {
-        let deadline = state.deadline(&limits);
-        if let Some((at, _)) = deadline {
-            sleep.as_mut().reset(tokio::time::Instant::from_std(at));
+    pub(crate) state: Arc<ConnState>,
+    shared: Arc<Shared>,
+    id: u64,
+    /// The wait's deadline timer (header or idle), polled with reads.
+    read_timer: Option<Pin<Box<Sleep>>>,
+    /// Armed when a write found the socket full; cleared by progress.
+    write_timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl Connection {
+    pub(crate) fn new(
+        stream: TcpStream,
+        remote: SocketAddr,
+        state: Arc<ConnState>,
+        shared: Arc<Shared>,
+        id: u64,
+    ) -> Connection {
+        Connection {
+            stream,
+            remote,
+            state,
+            shared,
+            id,
+            read_timer: None,
+            write_timer: None,
         }
-        tokio::select! {
-            biased;
-            // Served to its end, or the client went away, or it broke the
-            // protocol: hyper has answered what it could.
-            _ = conn.as_mut() => return,
-            () = state.wake.notified() => {
-                if state.evicted.load(Relaxed) {
-                    counters.count_eviction();
-                    return;
-                }
-            }
-            () = sleep.as_mut(), if deadline.is_some() => {
-                // The phase may have moved on since the deadline was set.
-                if let Some((at, timeout)) = state.deadline(&limits)
-                    && Instant::now() >= at
-                {
-                    match timeout {
-                        Timeout::Header => counters.count_header_timeout(),
-                        Timeout::Idle => counters.count_idle_timeout(),
-                    }
-                    return;
-                }
-            }
-            _ = stop.changed(), if !stopping => {
-                stopping = true;
-                if state.phase.load(Relaxed) != BUSY {
-                    return;
-                }
-                // Finish the response in flight, then close.
-                conn.as_mut().graceful_shutdown();
-            }
+    }
+
+    /// The peer's address.
+    pub fn remote_addr(&self) -> SocketAddr {
+        self.remote
+    }
+
+    /// Fails the read if it was evicted or its wait timed out.
+    fn check_wait(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        if self.state.evicted.load(Relaxed) {
+            return Err(io::ErrorKind::ConnectionAborted.into());
         }
+        self.state.register(cx);
+        let Some((at, timeout)) = self.state.deadline(&self.shared) else {
+            self.read_timer = None;
+            return Ok(());
+        };
+        if Instant::now() >= at {
+            match timeout {
+                Timeout::Header => self.shared.counters.count_header_timeout(),
+                Timeout::Idle => self.shared.counters.count_idle_timeout(),
+            }
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        let at = tokio::time::Instant::from_std(at);
+        let timer = self
+            .read_timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+        if timer.deadline() != at {
+            timer.as_mut().reset(at);
+        }
+        // Registers the wake-up at the deadline; the next read checks it.
+        if timer.as_mut().poll(cx).is_ready() {
+            cx.waker().wake_by_ref();
+        }
+        Ok(())
+    }
+
+    /// What a write found: progress clears the stall timer, a full socket
+    /// arms it, and a stall past the bound fails the write.
+    fn after_write<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        written: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if self.state.evicted.load(Relaxed) {
+            // Waiting, so this is the tail of an ended response nobody
+            // reads: the eviction drops it too.
+            return Poll::Ready(Err(io::ErrorKind::ConnectionAborted.into()));
+        }
+        if written.is_ready() {
+            self.write_timer = None;
+            return written;
+        }
+        let bound = self.shared.limits.get_write_timeout();
+        let timer = self
+            .write_timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(bound)));
+        if timer.as_mut().poll(cx).is_ready() {
+            self.shared.counters.count_write_timeout();
+            return Poll::Ready(Err(io::ErrorKind::TimedOut.into()));
+        }
+        Poll::Pending
     }
 }
 
-/// The connection's socket, telling the state when bytes arrive.
-#[derive(Debug)]
-struct Tracked {
-    stream: TcpStream,
-    state: Arc<ConnState>,
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.shared.close(self.id);
+    }
 }
 
-impl AsyncRead for Tracked {
+impl AsyncRead for Connection {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if let Err(err) = this.check_wait(cx) {
+            return Poll::Ready(Err(err));
+        }
         let before = buf.filled().len();
-        let read = Pin::new(&mut self.stream).poll_read(cx, buf);
+        let read = Pin::new(&mut this.stream).poll_read(cx, buf);
         if matches!(read, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.state.on_bytes();
+            this.state.on_bytes();
         }
         read
     }
 }
 
-impl AsyncWrite for Tracked {
+impl AsyncWrite for Connection {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+        let this = &mut *self;
+        let written = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.after_write(cx, written)
     }
 
     fn poll_write_vectored(
@@ -225,10 +312,13 @@ impl AsyncWrite for Tracked {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+        let this = &mut *self;
+        let written = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.after_write(cx, written)
     }
 
     fn is_write_vectored(&self) -> bool {
+        // Lets hyper queue a response's `Bytes` instead of copying them.
         self.stream.is_write_vectored()
     }
 
@@ -238,135 +328,5 @@ impl AsyncWrite for Tracked {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.stream).poll_shutdown(cx)
-    }
-}
-
-/// The app as hyper calls it on one connection: each request marks the
-/// connection busy until its response body ends, and carries the peer's
-/// address as [`ConnectInfo`].
-#[derive(Debug)]
-struct ConnService<S> {
-    service: S,
-    state: Arc<ConnState>,
-    remote: SocketAddr,
-}
-
-impl<S, B> hyper::service::Service<Request<Incoming>> for ConnService<S>
-where
-    S: Service<Request<Body>, Response = Response<B>, Error = Infallible> + Clone,
-{
-    type Response = Response<InFlightBody<B>>;
-    type Error = Infallible;
-    type Future = ResponseFuture<S, S::Future>;
-
-    fn call(&self, request: Request<Incoming>) -> Self::Future {
-        self.state.enter(BUSY);
-        let mut request = request.map(Body::new);
-        request.extensions_mut().insert(ConnectInfo(self.remote));
-        ResponseFuture {
-            call: Call::Ready {
-                service: self.service.clone(),
-                request: Some(request),
-            },
-            in_flight: Some(InFlight(Arc::clone(&self.state))),
-        }
-    }
-}
-
-/// Marks its connection busy while it lives: a request's response has not
-/// ended. Dropping it (the body ended, or the request was abandoned) makes
-/// the connection idle.
-#[derive(Debug)]
-#[must_use = "the connection counts as busy only while this lives"]
-#[clippy::has_significant_drop]
-struct InFlight(Arc<ConnState>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.enter(IDLE);
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// The app's response to one request, on its way.
-    struct ResponseFuture<S, F> {
-        #[pin]
-        call: Call<S, F>,
-        // Moves into the response body: the connection is busy until the
-        // body ends, not only until the handler returns.
-        in_flight: Option<InFlight>,
-    }
-}
-
-pin_project_lite::pin_project! {
-    #[project = CallProj]
-    enum Call<S, F> {
-        Ready { service: S, request: Option<Request<Body>> },
-        Called { #[pin] future: F },
-    }
-}
-
-impl<S, B> Future for ResponseFuture<S, S::Future>
-where
-    S: Service<Request<Body>, Response = Response<B>, Error = Infallible>,
-{
-    type Output = Result<Response<InFlightBody<B>>, Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        loop {
-            match this.call.as_mut().project() {
-                CallProj::Ready { service, request } => {
-                    let Ok(()) = ready!(service.poll_ready(cx));
-                    let Some(request) = request.take() else {
-                        // Polled again after it completed: nothing left.
-                        return Poll::Pending;
-                    };
-                    let future = service.call(request);
-                    this.call.set(Call::Called { future });
-                }
-                CallProj::Called { future } => {
-                    let Ok(response) = ready!(future.poll(cx));
-                    let in_flight = this.in_flight.take();
-                    return Poll::Ready(
-                        Ok(response.map(|inner| InFlightBody { inner, in_flight })),
-                    );
-                }
-            }
-        }
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// A response body that keeps its connection busy until it ends.
-    struct InFlightBody<B> {
-        #[pin]
-        inner: B,
-        in_flight: Option<InFlight>,
-    }
-}
-
-impl<B: http_body::Body<Data = Bytes>> http_body::Body for InFlightBody<B> {
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        let this = self.project();
-        let frame = ready!(this.inner.poll_frame(cx));
-        if frame.is_none() {
-            drop(this.in_flight.take());
-        }
-        Poll::Ready(frame)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
     }
 }

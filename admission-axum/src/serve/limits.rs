@@ -14,7 +14,7 @@ const DEFAULT_CEILING: usize = 4096;
 /// The descriptor limit assumed where it cannot be read.
 const ASSUMED_OPEN_FILES: u64 = 1024;
 
-/// How [`serve`](super::serve) bounds connections and how long it waits
+/// How [`Listener`](super::Listener) and [`serve`](super::serve) bound connections and how long it waits
 /// for clients.
 ///
 /// # Examples
@@ -35,6 +35,7 @@ pub struct ConnectionLimits {
     max_connections: usize,
     header_read_timeout: Duration,
     idle_timeout: Duration,
+    write_timeout: Duration,
 }
 
 impl Default for ConnectionLimits {
@@ -47,7 +48,8 @@ impl ConnectionLimits {
     /// The defaults: at most three quarters of the process's soft
     /// open-file limit (`RLIMIT_NOFILE`, read once, here; 1024 is assumed
     /// where it cannot be read) and never more than 4096 connections, a
-    /// 10 s header-read timeout and a 60 s idle timeout.
+    /// 10 s header-read timeout, a 60 s idle timeout and a 10 s
+    /// write-progress timeout.
     ///
     /// The remaining quarter of the descriptors is left to everything else
     /// the process opens (the listener, the runtime, files, outgoing
@@ -68,11 +70,13 @@ impl ConnectionLimits {
             max_connections: default_max_connections(open_files_limit()),
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(10),
         }
     }
 
     /// At most `max` connections open at once; past it a newcomer evicts
-    /// the connection that has waited longest for a request head, or is
+    /// the connection that has waited longest for a request head (however
+    /// briefly), or is
     /// closed at once (see the [module docs](super)).
     ///
     /// # Panics
@@ -117,6 +121,38 @@ impl ConnectionLimits {
             idle_timeout: timeout,
             ..self
         }
+    }
+
+    /// How long a response may make no progress: when the client has not
+    /// taken a single byte of it for that long (the socket stays full), the
+    /// connection is closed and the response dropped, so a client that
+    /// never reads cannot pin the response's memory past this bound.
+    ///
+    /// # Panics
+    ///
+    /// When `timeout` is zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use admission_axum::serve::ConnectionLimits;
+    ///
+    /// let limits = ConnectionLimits::new().write_timeout(Duration::from_secs(3));
+    /// assert_eq!(limits.get_write_timeout(), Duration::from_secs(3));
+    /// ```
+    #[must_use]
+    pub fn write_timeout(self, timeout: Duration) -> ConnectionLimits {
+        assert!(!timeout.is_zero(), "`write_timeout` must not be zero");
+        ConnectionLimits {
+            write_timeout: timeout,
+            ..self
+        }
+    }
+
+    /// The write-progress timeout.
+    pub fn get_write_timeout(&self) -> Duration {
+        self.write_timeout
     }
 
     /// The bound on open connections.

@@ -2,24 +2,29 @@
 //! connections, a header-read timeout and an idle keep-alive timeout.
 //!
 //! Request admission bounds the work a request may start; it cannot help
-//! once a client holds the process at the connection layer. `axum::serve`
-//! has no knobs for that: a client that opens connections and never
-//! finishes a request head (slowloris) keeps each one open forever, and
-//! at the process's descriptor limit nothing else, `/healthz` included, is
-//! accepted any more. [`serve`] is the same entry point with the knobs:
+//! once a client holds the process at the connection layer. A plain
+//! `TcpListener` under `axum::serve` has no knobs for that: a client that
+//! opens connections and never finishes a request head (slowloris) keeps
+//! each one open, a client that never reads keeps each response's memory,
+//! and at the descriptor limit nothing else, `/healthz` included, is
+//! accepted any more. [`Listener`] is a listener `axum::serve` accepts
+//! with the knobs, [`track`] the make-service that tells it when a request
+//! is in flight, and [`serve`] both in one call:
 //!
 //! * **A bound on open connections**
 //!   ([`ConnectionLimits::max_connections`]). Past it, a new connection
-//!   takes the place of the connection that has waited longest (at least
-//!   1 s) for a request head, whether a half-sent request or an idle
-//!   keep-alive, which is closed (*evicted*); when every open connection
+//!   takes the place of the connection that has waited longest for a
+//!   request head, *however briefly* (a half-sent request or an idle
+//!   keep-alive), which is closed (*evicted*); when every open connection
 //!   is in the middle of a request, the new one is closed at once, before
-//!   a byte is read (*refused*). Both are counted. Requests in flight are
-//!   never cut for a newcomer, and a newcomer that sends its request at
-//!   once is served even while an attacker holds every connection with
-//!   unfinished requests. The default is three quarters of the process's
-//!   open-file limit, at most 4096, so the bound is reached before the
-//!   descriptors run out.
+//!   a byte is read (*refused*). Both are counted. There is no grace
+//!   period an attacker could stay under by re-opening at once: attackers
+//!   re-opening as fast as they can evict each other, oldest first, and a
+//!   newcomer that sends its request at once is served while
+//!   `max_connections - 1` newer connections arrive after it. Requests in
+//!   flight are never cut for a newcomer. The default is three quarters of
+//!   the process's open-file limit, at most 4096, so the bound is reached
+//!   before the descriptors run out.
 //! * **A header-read timeout** ([`ConnectionLimits::header_read_timeout`],
 //!   10 s by default): a request head must be complete within it, counted
 //!   from the accept, or from the first byte of the next request on a
@@ -27,24 +32,36 @@
 //! * **An idle timeout** ([`ConnectionLimits::idle_timeout`], 60 s by
 //!   default): a kept-alive connection with no request in flight and no
 //!   byte received for that long is closed.
+//! * **A write-progress timeout** ([`ConnectionLimits::write_timeout`],
+//!   10 s by default): a response the client has taken no byte of for that
+//!   long (the socket stays full) is dropped with its connection, so a
+//!   client that never reads holds a response's memory for at most this
+//!   long. Bound the bytes such responses hold across connections in the
+//!   app (the exporter's `--max-held-mb` does).
 //! * **Descriptor exhaustion**: when accepting fails because the process
 //!   is out of descriptors (`EMFILE`, `ENFILE`), the longest-waiting
 //!   connection is evicted to make room; otherwise accepting backs off
 //!   (50 ms) and tries again.
 //! * **Visible, not loud**: [`Connections`] counts connections open,
 //!   accepted, refused, evicted and timed out (export them as metrics);
-//!   refusals, evictions, header timeouts and accept errors are also logged
-//!   as one `WARN` line at most every 10 s, carrying the counts since the
-//!   previous line and never a client's address or bytes. Idle timeouts
-//!   are ordinary keep-alive housekeeping and are only counted.
+//!   refusals, evictions, header and write timeouts and accept errors are
+//!   also logged as one `WARN` line at most every 10 s, carrying the
+//!   counts since the previous line and never a client's address or
+//!   bytes. Idle timeouts are ordinary keep-alive housekeeping and are
+//!   only counted.
 //! * **Graceful shutdown** ([`Serve::with_graceful_shutdown`]): when the
-//!   signal completes it stops accepting, closes the connections that have
-//!   no request in flight, lets requests in flight finish (their
-//!   connections close after the response) and resolves when every
+//!   signal completes it stops accepting, closes the connections waiting
+//!   for a request head, lets requests in flight finish (their
+//!   connections close after the response; a response nobody reads is
+//!   dropped after the write-progress timeout) and resolves when every
 //!   connection is closed. Bound the wait with your own deadline.
 //!
-//! It serves HTTP/1.1 (no HTTP/2, no protocol upgrades such as WebSocket),
-//! which is what axum's default features serve too. Every request carries
+//! Connections are served by `axum::serve`: HTTP/1.1, HTTP/2 (cleartext,
+//! prior knowledge) and upgrades such as WebSocket pass through. An
+//! HTTP/2 connection is busy while any of its streams is; an upgraded
+//! connection counts as waiting once its `101` is sent, so it is closed
+//! after the idle timeout of silence (keep it alive with pings) and may be
+//! evicted at the bound. Every request carries
 //! [`ConnectInfo<SocketAddr>`](axum::extract::ConnectInfo) for handlers
 //! that want the peer's address.
 //!
@@ -93,9 +110,14 @@
 
 mod connection;
 mod limits;
+mod listener;
 mod server;
 mod stats;
+mod track;
 
+pub use self::connection::Connection;
 pub use self::limits::ConnectionLimits;
+pub use self::listener::Listener;
 pub use self::server::{Serve, serve};
 pub use self::stats::{ConnectionStats, Connections};
+pub use self::track::{Track, Tracked, TrackedFuture, track};

@@ -1,38 +1,27 @@
-//! The accept loop: admit or refuse each connection, evict the one that
-//! has waited longest when room is needed, and shut down gracefully.
+//! The one-call server: [`axum::serve`] over a [`Listener`] with
+//! [`track`], and a shutdown that closes waiting connections at once.
 //!
-//! This module owns [`Serve`] and [`serve`]. It must never block the accept
-//! loop on a connection, never read a byte from a refused connection, and
-//! never let an accept error spin: it evicts or backs off.
+//! This module owns [`Serve`] and [`serve`]. It must never serve a
+//! connection itself: HTTP/1, HTTP/2 and upgrades are `axum::serve`'s.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fmt;
 use std::future::{Future, IntoFuture, Pending, pending};
 use std::io;
 use std::net::SocketAddr;
-use std::pin::{Pin, pin};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::pin::Pin;
+use std::sync::Arc;
 
 use axum::body::Body;
 use bytes::Bytes;
 use http::{Request, Response};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, watch};
+use tokio::net::TcpListener;
 use tower_service::Service;
 
-use super::connection::{self, ConnState};
 use super::limits::ConnectionLimits;
+use super::listener::Listener;
 use super::stats::{Connections, Counters};
-
-/// How long a connection must have waited for a request head before a
-/// newcomer may evict it: a client that connected a moment ago and is
-/// sending its request is not a slow one.
-const EVICTABLE_AFTER: Duration = Duration::from_secs(1);
-
-/// How long accepting pauses after an error it could not make room for.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+use super::track::track;
 
 /// Serves `service` (an axum [`Router`](axum::Router), or any tower
 /// service of requests with an [`axum::body::Body`]) on `listener` under
@@ -63,7 +52,7 @@ where
     S: Service<Request<Body>, Response = Response<B>, Error = Infallible> + Clone + Send + 'static,
     S::Future: Send,
     B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B::Error: Into<axum::BoxError>,
 {
     let limits = ConnectionLimits::new();
     Serve {
@@ -80,9 +69,9 @@ where
 /// # Cancel safety
 ///
 /// Awaiting it serves until the shutdown signal completes and every
-/// connection has closed. Dropping the future stops accepting at once and
-/// asks every connection to close as shutdown would: waiting ones close,
-/// busy ones finish their response first, on their own tasks.
+/// connection has closed. Dropping the future stops accepting at once;
+/// open connections are served on their own tasks until they end or a
+/// timeout closes them.
 #[must_use = "a server does nothing until it is awaited"]
 pub struct Serve<S, F = Pending<()>> {
     listener: TcpListener,
@@ -183,29 +172,13 @@ where
     S: Service<Request<Body>, Response = Response<B>, Error = Infallible> + Clone + Send + 'static,
     S::Future: Send,
     B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B::Error: Into<axum::BoxError>,
     F: Future<Output = ()> + Send + 'static,
 {
     type Output = io::Result<()>;
     type IntoFuture = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.run())
-    }
-}
-
-impl<S, F> Serve<S, F> {
-    async fn run<B>(self) -> io::Result<()>
-    where
-        S: Service<Request<Body>, Response = Response<B>, Error = Infallible>
-            + Clone
-            + Send
-            + 'static,
-        S::Future: Send,
-        B: http_body::Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-        F: Future<Output = ()> + Send + 'static,
-    {
         let Serve {
             listener,
             service,
@@ -213,208 +186,18 @@ impl<S, F> Serve<S, F> {
             signal,
             counters,
         } = self;
-        let shared = Arc::new(Shared {
-            limits,
-            epoch: Instant::now(),
-            table: Mutex::new(Table::default()),
-            counters,
-            all_closed: Notify::new(),
-        });
-        // Dropping the sender (this future dropped) stops connections too.
-        let (stop, _) = watch::channel(false);
-        let mut signal = pin!(signal);
-        loop {
-            let accepted = tokio::select! {
-                biased;
-                () = signal.as_mut() => break,
-                accepted = listener.accept() => accepted,
-            };
-            match accepted {
-                Ok((stream, remote)) => {
-                    if shared.admit(stream, remote, &service, &stop) == Admitted::Evicting {
-                        // Let the evicted connection close before the next
-                        // accept, so the bound is overshot by as little as
-                        // the runtime allows.
-                        tokio::task::yield_now().await;
-                    }
-                }
-                // The client gave up before the accept: nothing to do.
-                Err(err) if is_connection_error(&err) => {}
-                Err(err) => {
-                    shared.counters.count_accept_error(&err);
-                    if is_out_of_descriptors(&err) && shared.evict_longest_waiting(Duration::ZERO) {
-                        // Let the evicted connection close its socket.
-                        tokio::task::yield_now().await;
-                        continue;
-                    }
-                    tokio::select! {
-                        biased;
-                        () = signal.as_mut() => break,
-                        () = tokio::time::sleep(ACCEPT_BACKOFF) => {}
-                    }
-                }
-            }
-        }
-        drop(listener);
-        stop.send_replace(true);
-        shared.closed().await;
-        Ok(())
-    }
-}
-
-/// What the accept loop and every connection task share.
-#[derive(Debug)]
-struct Shared {
-    limits: ConnectionLimits,
-    epoch: Instant,
-    table: Mutex<Table>,
-    counters: Arc<Counters>,
-    /// Woken when the last connection closes.
-    all_closed: Notify,
-}
-
-/// The open connections, by id.
-#[derive(Debug, Default)]
-struct Table {
-    next: u64,
-    open: HashMap<u64, Arc<ConnState>>,
-}
-
-impl Shared {
-    fn table(&self) -> MutexGuard<'_, Table> {
-        // Nothing panics under the lock.
-        self.table.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Serves `stream` on a task of its own, or closes it at once.
-    #[must_use]
-    fn admit<S, B>(
-        self: &Arc<Self>,
-        stream: TcpStream,
-        remote: SocketAddr,
-        service: &S,
-        stop: &watch::Sender<bool>,
-    ) -> Admitted
-    where
-        S: Service<Request<Body>, Response = Response<B>, Error = Infallible>
-            + Clone
-            + Send
-            + 'static,
-        S::Future: Send,
-        B: http_body::Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        self.counters.count_accept();
-        let mut admitted = Admitted::Open;
-        if self.counters.open() >= self.counters.max() {
-            if !self.evict_longest_waiting(EVICTABLE_AFTER) {
-                // Every open connection has a request in flight (or has
-                // only just arrived): close this one before reading a byte.
-                drop(stream);
-                self.counters.count_refusal();
-                return Admitted::Refused;
-            }
-            admitted = Admitted::Evicting;
-        }
-        // Small responses go out at once.
-        drop(stream.set_nodelay(true));
-        let state = Arc::new(ConnState::new(self.epoch));
-        let id = {
-            let mut table = self.table();
-            table.next += 1;
-            let id = table.next;
-            table.open.insert(id, Arc::clone(&state));
-            id
+        let listener = Listener::with_counters(listener, limits, counters);
+        let closer = listener.closer();
+        let signal = async move {
+            signal.await;
+            // hyper closes idle keep-alives and lets responses finish; a
+            // connection half-way through a head is closed here.
+            closer.close_waiting();
         };
-        self.counters.count_open();
-        let registered = Registered {
-            shared: Arc::clone(self),
-            id,
-        };
-        let (service, limits, stop) = (service.clone(), self.limits, stop.subscribe());
-        tokio::spawn(async move {
-            let counters = Arc::clone(&registered.shared.counters);
-            connection::run(stream, remote, service, state, limits, &counters, stop).await;
-            drop(registered);
-        });
-        admitted
+        Box::pin(
+            axum::serve(listener, track(service))
+                .with_graceful_shutdown(signal)
+                .into_future(),
+        )
     }
-
-    /// Evicts the connection that has waited longest for a request head,
-    /// if one has waited at least `at_least`; whether one was.
-    fn evict_longest_waiting(&self, at_least: Duration) -> bool {
-        let now = u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
-        let at_least = u64::try_from(at_least.as_micros()).unwrap_or(u64::MAX);
-        let table = self.table();
-        let longest = table
-            .open
-            .values()
-            .filter_map(|state| state.waiting_since().map(|since| (since, state)))
-            .filter(|(since, _)| now.saturating_sub(*since) >= at_least)
-            .min_by_key(|(since, _)| *since);
-        match longest {
-            Some((_, state)) => {
-                state.evict();
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Resolves once no connection is open.
-    async fn closed(&self) {
-        loop {
-            let notified = self.all_closed.notified();
-            let mut notified = pin!(notified);
-            notified.as_mut().enable();
-            if self.counters.open() == 0 {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
-
-/// What became of an accepted connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Admitted {
-    /// Served; there was room.
-    Open,
-    /// Served in the place of an evicted connection, still closing.
-    Evicting,
-    /// Closed at once.
-    Refused,
-}
-
-/// Keeps a connection in the table until its task ends.
-#[derive(Debug)]
-struct Registered {
-    shared: Arc<Shared>,
-    id: u64,
-}
-
-impl Drop for Registered {
-    fn drop(&mut self) {
-        self.shared.table().open.remove(&self.id);
-        if self.shared.counters.count_close() {
-            self.shared.all_closed.notify_waiters();
-        }
-    }
-}
-
-/// An error about one connection that ended before it was accepted.
-fn is_connection_error(err: &io::Error) -> bool {
-    matches!(
-        err.kind(),
-        io::ErrorKind::ConnectionRefused
-            | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::ConnectionReset
-            | io::ErrorKind::Interrupted
-    )
-}
-
-/// `EMFILE` or `ENFILE`: the process or the system is out of descriptors
-/// (the same numbers on Linux, the BSDs and macOS).
-fn is_out_of_descriptors(err: &io::Error) -> bool {
-    matches!(err.raw_os_error(), Some(23 | 24))
 }

@@ -57,6 +57,9 @@ pub struct ConnectionStats {
     pub header_timeouts: u64,
     /// Kept-alive connections closed after the idle timeout.
     pub idle_timeouts: u64,
+    /// Connections closed because a response made no progress (the client
+    /// took none of it) for the write-progress timeout.
+    pub write_timeouts: u64,
     /// Accepts that failed (for example when the process was out of
     /// descriptors).
     pub accept_errors: u64,
@@ -79,6 +82,7 @@ pub(crate) struct Counters {
     evicted: AtomicU64,
     header_timeouts: AtomicU64,
     idle_timeouts: AtomicU64,
+    write_timeouts: AtomicU64,
     accept_errors: AtomicU64,
     log: RateLimit,
 }
@@ -93,6 +97,7 @@ impl Counters {
             evicted: AtomicU64::new(0),
             header_timeouts: AtomicU64::new(0),
             idle_timeouts: AtomicU64::new(0),
+            write_timeouts: AtomicU64::new(0),
             accept_errors: AtomicU64::new(0),
             log: RateLimit::new(),
         }
@@ -107,6 +112,7 @@ impl Counters {
             evicted: self.evicted.load(Relaxed),
             header_timeouts: self.header_timeouts.load(Relaxed),
             idle_timeouts: self.idle_timeouts.load(Relaxed),
+            write_timeouts: self.write_timeouts.load(Relaxed),
             accept_errors: self.accept_errors.load(Relaxed),
         }
     }
@@ -152,6 +158,12 @@ impl Counters {
         self.report();
     }
 
+    /// A response made no progress for the write-progress timeout.
+    pub(crate) fn count_write_timeout(&self) {
+        self.write_timeouts.fetch_add(1, Relaxed);
+        self.report();
+    }
+
     /// A kept-alive connection was idle too long: housekeeping, not logged.
     pub(crate) fn count_idle_timeout(&self) {
         self.idle_timeouts.fetch_add(1, Relaxed);
@@ -169,6 +181,7 @@ impl Counters {
                 refused = now.refused - since.refused,
                 evicted = now.evicted - since.evicted,
                 header_timeouts = now.header_timeouts - since.header_timeouts,
+                write_timeouts = now.write_timeouts - since.write_timeouts,
                 open = now.open,
                 max = now.max,
                 "accepting connections failed; backing off (counts since the last line, at most one line per 10 s)"
@@ -184,6 +197,7 @@ impl Counters {
                 refused = now.refused - since.refused,
                 evicted = now.evicted - since.evicted,
                 header_timeouts = now.header_timeouts - since.header_timeouts,
+                write_timeouts = now.write_timeouts - since.write_timeouts,
                 accept_errors = now.accept_errors - since.accept_errors,
                 open = now.open,
                 max = now.max,
@@ -217,6 +231,7 @@ impl RateLimit {
                 evicted: 0,
                 header_timeouts: 0,
                 idle_timeouts: 0,
+                write_timeouts: 0,
                 accept_errors: 0,
             }),
         }

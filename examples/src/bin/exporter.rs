@@ -22,7 +22,11 @@
 //! the connection that has waited longest for a request head, or is closed
 //! at once), `--header-timeout-ms MS` (10000) for a whole request head, and
 //! `--idle-timeout-ms MS` (60000) for a kept-alive connection with nothing
-//! in flight. Behind a balancer: `GET /readyz` is `200` until the signal
+//! in flight, and `--write-timeout-ms MS` (10000) for a response the
+//! client takes no byte of. `--max-held-mb MB` (256) bounds the bytes held
+//! by response bodies not yet sent, across connections (a coalesced body
+//! counts once); past it scrapes are refused `503` `RESPONSE_MEMORY_BOUND`
+//! without a walk. Behind a balancer: `GET /readyz` is `200` until the signal
 //! and `503` from it on, `--drain-delay-ms MS` (0) keeps serving that long
 //! after the signal before the listener closes (the deadline counts from
 //! its end), `--agent-check ADDR` answers HAProxy's agent checks there
@@ -44,8 +48,8 @@ use admission_examples::exporter::{self, Config, Gate};
 const USAGE: &str = "usage: exporter [--listen ADDR] [--workers N] [--series N] \
 [--walk-delay-ms MS] [--cardinality-interval-ms MS] [--shutdown-deadline-ms MS] \
 [--gate admission|admission-queue|queue|tower] [--coalesce-ms MS] [--max-connections N] \
-[--header-timeout-ms MS] [--idle-timeout-ms MS] [--drain-delay-ms MS] [--agent-check ADDR] \
-[--trust-peers] [--metrics-backend metrics=ADDR|opentelemetry]";
+[--header-timeout-ms MS] [--idle-timeout-ms MS] [--write-timeout-ms MS] [--max-held-mb MB] \
+[--drain-delay-ms MS] [--agent-check ADDR] [--trust-peers] [--metrics-backend metrics=ADDR|opentelemetry]";
 
 const CLI: Cli = Cli {
     name: "exporter",
@@ -83,6 +87,7 @@ fn config(mut args: Args) -> Result<Config, ArgError> {
             .or(defaults.agent_check),
         trust_peers: args.flag("trust-peers") || defaults.trust_peers,
         metrics_backend: args.value("metrics-backend")?.or(defaults.metrics_backend),
+        max_held: max_held(&mut args, defaults.max_held)?,
     };
     args.finish()?;
     if config.coalesce.is_some() && config.gate != Gate::Admission {
@@ -115,7 +120,21 @@ fn connection_limits(
         Some(ms) => limits = limits.idle_timeout(Duration::from_millis(ms)),
         None => {}
     }
+    match args.value::<u64>("write-timeout-ms")? {
+        Some(0) => return Err(zero("write-timeout-ms")),
+        Some(ms) => limits = limits.write_timeout(Duration::from_millis(ms)),
+        None => {}
+    }
     Ok(limits)
+}
+
+/// `--max-held-mb` in bytes; zero is a usage error.
+fn max_held(args: &mut Args, default: usize) -> Result<usize, ArgError> {
+    match args.value::<usize>("max-held-mb")? {
+        Some(0) => Err(ArgError::new("`--max-held-mb` must be at least 1")),
+        Some(mb) => Ok(mb.saturating_mul(1 << 20)),
+        None => Ok(default),
+    }
 }
 
 #[tokio::main]
@@ -137,6 +156,8 @@ async fn main() {
         max_connections = config.connections.get_max_connections(),
         header_timeout_ms = config.connections.get_header_read_timeout().as_millis() as u64,
         idle_timeout_ms = config.connections.get_idle_timeout().as_millis() as u64,
+        write_timeout_ms = config.connections.get_write_timeout().as_millis() as u64,
+        max_held_mb = config.max_held >> 20,
         "exporter up"
     );
     match exporter::serve(config, listener, admission_examples::signal::terminated()).await {

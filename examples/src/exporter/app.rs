@@ -64,8 +64,13 @@ impl App {
         Ok(Html(self.render(walked.stats)))
     }
 
-    /// One walk through the gate (or a share of one, under coalescing).
+    /// One walk through the gate (or a share of one, under coalescing);
+    /// a scrape (fail-fast) is refused without a walk while bodies not
+    /// yet read hold the memory bound.
     pub(crate) async fn walk(&self, admission: Admission) -> Result<Walked, WalkError> {
+        if admission != Admission::Wait && self.walker.held().is_full() {
+            return Err(WalkError::MemoryBound);
+        }
         self.backend.walk(&self.walker, admission).await
     }
 
@@ -163,6 +168,20 @@ pub(crate) fn problem(status: StatusCode, code: &'static str, title: &'static st
         .into_response()
 }
 
+/// The refusal of a walk past the memory bound: `503`, a stable code,
+/// and a retry after the write-progress timeout had time to free bodies.
+pub(crate) fn memory_bound() -> Response {
+    let mut response = problem(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "RESPONSE_MEMORY_BOUND",
+        "Responses not yet read hold the memory bound",
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+    response
+}
+
 async fn not_found() -> Response {
     problem(StatusCode::NOT_FOUND, "NOT_FOUND", "No such route")
 }
@@ -181,7 +200,9 @@ async fn overloaded(_: tower::BoxError) -> StatusCode {
 
 /// The routes: `/metrics` and `/` through the gate (`HEAD` answers
 /// without a walk), `/healthz` outside it; anything else is a `404` or
-/// `405` problem document.
+/// `405` problem document. The status page `/` shows the walk pool's
+/// counters: operator information (when the exporter saturates), to serve
+/// to operators and the scraper only, as `/metrics` is.
 pub(crate) fn router(app: Arc<App>) -> Router {
     let walks = Router::new()
         .route("/metrics", get(metrics).head(metrics_head))

@@ -60,6 +60,10 @@ pub enum WalkError {
     Failed,
     /// The walk was discarded or lost before it ended (shutdown).
     Lost,
+    /// Not started: responses not yet read by their clients hold the
+    /// memory bound (`--max-held-mb`). Renders as `503` + `Retry-After`
+    /// with the code `RESPONSE_MEMORY_BOUND`.
+    MemoryBound,
 }
 
 impl WalkError {
@@ -69,6 +73,7 @@ impl WalkError {
             WalkError::Admission(err) => err.class(),
             WalkError::Failed => "Failed",
             WalkError::Lost => "Lost",
+            WalkError::MemoryBound => "MemoryBound",
         }
     }
 }
@@ -79,6 +84,9 @@ impl fmt::Display for WalkError {
             WalkError::Admission(err) => fmt::Display::fmt(err, f),
             WalkError::Failed => f.write_str("registry walk failed"),
             WalkError::Lost => f.write_str("registry walk lost before it ended"),
+            WalkError::MemoryBound => {
+                f.write_str("responses not yet read hold the memory bound; walk not started")
+            }
         }
     }
 }
@@ -93,6 +101,7 @@ impl IntoResponse for WalkError {
             WalkError::Admission(err) => Rejection::from(err),
             WalkError::Failed => Rejection::from(WorkError::Failed(())),
             WalkError::Lost => Rejection::from(WorkError::<()>::Cancelled),
+            WalkError::MemoryBound => return super::app::memory_bound(),
         };
         rejection.into_response()
     }

@@ -105,6 +105,7 @@ impl FromStr for Gate {
 /// assert_eq!(config.coalesce, None, "coalescing is opt-in");
 /// assert_eq!(config.connections.get_header_read_timeout(), Duration::from_secs(10));
 /// assert_eq!((config.drain_delay, config.agent_check), (Duration::ZERO, None));
+/// assert_eq!(config.max_held, 256 << 20);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -147,6 +148,9 @@ pub struct Config {
     /// Where to answer HAProxy's agent checks (`--agent-check ADDR`, off
     /// by default): a weight from the walk pool's free slots, `drain` from
     /// the signal on. See [`AgentCheck`](admission_core::balancer::AgentCheck).
+    /// It answers anyone who connects, with the replica's load: bind it to
+    /// an address only the balancer reaches (a private interface), never a
+    /// public one.
     pub agent_check: Option<SocketAddr>,
     /// Whose `x-admission-criticality` and budget headers are honoured as
     /// sent (`--trust-peers`, off by default): off, a `critical` claim is
@@ -157,6 +161,14 @@ pub struct Config {
     /// The admission families published through a second back-end too
     /// (`--metrics-backend metrics=ADDR|opentelemetry`, off by default);
     /// `/metrics` keeps the `prometheus-client` exposition either way.
+    /// The bound on bytes held by response bodies not yet sent, across
+    /// every connection (`--max-held-mb`, default 256 MiB): each walk's
+    /// body counts once however many scrapes share it, until its last
+    /// share is sent or dropped; past the bound, scrapes are refused
+    /// (`503`, `RESPONSE_MEMORY_BOUND`) without a walk. With the
+    /// write-progress timeout (`--write-timeout-ms`) it bounds the memory
+    /// clients that never read can pin.
+    pub max_held: usize,
     pub metrics_backend: Option<MetricsBackend>,
 }
 
@@ -187,6 +199,9 @@ impl FromStr for MetricsBackend {
     }
 }
 
+/// The default of [`Config::max_held`]: 256 MiB.
+pub const DEFAULT_MAX_HELD: usize = 256 << 20;
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -203,6 +218,7 @@ impl Default for Config {
             agent_check: None,
             trust_peers: false,
             metrics_backend: None,
+            max_held: DEFAULT_MAX_HELD,
         }
     }
 }

@@ -24,7 +24,7 @@ type Family = (
 );
 
 /// The families, in exposition order.
-const FAMILIES: [Family; 8] = [
+const FAMILIES: [Family; 9] = [
     (
         "exporter_connections_open",
         "HTTP connections open now.",
@@ -66,6 +66,12 @@ const FAMILIES: [Family; 8] = [
         "Kept-alive HTTP connections closed after the idle timeout.",
         MetricType::Counter,
         |s| s.idle_timeouts,
+    ),
+    (
+        "exporter_connections_write_timeouts",
+        "HTTP connections closed because the client took no byte of a response for the write-progress timeout.",
+        MetricType::Counter,
+        |s| s.write_timeouts,
     ),
     (
         "exporter_connections_accept_errors",

@@ -27,11 +27,12 @@ mod backend;
 mod backends;
 mod config;
 mod connections;
+mod held;
 mod queue;
 mod serve;
 mod walk;
 
 pub use self::backend::WalkError;
-pub use self::config::{Config, Gate, MetricsBackend, UnknownGate};
-pub use self::serve::{Exporter, Stopped, serve};
+pub use self::config::{Config, DEFAULT_MAX_HELD, Gate, MetricsBackend, UnknownGate};
+pub use self::serve::{Exporter, LOAD_REPORT_ROUTES, Stopped, serve};
 pub use self::walk::{RegistryStats, WalkGauge};

@@ -26,6 +26,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use super::app::{App, router};
 use super::backend::Backend;
 use super::connections::ConnectionMetrics;
+use super::held::HeldBytes;
 use super::walk::{WalkGauge, Walker, demo_registry};
 use super::{Config, Gate};
 
@@ -66,8 +67,8 @@ pub struct Stopped {
     pub gate: Gate,
     /// Per pool: drained or abandoned, with what was still running.
     pub report: ShutdownReport,
-    /// Whether connections were still busy at the deadline (their requests
-    /// wait on walks that have not ended) and were left to the process exit.
+    /// Whether connections were still open at the deadline and were left
+    /// to the process exit ([`Stopped::cut_cause`] says why).
     pub connections_cut: bool,
     /// Queued walks discarded at the signal (unbounded queue only).
     pub discarded: u64,
@@ -92,7 +93,7 @@ impl Stopped {
             );
         }
         if self.connections_cut {
-            tracing::warn!("connections still waiting on walks at the deadline; left to the exit");
+            self.log_cut();
         }
         let outcome = if self.report.drained() && !self.connections_cut {
             "drained"
@@ -106,6 +107,7 @@ impl Stopped {
             evicted = c.evicted,
             header_timeouts = c.header_timeouts,
             idle_timeouts = c.idle_timeouts,
+            write_timeouts = c.write_timeouts,
             accept_errors = c.accept_errors,
             "connections served"
         );
@@ -118,6 +120,29 @@ impl Stopped {
             "shutdown {outcome} in {} ms of {} ms",
             self.took.as_millis(),
             self.deadline.as_millis(),
+        );
+    }
+}
+
+impl Stopped {
+    /// Why connections were still open at the deadline: walks still
+    /// running (the pool did not drain), or, with the pool drained,
+    /// responses their clients have not read.
+    pub fn cut_cause(&self) -> &'static str {
+        if self.report.drained() {
+            "responses not read by their clients"
+        } else {
+            "requests waiting on walks that had not ended"
+        }
+    }
+
+    fn log_cut(&self) {
+        tracing::warn!(
+            open = self.connections.open,
+            pool_drained = self.report.drained(),
+            cause = self.cut_cause(),
+            "connections still open at the deadline ({}); left to the exit",
+            self.cut_cause()
         );
     }
 }
@@ -156,7 +181,9 @@ impl Exporter {
             )?;
             shutdown.register(pool);
         }
-        let walker = Walker::new(registry, config.walk_delay, gauge.clone());
+        let held = HeldBytes::new(config.max_held);
+        register_held(&mut registry, &held);
+        let walker = Walker::new(registry, config.walk_delay, gauge.clone(), held);
         let app = Arc::new(App {
             backend,
             walker,
@@ -183,10 +210,13 @@ impl Exporter {
     /// not ready, serves on for the drain delay, and shuts down by the
     /// configured deadline counted from the end of the delay.
     ///
-    /// With the admission gate every response carries the walk pool's load
-    /// in `endpoint-load-metrics` ([`ReportLoad`]); with `agent_check` set,
-    /// HAProxy's agent checks are answered there ([`AgentCheck`]) until
-    /// shutdown ends.
+    /// With the admission gate the responses a balancer sees
+    /// ([`LOAD_REPORT_ROUTES`]: `/metrics`, `/` and `/readyz`) carry the
+    /// walk pool's load in `endpoint-load-metrics` ([`ReportLoad`]); with
+    /// `agent_check` set, HAProxy's agent checks are answered there
+    /// ([`AgentCheck`]) until shutdown ends. Both tell whoever asks how
+    /// busy the replica is: bind the agent port where only the balancer
+    /// reaches it (a private address), never on the public interface.
     ///
     /// Connections are admitted as `config.connections` says (see
     /// [`admission_axum::serve()`]). On the signal it stops accepting
@@ -228,7 +258,7 @@ impl Exporter {
         spawn_cardinality(&shutdown, Arc::clone(&app), config.cardinality_interval);
 
         let routes = match report {
-            Some(report) => router(Arc::clone(&app)).layer(ReportLoad::new(report)),
+            Some(report) => router(Arc::clone(&app)).layer(load_report(report)),
             None => router(Arc::clone(&app)),
         };
         let stop_accepting = CancellationToken::new();
@@ -303,6 +333,24 @@ pub async fn serve(
     Exporter::new(config)?
         .serve(listener, shutdown_signal)
         .await
+}
+
+/// The load header on the responses a balancer sees: the balanced walk
+/// routes and its readiness probe, never `/healthz` or a `404`.
+fn load_report(report: LoadReport) -> ReportLoad {
+    ReportLoad::new(report).on_routes(LOAD_REPORT_ROUTES)
+}
+
+/// The routes whose responses carry `endpoint-load-metrics`.
+pub const LOAD_REPORT_ROUTES: [&str; 3] = ["/metrics", "/", "/readyz"];
+
+/// Exports the bytes held by bodies not yet sent.
+fn register_held(registry: &mut prometheus_client::registry::Registry, held: &HeldBytes) {
+    registry.register(
+        "exporter_response_bytes_held",
+        "Bytes held by response bodies not yet sent (a shared body counts once).",
+        held.gauge.clone(),
+    );
 }
 
 /// The background cardinality walk: first after one interval, then every

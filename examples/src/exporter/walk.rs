@@ -18,6 +18,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use super::held::HeldBytes;
+
 /// Walks running right now, the most ever seen at once, walks queued and
 /// not started (only the unbounded queue has any), and walks that ran;
 /// and the time walks held a thread, in all and after their caller left.
@@ -228,6 +230,7 @@ pub(crate) struct Walker {
     registry: Arc<Registry>,
     delay: Duration,
     gauge: WalkGauge,
+    held: HeldBytes,
 }
 
 /// The demo families: `series` counters labelled `series="series-{i}"`.
@@ -272,12 +275,23 @@ pub(crate) fn demo_registry(series: usize, gauge: &WalkGauge, cardinality: &Gaug
 }
 
 impl Walker {
-    pub(crate) fn new(registry: Registry, delay: Duration, gauge: WalkGauge) -> Walker {
+    pub(crate) fn new(
+        registry: Registry,
+        delay: Duration,
+        gauge: WalkGauge,
+        held: HeldBytes,
+    ) -> Walker {
         Walker {
             registry: Arc::new(registry),
             delay,
             gauge,
+            held,
         }
+    }
+
+    /// The bytes the walks' bodies hold, against the bound.
+    pub(crate) fn held(&self) -> &HeldBytes {
+        &self.held
     }
 
     /// One full walk for `caller`: the extra delay, then the whole
@@ -291,9 +305,10 @@ impl Walker {
         let mut text = String::new();
         encode(&mut text, &self.registry)?;
         let stats = RegistryStats::of(&text);
-        // `Bytes` takes the string's buffer over: no copy.
+        // `Bytes` takes the string's buffer over (no copy) and counts it
+        // as held until its last share is dropped.
         Ok(Walked {
-            text: Bytes::from(text),
+            text: self.held.hold(text),
             stats,
         })
     }

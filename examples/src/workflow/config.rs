@@ -64,7 +64,10 @@ pub struct Config {
     pub drain_delay: Duration,
     /// Where to answer HAProxy's agent checks (`--agent-check ADDR`, off
     /// by default): a weight from the request pools' free slots, `drain`
-    /// from the signal on.
+    /// from the signal on. It answers anyone who connects, with the
+    /// replica's load: bind it to an address only the balancer reaches
+    /// (a private interface or `127.0.0.1` beside a local balancer), never
+    /// a public one.
     pub agent_check: Option<SocketAddr>,
 }
 

@@ -49,4 +49,4 @@ pub use self::owners::{
     ProviderLoop, RecoveryLoop,
 };
 pub use self::problem::Problem;
-pub use self::serve::{Stopped, Workflow};
+pub use self::serve::{LOAD_REPORT_ROUTES, Stopped, Workflow};

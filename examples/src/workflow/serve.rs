@@ -3,8 +3,9 @@
 //!
 //! This module owns [`Workflow`], `AppState` and [`Stopped`]. The
 //! admission middleware wraps only the `/operations` scope, so `/healthz`,
-//! `/readyz` and `/status` are never refused; every response carries the
-//! request pools' load (`endpoint-load-metrics`). At the signal readiness
+//! `/readyz` and `/status` are never refused; the responses a balancer
+//! sees (`/operations/*` and `/readyz`) and the operator's `/status` carry
+//! the request pools' load (`endpoint-load-metrics`), no other does. At the signal readiness
 //! turns and the service serves on through the drain delay; then shutdown
 //! counts its deadline and never waits past it: blocked worker threads
 //! cannot be joined, so the caller's process exit is the fallback.
@@ -27,6 +28,11 @@ use super::loops::Loops;
 use super::operations::{self, Store};
 use super::owners::NativeDispatcher;
 use super::{problem, status};
+
+/// The routes whose responses carry `endpoint-load-metrics`: the balanced
+/// scope, the balancer's readiness probe, and the operator's `/status`
+/// (which shows the same load in full).
+pub const LOAD_REPORT_ROUTES: [&str; 3] = ["/operations/*", "/readyz", "/status"];
 
 /// The resource at `path` served by `route` alone: any other method is a
 /// `405` problem document.
@@ -201,7 +207,7 @@ impl Workflow {
             App::new()
                 .configure(move |cfg| Workflow::configure(&routes, cfg))
                 .default_service(web::to(problem::not_found))
-                .wrap(ReportLoad::new(report.clone()))
+                .wrap(ReportLoad::new(report.clone()).on_routes(LOAD_REPORT_ROUTES))
         })
         .workers(workers)
         // Connection admission, actix-web's way: the bound is per worker

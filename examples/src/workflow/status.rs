@@ -3,6 +3,12 @@
 //!
 //! This module owns the status document. It must never take a lease nor
 //! run pure work: it reads counters only.
+//!
+//! `/status` shows the request pools' counters (slots in use, refusals):
+//! operator information that tells an attacker when the service
+//! saturates. Serve it to operators only (bind the service privately, or
+//! put `/status` behind the proxy's access control); it is never a
+//! balanced route.
 
 use actix_web::{HttpResponse, web};
 use admission_core::stats::PoolStats;
