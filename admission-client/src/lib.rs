@@ -54,6 +54,7 @@
 //! # let _ = client;
 //! # }
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc(test(attr(deny(warnings))))]
 
 mod body;

@@ -260,8 +260,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Slots callers may take now: the capacity, or an adaptive class's current limit.",
         labels: POOL,
-        by_criticality: None,
-        read: Some(|s| s.limit as u64),
+        source: Source::Value(|s| s.limit as u64),
     },
     Metric {
         name: "admission_slots_in_use",

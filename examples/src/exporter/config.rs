@@ -158,9 +158,6 @@ pub struct Config {
     /// at an edge facing outside clients; on, for an exporter behind a
     /// mesh or balancer that strips those headers from outside traffic.
     pub trust_peers: bool,
-    /// The admission families published through a second back-end too
-    /// (`--metrics-backend metrics=ADDR|opentelemetry`, off by default);
-    /// `/metrics` keeps the `prometheus-client` exposition either way.
     /// The bound on bytes held by response bodies not yet sent, across
     /// every connection (`--max-held-mb`, default 256 MiB): each walk's
     /// body counts once however many scrapes share it, until its last
@@ -169,6 +166,9 @@ pub struct Config {
     /// write-progress timeout (`--write-timeout-ms`) it bounds the memory
     /// clients that never read can pin.
     pub max_held: usize,
+    /// The admission families published through a second back-end too
+    /// (`--metrics-backend metrics=ADDR|opentelemetry`, off by default);
+    /// `/metrics` keeps the `prometheus-client` exposition either way.
     pub metrics_backend: Option<MetricsBackend>,
 }
 
