@@ -415,6 +415,9 @@ async fn the_shutdown_log_names_unread_responses_as_the_cause_of_a_wait() {
             "the cause is named:\n{logs}"
         );
     }
-    assert!(logs.contains("shutdown drained"), "the pool drained:\n{logs}");
+    assert!(
+        logs.contains("shutdown drained"),
+        "the pool drained:\n{logs}"
+    );
     drop(reader);
 }
