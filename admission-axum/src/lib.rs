@@ -29,10 +29,13 @@
 //! * [`macro@admitted`] (feature `macros`, on by default): a lease for one
 //!   handler.
 //! * [`serve()`]: `axum::serve` with connection admission, for what
-//!   request admission cannot see: a bound on open connections, a
-//!   header-read timeout and an idle timeout, so a client holding
-//!   connections with unfinished requests (slowloris) cannot take the
-//!   process off the air. See the [`serve`](mod@serve) module.
+//!   request admission cannot see: a bound on open connections with
+//!   eviction of the oldest waiting one, header-read, idle and
+//!   write-progress timeouts, so a client holding connections with
+//!   unfinished requests (slowloris) or never reading its responses cannot
+//!   take the process off the air. The pieces are a
+//!   [`serve::Listener`] that `axum::serve` accepts and [`serve::track`].
+//!   See the [`serve`](mod@serve) module.
 //!
 //! The answers themselves (status, headers, body) are `admission-http`'s
 //! [`Problem`](admission_http::Problem), so every adapter sends the same
