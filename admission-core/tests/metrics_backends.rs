@@ -132,8 +132,11 @@ mod otel {
     use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
     use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 
-    /// Every data point exported: (instrument, attributes, value).
-    fn points(exporter: &InMemoryMetricExporter) -> Vec<(String, Vec<(String, String)>, f64)> {
+    /// One exported data point: (instrument, attributes, value).
+    type Point = (String, Vec<(String, String)>, f64);
+
+    /// Every data point exported.
+    fn points(exporter: &InMemoryMetricExporter) -> Vec<Point> {
         let mut out = Vec::new();
         for resource in exporter.get_finished_metrics().unwrap() {
             for scope in resource.scope_metrics() {
@@ -177,7 +180,7 @@ mod otel {
     }
 
     fn find(
-        points: &[(String, Vec<(String, String)>, f64)],
+        points: &[Point],
         name: &str,
         labels: &[(&str, &str)],
     ) -> f64 {
