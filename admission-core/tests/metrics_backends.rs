@@ -179,11 +179,7 @@ mod otel {
         out
     }
 
-    fn find(
-        points: &[Point],
-        name: &str,
-        labels: &[(&str, &str)],
-    ) -> f64 {
+    fn find(points: &[Point], name: &str, labels: &[(&str, &str)]) -> f64 {
         let found: Vec<f64> = points
             .iter()
             .filter(|(n, attrs, _)| {
