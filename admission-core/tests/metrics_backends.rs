@@ -132,8 +132,11 @@ mod otel {
     use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
     use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 
-    /// Every data point exported: (instrument, attributes, value).
-    fn points(exporter: &InMemoryMetricExporter) -> Vec<(String, Vec<(String, String)>, f64)> {
+    /// One exported data point: (instrument, attributes, value).
+    type Point = (String, Vec<(String, String)>, f64);
+
+    /// Every data point exported.
+    fn points(exporter: &InMemoryMetricExporter) -> Vec<Point> {
         let mut out = Vec::new();
         for resource in exporter.get_finished_metrics().unwrap() {
             for scope in resource.scope_metrics() {
@@ -176,11 +179,7 @@ mod otel {
         out
     }
 
-    fn find(
-        points: &[(String, Vec<(String, String)>, f64)],
-        name: &str,
-        labels: &[(&str, &str)],
-    ) -> f64 {
+    fn find(points: &[Point], name: &str, labels: &[(&str, &str)]) -> f64 {
         let found: Vec<f64> = points
             .iter()
             .filter(|(n, attrs, _)| {

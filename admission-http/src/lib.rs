@@ -80,6 +80,7 @@ mod problem;
 mod progress;
 mod protocol;
 mod service;
+mod shed;
 
 pub use crate::admit::RequestAdmission;
 pub use crate::caller_layer::{CallerLayer, CallerService};
@@ -97,3 +98,6 @@ pub use crate::problem::{
 };
 pub use crate::protocol::Protocol;
 pub use crate::service::{AdmissionService, FailFast, Queue};
+#[cfg(feature = "tower-http")]
+pub use crate::shed::ShedAware;
+pub use crate::shed::is_load_shedding;

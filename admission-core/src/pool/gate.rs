@@ -510,7 +510,7 @@ impl Pool {
             if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
                 drop(place);
                 counters.count_wait(false, since.elapsed());
-                if standing && limit == Some(times.target) {
+                if patience == Patience::Queued && standing && limit == Some(times.target) {
                     counters.count_standing_shed();
                 }
                 return Err(self.refuse(Code::WaitTimedOut));
