@@ -12,7 +12,7 @@ use admission_core::request::Scoped;
 use bytes::Bytes;
 use http::Response;
 
-use crate::body::LeasedBody;
+use crate::body::{LeasedBody, ProgressTimeout};
 
 pin_project_lite::pin_project! {
     /// The response of a request that was admitted (the inner service's
@@ -54,6 +54,7 @@ pin_project_lite::pin_project! {
             // `future`, the one drop order of every adapter: what the
             // response owns goes before the slot.
             lease: Lease,
+            progress: ProgressTimeout,
         },
         Refused {
             response: Response<Option<Bytes>>,
@@ -62,6 +63,7 @@ pin_project_lite::pin_project! {
         // future once it comes, or the refusal's answer.
         Queued {
             wait: Wait<F>,
+            progress: ProgressTimeout,
         },
         // Completed: the inner future and its share of the lease are gone.
         Done,
@@ -81,15 +83,25 @@ impl<F> std::fmt::Debug for Wait<F> {
 }
 
 impl<F> ResponseFuture<F> {
-    pub(crate) fn queued(wait: Pin<Box<dyn Future<Output = Queued<F>> + Send>>) -> Self {
+    pub(crate) fn queued(
+        progress: ProgressTimeout,
+        wait: Pin<Box<dyn Future<Output = Queued<F>> + Send>>,
+    ) -> Self {
         ResponseFuture {
-            state: State::Queued { wait: Wait(wait) },
+            state: State::Queued {
+                wait: Wait(wait),
+                progress,
+            },
         }
     }
 
-    pub(crate) fn admitted(future: Scoped<F>, lease: Lease) -> Self {
+    pub(crate) fn admitted(future: Scoped<F>, lease: Lease, progress: ProgressTimeout) -> Self {
         ResponseFuture {
-            state: State::Admitted { future, lease },
+            state: State::Admitted {
+                future,
+                lease,
+                progress,
+            },
         }
     }
 
@@ -108,9 +120,14 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.project().state;
-        if let StateProj::Queued { wait } = state.as_mut().project() {
+        if let StateProj::Queued { wait, progress } = state.as_mut().project() {
+            let progress = *progress;
             let next = match ready!(wait.0.as_mut().poll(cx)) {
-                Ok((future, lease)) => State::Admitted { future, lease },
+                Ok((future, lease)) => State::Admitted {
+                    future,
+                    lease,
+                    progress,
+                },
                 Err(response) => State::Refused { response },
             };
             state.set(next);
@@ -120,9 +137,11 @@ where
             // Drop the finished inner future (and the scope's share of the
             // lease) now, whoever owns this future, and move the lease on.
             return match state.project_replace(State::Done) {
-                StateReplace::Admitted { lease, .. } => Poll::Ready(
-                    output.map(|response| response.map(|body| LeasedBody::new(body, lease))),
-                ),
+                StateReplace::Admitted {
+                    lease, progress, ..
+                } => Poll::Ready(output.map(|response| {
+                    response.map(|body| LeasedBody::new(body, lease).progress_timeout(progress))
+                })),
                 _ => unreachable!("the state was `Admitted`"),
             };
         }

@@ -14,6 +14,7 @@ use http::request::Parts;
 use tower_layer::Layer;
 
 use crate::admit::RequestAdmission;
+use crate::body::ProgressTimeout;
 use crate::classify::Classify;
 use crate::problem::HttpRefusalStatus;
 use crate::protocol::Protocol;
@@ -172,6 +173,7 @@ impl<P: Protocol> AdmissionLayer<P, FailFast> {
             admission: RequestAdmission::new(pools),
             classify: P::default_classify(),
             protocol,
+            progress: ProgressTimeout::DEFAULT,
         })
     }
 }
@@ -323,6 +325,29 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
     #[must_use]
     pub fn trust_peers(self) -> Self {
         self.with(|shared| shared.admission = shared.admission.clone().trust_peers())
+    }
+
+    /// How long an admitted response may let a frame lie unread (its
+    /// reader has not asked for the next one) before its lease is taken
+    /// back by a timer and the body ends with
+    /// [`Stalled`](crate::body::Stalled); [`ProgressTimeout::DEFAULT`]
+    /// (30 s) unless set. A body sent in one frame is never watched.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use admission_core::RequestPools;
+    /// use admission_http::AdmissionLayer;
+    /// use admission_http::body::ProgressTimeout;
+    ///
+    /// let bound = ProgressTimeout::new(Duration::from_secs(5)).unwrap();
+    /// let layer = AdmissionLayer::new(RequestPools::new(2, 4).unwrap()).progress_timeout(bound);
+    /// # let _ = layer;
+    /// ```
+    #[must_use]
+    pub fn progress_timeout(self, bound: ProgressTimeout) -> Self {
+        self.with(|shared| shared.progress = bound)
     }
 
     /// Answers refusals with `status` instead of the protocol's default:

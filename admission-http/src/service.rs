@@ -17,7 +17,7 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use crate::admit::RequestAdmission;
-use crate::body::LeasedBody;
+use crate::body::{LeasedBody, ProgressTimeout};
 use crate::classify::Classify;
 use crate::future::ResponseFuture;
 use crate::problem::HttpRefusalStatus;
@@ -42,6 +42,8 @@ pub(crate) struct Shared<P> {
     pub(crate) admission: RequestAdmission,
     pub(crate) classify: Classify,
     pub(crate) protocol: P,
+    /// How long an admitted response may let a frame lie unread.
+    pub(crate) progress: ProgressTimeout,
 }
 
 impl<P> Shared<P> {
@@ -181,7 +183,11 @@ where
                 // layer below that admits in `call` shares the lease, and
                 // work the handler runs is admitted for this caller.
                 let future = lease.scope_sync_for(caller, || self.inner.call(request));
-                ResponseFuture::admitted(lease.clone().scope_for(caller, future), lease)
+                ResponseFuture::admitted(
+                    lease.clone().scope_for(caller, future),
+                    lease,
+                    self.shared.progress,
+                )
             }
             Err(refusal) => ResponseFuture::refused(self.shared.protocol.refusal(&refusal)),
         }
@@ -211,14 +217,18 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let shared = Arc::clone(&self.shared);
-        ResponseFuture::queued(Box::pin(async move {
-            match shared.admission.lease(class, caller).await {
-                Ok(lease) => {
-                    let future = lease.scope_sync_for(caller, || inner.call(request));
-                    Ok((lease.clone().scope_for(caller, future), lease))
+        let progress = shared.progress;
+        ResponseFuture::queued(
+            progress,
+            Box::pin(async move {
+                match shared.admission.lease(class, caller).await {
+                    Ok(lease) => {
+                        let future = lease.scope_sync_for(caller, || inner.call(request));
+                        Ok((lease.clone().scope_for(caller, future), lease))
+                    }
+                    Err(refusal) => Err(shared.protocol.refusal(&refusal)),
                 }
-                Err(refusal) => Err(shared.protocol.refusal(&refusal)),
-            }
-        }))
+            }),
+        )
     }
 }

@@ -134,3 +134,46 @@ async fn the_caller_layer_reads_under_the_same_trust_as_the_admission_layer() {
     assert_eq!(answer.into_body(), "critical");
     assert_eq!(peers.lowered_claims(), 0);
 }
+
+/// A response whose reader stops asking after its first frame gives its
+/// lease back at the layer's progress bound (here 50 ms, on the paused
+/// clock), without being polled again; with the default bound (30 s) it
+/// would still hold it.
+#[tokio::test(start_paused = true)]
+async fn an_unread_response_gives_its_lease_back_at_the_layers_progress_bound() {
+    use admission_http::body::ProgressTimeout;
+    use bytes::Bytes;
+    use http_body::Frame;
+    use http_body_util::{BodyExt as _, StreamBody};
+
+    let pools = RequestPools::new(1, 1).unwrap();
+    let bound = ProgressTimeout::new(std::time::Duration::from_millis(50)).unwrap();
+    let layer = AdmissionLayer::class(pools.clone(), Class::Work).progress_timeout(bound);
+    let service = layer.layer(tower::service_fn(|_req: Request<()>| async {
+        let frames =
+            ["first", "second"].map(|text| Ok::<_, Infallible>(Frame::data(Bytes::from(text))));
+        Ok::<_, Infallible>(Response::new(StreamBody::new(futures_util::stream::iter(
+            frames,
+        ))))
+    }));
+    let mut body = service.oneshot(Request::new(())).await.unwrap().into_body();
+    let first = body.frame().await.unwrap().unwrap();
+    assert_eq!(first.into_data().unwrap(), "first");
+    assert_eq!(
+        pools.pool(Class::Work).stats().in_use,
+        1,
+        "held while the reader reads"
+    );
+
+    // The reader stops asking: the watchdog takes the lease at the bound.
+    tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+    assert_eq!(
+        pools.pool(Class::Work).stats().in_use,
+        0,
+        "returned at the bound"
+    );
+    assert!(
+        body.frame().await.unwrap().is_err(),
+        "the stalled body ends with an error"
+    );
+}
