@@ -22,7 +22,7 @@ use super::stats::{Connections, Counters};
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// A [`TcpListener`] that admits connections under [`ConnectionLimits`]:
-/// give it to [`axum::serve`] (through [`track`](super::track) to get the
+/// give it to [`axum::serve()`] (through [`track`](super::track) to get the
 /// header and idle timeouts and eviction) or use [`serve`](super::serve()),
 /// which does both.
 ///

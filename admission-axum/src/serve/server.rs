@@ -1,4 +1,4 @@
-//! The one-call server: [`axum::serve`] over a [`Listener`] with
+//! The one-call server: [`axum::serve()`] over a [`Listener`] with
 //! [`track`], and a shutdown that closes waiting connections at once.
 //!
 //! This module owns [`Serve`] and [`serve`]. It must never serve a
