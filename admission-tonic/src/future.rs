@@ -1,7 +1,7 @@
 //! The future [`AdmissionService`](crate::AdmissionService) returns.
 //!
 //! This module owns [`ResponseFuture`]: the middle's future for an admitted
-//! call, its body given the layer's progress timeout, or the inner
+//! call (its body bound by the middle's progress timeout), or the inner
 //! service's own future for a call that takes no lease. It must never take
 //! or drop a lease itself.
 
@@ -9,7 +9,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use admission_http::body::{LeasedBody, ProgressTimeout};
+use admission_http::body::LeasedBody;
 use http::Response;
 
 pin_project_lite::pin_project! {
@@ -34,18 +34,15 @@ pin_project_lite::pin_project! {
     #[project = KindProj]
     #[derive(Debug)]
     enum Kind<F> {
-        Admitted { #[pin] future: admission_http::future::ResponseFuture<F>, progress: ProgressTimeout },
+        Admitted { #[pin] future: admission_http::future::ResponseFuture<F> },
         Unleased { #[pin] future: F },
     }
 }
 
 impl<F> ResponseFuture<F> {
-    pub(crate) fn admitted(
-        future: admission_http::future::ResponseFuture<F>,
-        progress: ProgressTimeout,
-    ) -> Self {
+    pub(crate) fn admitted(future: admission_http::future::ResponseFuture<F>) -> Self {
         ResponseFuture {
-            kind: Kind::Admitted { future, progress },
+            kind: Kind::Admitted { future },
         }
     }
 
@@ -64,11 +61,7 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
-            KindProj::Admitted { future, progress } => {
-                let progress = *progress;
-                let response = ready!(future.poll(cx));
-                Poll::Ready(response.map(|r| r.map(|body| body.progress_timeout(progress))))
-            }
+            KindProj::Admitted { future } => future.poll(cx),
             KindProj::Unleased { future } => {
                 Poll::Ready(ready!(future.poll(cx)).map(|r| r.map(LeasedBody::unleased)))
             }

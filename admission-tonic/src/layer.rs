@@ -382,9 +382,11 @@ impl<M> AdmissionLayer<M> {
     /// # let _ = layer;
     /// ```
     #[must_use]
-    pub fn progress_timeout(mut self, bound: ProgressTimeout) -> Self {
-        self.streams.progress = bound;
-        self
+    pub fn progress_timeout(self, bound: ProgressTimeout) -> Self {
+        AdmissionLayer {
+            inner: self.inner.progress_timeout(bound),
+            streams: self.streams,
+        }
     }
 
     fn with_classify(self, classify: Classify) -> Self {

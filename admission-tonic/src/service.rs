@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use admission_http::body::{LeasedBody, ProgressTimeout};
+use admission_http::body::LeasedBody;
 use admission_http::{FailFast, GrpcRefusalStatus, grpc_path};
 use tonic::server::NamedService;
 use tower_service::Service;
@@ -32,14 +32,12 @@ pub const UNLEASED: [&str; 3] = [
 #[derive(Debug, Clone)]
 pub(crate) struct Streams {
     pub(crate) unleased: Arc<[&'static str]>,
-    pub(crate) progress: ProgressTimeout,
 }
 
 impl Default for Streams {
     fn default() -> Self {
         Streams {
             unleased: Arc::new(UNLEASED),
-            progress: ProgressTimeout::DEFAULT,
         }
     }
 }
@@ -150,7 +148,7 @@ where
             // Ready: the middle's `poll_ready` is the inner service's.
             ResponseFuture::unleased(self.inner.get_mut().call(request))
         } else {
-            ResponseFuture::admitted(self.inner.call(request), self.streams.progress)
+            ResponseFuture::admitted(self.inner.call(request))
         }
     }
 }
