@@ -1,13 +1,13 @@
 //! A short smoke of `storm --retry-storm`: the three client kinds through a
-//! one-second spike and a one-second 10x run against real exporters on
-//! 127.0.0.1, in about 15 s. Only what holds on a loaded machine is
-//! asserted: every hinted retry waited its hint, the budgeted clients send
-//! fewer attempts than the naive one at 10x, and the tables and the plot
-//! are drawn.
+//! one-second spike, straight and behind the ingress, and a one-second 10x
+//! run against real exporters on 127.0.0.1, in about 25 s. Only what holds
+//! on a loaded machine is asserted: every hinted retry waited its hint, the
+//! budgeted clients send fewer attempts than the naive one at 10x, the
+//! naive client gets no more done behind the ingress after the spike than
+//! `admission-client`, and the tables and the plots are drawn.
 
 use std::time::Duration;
 
-use admission_examples::storm::plot::timeline_svg;
 use admission_examples::storm::retry_storm::{self, Kind, StormPlan};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -24,8 +24,14 @@ async fn the_retry_storm_runs_each_client_kind_and_draws_its_tables() {
     };
     let run = retry_storm::run(&plan).await.expect("the exporters start");
     assert_eq!(run.storms.len(), 3);
+    assert_eq!(run.ingress_storms.len(), 3);
     assert_eq!(run.overloads.len(), 3);
-    for r in run.storms.iter().chain(&run.overloads) {
+    for r in run
+        .storms
+        .iter()
+        .chain(&run.ingress_storms)
+        .chain(&run.overloads)
+    {
         assert!(
             r.seconds.iter().map(|s| s.offered).sum::<u64>() > 0,
             "{:?}",
@@ -50,16 +56,41 @@ async fn the_retry_storm_runs_each_client_kind_and_draws_its_tables() {
     assert!(amplification(Kind::Admission) < naive, "{naive}");
     assert!(amplification(Kind::TowerTps) < naive, "{naive}");
 
+    let good_after = |kind| {
+        let r = run
+            .ingress_storms
+            .iter()
+            .find(|r| r.kind == kind)
+            .expect("each kind ran");
+        r.seconds[2..].iter().map(|s| s.good).sum::<u64>()
+    };
+    assert!(
+        good_after(Kind::Naive) <= good_after(Kind::Admission),
+        "naive {} against admission-client {} behind the ingress",
+        good_after(Kind::Naive),
+        good_after(Kind::Admission)
+    );
+
     let tables = retry_storm::render(&run);
     for needle in [
         "| s |",
         "first second at 95%",
         "client at 10x",
+        "Behind the ingress",
         "admission-client",
     ] {
         assert!(tables.contains(needle), "{needle} in\n{tables}");
     }
-    let (offered, lines) = retry_storm::lines(&run);
-    let svg = timeline_svg("smoke", &offered, &lines, (1.0, 2.0)).expect("drawn");
-    assert!(svg.contains("tower::retry"));
+    let dir = std::env::temp_dir().join(format!("retry-storm-smoke-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let written = retry_storm::draw(&run, &dir.join("storm.svg")).expect("drawn");
+    assert_eq!(
+        written,
+        [dir.join("storm.svg"), dir.join("storm-ingress.svg")]
+    );
+    for path in &written {
+        let svg = std::fs::read_to_string(path).expect("written");
+        assert!(svg.contains("tower::retry"), "{}", path.display());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

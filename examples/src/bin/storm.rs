@@ -417,24 +417,12 @@ async fn retry_storm_run(plan: &StormPlan, svg: &std::path::Path) -> ! {
         Err(err) => die(&err),
     };
     print!("{}", retry_storm::render(&run));
-    let (offered, lines) = retry_storm::lines(&run);
-    let title = format!(
-        "Retry storm: {:.1}x for {} s, then {:.1}x ({} workers x {} ms, {} ms deadlines)",
-        plan.trigger_multiple,
-        plan.trigger.as_secs(),
-        plan.steady_multiple,
-        plan.workers,
-        plan.walk_delay.as_millis(),
-        plan.timeout.as_millis()
-    );
-    let trigger = (
-        plan.before.as_secs_f64(),
-        (plan.before + plan.trigger).as_secs_f64(),
-    );
-    match plot::timeline_svg(&title, &offered, &lines, trigger)
-        .and_then(|text| std::fs::write(svg, text))
-    {
-        Ok(()) => eprintln!("storm: wrote {}", svg.display()),
+    match retry_storm::draw(&run, svg) {
+        Ok(paths) => {
+            for path in paths {
+                eprintln!("storm: wrote {}", path.display());
+            }
+        }
         Err(err) => die(&format!("cannot write {}: {err}", svg.display())),
     }
     std::process::exit(0);

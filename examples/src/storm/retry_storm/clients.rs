@@ -1,7 +1,9 @@
 //! The three client kinds the retry storm compares, each over the same
 //! hyper-util client and the same counter of attempts: naive (up to three
-//! immediate retries on any failure), `tower::retry` with `TpsBudget` (20%,
-//! immediate retries on a `503` or an error), and `admission-client`.
+//! immediate retries on any failure, a timed-out try included),
+//! `tower::retry` with `TpsBudget` (20%, immediate retries on a `503`, an
+//! error or a timed-out try), and `admission-client` (which times out no
+//! try: it sends the time left and the server refuses what cannot finish).
 //!
 //! This module owns those clients and the counting service under them. It
 //! must never retry on a client's behalf what that client would not.
@@ -22,16 +24,20 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tokio::time::{Instant, timeout_at};
+use tower::BoxError;
 use tower::retry::budget::{Budget as _, TpsBudget};
 use tower::retry::{Policy, Retry};
+use tower::timeout::Timeout;
 use tower::{Layer as _, Service, ServiceExt as _};
 
 /// Which client makes the calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// Up to three immediate retries on any failure.
+    /// Up to three immediate retries on any failure, each try timed out
+    /// at the plan's per-try timeout.
     Naive,
-    /// `tower::retry` with `TpsBudget` (ttl 10 s, 10/s, 20%), immediate.
+    /// `tower::retry` with `TpsBudget` (ttl 10 s, 10/s, 20%), immediate,
+    /// over `tower::timeout` at the per-try timeout.
     TowerTps,
     /// `admission-client`'s layer, default policy.
     Admission,
@@ -133,8 +139,8 @@ pub(super) enum Ended {
 /// One client of a kind.
 #[derive(Debug, Clone)]
 pub(super) enum Caller {
-    Naive(Counted),
-    TowerTps(Counted, Arc<TpsBudget>),
+    Naive(Counted, Duration),
+    TowerTps(Timeout<Counted>, Arc<TpsBudget>),
     Admission(RetryService<Counted>),
 }
 
@@ -144,6 +150,7 @@ impl Caller {
         attempts: Arc<Seconds>,
         refusals: Arc<Seconds>,
         timeout: Duration,
+        attempt_timeout: Duration,
     ) -> Caller {
         let client = Client::builder(TokioExecutor::new()).build_http();
         let counted = Counted {
@@ -152,9 +159,9 @@ impl Caller {
             refusals,
         };
         match kind {
-            Kind::Naive => Caller::Naive(counted),
+            Kind::Naive => Caller::Naive(counted, attempt_timeout),
             Kind::TowerTps => Caller::TowerTps(
-                counted,
+                Timeout::new(counted, attempt_timeout),
                 Arc::new(TpsBudget::new(Duration::from_secs(10), 10, 0.2)),
             ),
             Kind::Admission => {
@@ -174,10 +181,11 @@ impl Caller {
                 .expect("a valid request")
         };
         match self {
-            Caller::Naive(counted) => {
+            Caller::Naive(counted, attempt_timeout) => {
                 let mut ended = Ended::Failed;
                 for _ in 0..4 {
-                    match timeout_at(deadline, counted.clone().oneshot(request())).await {
+                    let until = deadline.min(Instant::now() + *attempt_timeout);
+                    match timeout_at(until, counted.clone().oneshot(request())).await {
                         Ok(Ok(response)) => {
                             ended = settle(response, deadline).await;
                             if ended == Ended::Good {
@@ -185,6 +193,7 @@ impl Caller {
                             }
                         }
                         Ok(Err(_)) => ended = Ended::Failed,
+                        Err(_) if until < deadline => ended = Ended::Failed,
                         Err(_) => return (Ended::Failed, Retries::default()),
                     }
                 }
@@ -243,13 +252,13 @@ struct TpsPolicy {
     left: u32,
 }
 
-impl Policy<Request<Full<Bytes>>, Response<Incoming>, HyperError> for TpsPolicy {
+impl Policy<Request<Full<Bytes>>, Response<Incoming>, BoxError> for TpsPolicy {
     type Future = std::future::Ready<()>;
 
     fn retry(
         &mut self,
         _: &mut Request<Full<Bytes>>,
-        result: &mut Result<Response<Incoming>, HyperError>,
+        result: &mut Result<Response<Incoming>, BoxError>,
     ) -> Option<Self::Future> {
         let failed = match result {
             Ok(response) => response.status() == StatusCode::SERVICE_UNAVAILABLE,

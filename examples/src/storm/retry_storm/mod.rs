@@ -1,7 +1,9 @@
 //! The retry-storm scenario (`storm --retry-storm`): open-loop Poisson
 //! load on this project's exporter (behind admission, fail-fast) at 0.8x
 //! its capacity, a trigger (3x for 10 s), then 0.8x again for 20 s; once
-//! per client kind, each against a fresh exporter; then 10x overload from
+//! per client kind, each against a fresh exporter; the same again with an
+//! [ingress](ingress) in front of the exporter that spends a worker's turn
+//! on every attempt (so retries cost capacity); then 10x overload from
 //! cold for the amplification table. Every figure is per second of
 //! scheduled arrival, so goodput never exceeds what was offered.
 //!
@@ -11,8 +13,10 @@
 //! by [`StormPlan::max_outstanding`].
 
 mod clients;
+mod ingress;
 
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -25,7 +29,10 @@ use tokio::time::Instant;
 
 use self::clients::{Caller, Ended};
 pub use self::clients::{Kind, Seconds};
+use self::ingress::Ingress;
+pub use self::ingress::IngressPlan;
 use crate::exporter::{Config, Exporter, Gate};
+use crate::storm::plot::timeline_svg;
 
 /// What the scenario runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,6 +56,12 @@ pub struct StormPlan {
     pub amplification: Duration,
     /// Each application request's deadline, retries included.
     pub timeout: Duration,
+    /// The naive and `tower::retry` clients' timeout of one attempt, after
+    /// which they retry (a per-try timeout, as such clients are commonly
+    /// set up); `admission-client` sends the time left instead.
+    pub attempt_timeout: Duration,
+    /// The ingress of the second scenario.
+    pub ingress: IngressPlan,
     /// Requests waiting at once, at most (the rest are counted as
     /// dropped, never sent).
     pub max_outstanding: usize,
@@ -58,9 +71,11 @@ pub struct StormPlan {
 
 impl Default for StormPlan {
     /// 32 workers x 320 ms (100 walks/s), 5 s at 0.8x, 10 s at 3x, 20 s
-    /// at 0.8x, 4 s at 10x, 2 s deadlines. Many slots, because a fail-fast
-    /// pool is a loss system: at 0.8x, Poisson arrivals find 2 slots full a
-    /// third of the time (Erlang B), 32 slots about 3%.
+    /// at 0.8x, 4 s at 10x, 2 s deadlines, 500 ms per-try timeouts; an
+    /// ingress of 4 workers x 10 ms (400 attempts/s, four times the
+    /// exporter's capacity). Many slots, because a fail-fast pool is a loss
+    /// system: at 0.8x, Poisson arrivals find 2 slots full a third of the
+    /// time (Erlang B), 32 slots about 3%.
     fn default() -> Self {
         StormPlan {
             workers: 32,
@@ -72,6 +87,11 @@ impl Default for StormPlan {
             steady_multiple: 0.8,
             amplification: Duration::from_secs(4),
             timeout: Duration::from_secs(2),
+            attempt_timeout: Duration::from_millis(500),
+            ingress: IngressPlan {
+                workers: 4,
+                cost: Duration::from_millis(10),
+            },
             max_outstanding: 20_000,
             seed: 1,
         }
@@ -165,6 +185,8 @@ pub struct StormRun {
     pub plan: StormPlan,
     /// The trigger runs, one per kind.
     pub storms: Vec<KindRun>,
+    /// The trigger runs behind the ingress, one per kind.
+    pub ingress_storms: Vec<KindRun>,
     /// The 10x runs, one per kind.
     pub overloads: Vec<KindRun>,
 }
@@ -191,30 +213,40 @@ pub async fn run(plan: &StormPlan) -> std::io::Result<StormRun> {
         }
     };
     let mut storms = Vec::new();
+    let mut ingress_storms = Vec::new();
     let mut overloads = Vec::new();
     for kind in Kind::ALL {
         eprintln!("storm: retry storm, {}", kind.name());
-        storms.push(one(plan, kind, plan.length(), &storm_rate).await?);
+        storms.push(one(plan, kind, plan.length(), &storm_rate, None).await?);
+    }
+    for kind in Kind::ALL {
+        eprintln!("storm: retry storm behind the ingress, {}", kind.name());
+        let ingress = Some(plan.ingress);
+        ingress_storms.push(one(plan, kind, plan.length(), &storm_rate, ingress).await?);
     }
     if !plan.amplification.is_zero() {
         for kind in Kind::ALL {
             eprintln!("storm: 10x overload, {}", kind.name());
-            overloads.push(one(plan, kind, plan.amplification, &|_| 10.0 * capacity).await?);
+            let rate = |_| 10.0 * capacity;
+            overloads.push(one(plan, kind, plan.amplification, &rate, None).await?);
         }
     }
     Ok(StormRun {
         plan: plan.clone(),
         storms,
+        ingress_storms,
         overloads,
     })
 }
 
-/// One kind against a fresh exporter, for `length` at `rate(t)` per second.
+/// One kind against a fresh exporter (behind a fresh ingress when one is
+/// given), for `length` at `rate(t)` per second.
 async fn one(
     plan: &StormPlan,
     kind: Kind,
     length: Duration,
     rate: &dyn Fn(Duration) -> f64,
+    ingress: Option<IngressPlan>,
 ) -> std::io::Result<KindRun> {
     let exporter = Exporter::new(Config {
         gate: Gate::Admission,
@@ -226,7 +258,13 @@ async fn one(
         ..Config::default()
     })?;
     let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
-    let uri: http::Uri = format!("http://{}/metrics", listener.local_addr()?)
+    let exporter_addr = listener.local_addr()?;
+    let ingress = match ingress {
+        Some(ingress) => Some(Ingress::start(ingress, exporter_addr).await?),
+        None => None,
+    };
+    let target = ingress.as_ref().map_or(exporter_addr, Ingress::addr);
+    let uri: http::Uri = format!("http://{target}/metrics")
         .parse()
         .map_err(std::io::Error::other)?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -241,7 +279,13 @@ async fn one(
     let counter = || Arc::new(Seconds::new(start, seconds + 5));
     let (offered, attempts, good, refusals, throttled) =
         (counter(), counter(), counter(), counter(), counter());
-    let caller = Caller::new(kind, attempts.clone(), refusals.clone(), plan.timeout);
+    let caller = Caller::new(
+        kind,
+        attempts.clone(),
+        refusals.clone(),
+        plan.timeout,
+        plan.attempt_timeout,
+    );
     let hinted = Arc::new(Mutex::new(Vec::new()));
     let outstanding = Arc::new(AtomicUsize::new(0));
     let mut dropped = 0;
@@ -291,6 +335,7 @@ async fn one(
         while tasks.try_join_next().is_some() {}
     }
     while tasks.join_next().await.is_some() {}
+    drop(ingress);
     let _ = stop.send(());
     let _ = server.await;
     let per_second = (0..seconds)
@@ -312,14 +357,15 @@ async fn one(
     })
 }
 
-/// The Markdown tables: per second, recovery, amplification, honest waits.
+/// The Markdown tables: per second and recovery for each scenario, then
+/// amplification and honest waits.
 pub fn render(run: &StormRun) -> String {
     let plan = &run.plan;
     let trigger_end = usize::try_from((plan.before + plan.trigger).as_secs()).unwrap_or(0);
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "capacity {:.0} walks/s ({} workers x {} ms); steady {:.1}x, trigger {:.1}x from {} s to {} s, deadline {} ms\n",
+        "capacity {:.0} walks/s ({} workers x {} ms); steady {:.1}x, trigger {:.1}x from {} s to {} s, deadline {} ms, per-try timeout {} ms (naive, tower::retry)\n",
         plan.capacity(),
         plan.workers,
         plan.walk_delay.as_millis(),
@@ -327,10 +373,81 @@ pub fn render(run: &StormRun) -> String {
         plan.trigger_multiple,
         plan.before.as_secs(),
         trigger_end,
-        plan.timeout.as_millis()
+        plan.timeout.as_millis(),
+        plan.attempt_timeout.as_millis()
     );
+    out.push_str("Straight to the exporter:\n\n");
+    storm_tables(&mut out, plan, &run.storms);
+    if !run.ingress_storms.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nBehind the ingress ({} workers x {} ms per attempt, {:.0} attempts/s):\n",
+            plan.ingress.workers,
+            plan.ingress.cost.as_millis(),
+            plan.ingress.capacity()
+        );
+        storm_tables(&mut out, plan, &run.ingress_storms);
+    }
+
+    if !run.overloads.is_empty() {
+        let _ = write!(
+            out,
+            "\n| client at 10x ({:.0} requests/s for {} s) | requests | attempts | amplification | goodput/s | throttled locally |\n| --- | ---: | ---: | ---: | ---: | ---: |\n",
+            10.0 * plan.capacity(),
+            plan.amplification.as_secs()
+        );
+        for r in &run.overloads {
+            let sum = |f: fn(&Second) -> u64| r.seconds.iter().map(f).sum::<u64>();
+            #[expect(clippy::cast_precision_loss, reason = "small counts")]
+            let goodput = sum(|s| s.good) as f64 / plan.amplification.as_secs_f64();
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {:.2} | {goodput:.1} | {} |",
+                r.kind.name(),
+                sum(|s| s.offered),
+                sum(|s| s.attempts),
+                r.amplification(),
+                sum(|s| s.throttled)
+            );
+        }
+    }
+
+    let hinted: Vec<_> = run
+        .storms
+        .iter()
+        .chain(&run.ingress_storms)
+        .chain(&run.overloads)
+        .flat_map(|r| r.hinted.iter().copied())
+        .collect();
+    if !hinted.is_empty() {
+        let early = hinted.iter().filter(|(h, w)| w < h).count();
+        #[expect(clippy::cast_precision_loss, reason = "small counts")]
+        let mean_late = hinted
+            .iter()
+            .map(|(h, w)| (w.as_secs_f64() - h.as_secs_f64()) / h.as_secs_f64().max(1e-3))
+            .sum::<f64>()
+            / hinted.len() as f64;
+        let max_late = hinted
+            .iter()
+            .map(|(h, w)| w.saturating_sub(*h))
+            .max()
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "\nhonest waits (admission-client): {} retries after a hint, {early} earlier than it, on average {:.1}% of the hint after it, at most {:.1} ms after",
+            hinted.len(),
+            mean_late * 100.0,
+            max_late.as_secs_f64() * 1e3
+        );
+    }
+    out
+}
+
+/// One scenario's per-second table and its recovery table.
+fn storm_tables(out: &mut String, plan: &StormPlan, storms: &[KindRun]) {
+    let trigger_end = usize::try_from((plan.before + plan.trigger).as_secs()).unwrap_or(0);
     out.push_str("| s |");
-    for r in &run.storms {
+    for r in storms {
         let _ = write!(
             out,
             " {} offered / attempts / goodput / refusals |",
@@ -338,19 +455,14 @@ pub fn render(run: &StormRun) -> String {
         );
     }
     out.push_str("\n| ---: |");
-    for _ in &run.storms {
+    for _ in storms {
         out.push_str(" ---: |");
     }
     out.push('\n');
-    let len = run
-        .storms
-        .iter()
-        .map(|r| r.seconds.len())
-        .max()
-        .unwrap_or(0);
+    let len = storms.iter().map(|r| r.seconds.len()).max().unwrap_or(0);
     for i in 0..len {
         let _ = write!(out, "| {i} |");
-        for r in &run.storms {
+        for r in storms {
             let s = r.seconds.get(i).copied().unwrap_or_default();
             let _ = write!(
                 out,
@@ -362,7 +474,7 @@ pub fn render(run: &StormRun) -> String {
     }
 
     out.push_str("\n| client | first second at 95% of offered (s after the trigger) | at 95% from then to the end (s after the trigger) | goodput/offered after the trigger | amplification in the trigger | dropped |\n| --- | ---: | ---: | ---: | ---: | ---: |\n");
-    for r in &run.storms {
+    for r in storms {
         let after = &r.seconds[trigger_end.min(r.seconds.len())..];
         let (good, offered) = after
             .iter()
@@ -392,77 +504,24 @@ pub fn render(run: &StormRun) -> String {
             r.dropped
         );
     }
-
-    if !run.overloads.is_empty() {
-        let _ = write!(
-            out,
-            "\n| client at 10x ({:.0} requests/s for {} s) | requests | attempts | amplification | goodput/s | throttled locally |\n| --- | ---: | ---: | ---: | ---: | ---: |\n",
-            10.0 * plan.capacity(),
-            plan.amplification.as_secs()
-        );
-        for r in &run.overloads {
-            let sum = |f: fn(&Second) -> u64| r.seconds.iter().map(f).sum::<u64>();
-            #[expect(clippy::cast_precision_loss, reason = "small counts")]
-            let goodput = sum(|s| s.good) as f64 / plan.amplification.as_secs_f64();
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {:.2} | {goodput:.1} | {} |",
-                r.kind.name(),
-                sum(|s| s.offered),
-                sum(|s| s.attempts),
-                r.amplification(),
-                sum(|s| s.throttled)
-            );
-        }
-    }
-
-    let hinted: Vec<_> = run
-        .storms
-        .iter()
-        .chain(&run.overloads)
-        .flat_map(|r| r.hinted.iter().copied())
-        .collect();
-    if !hinted.is_empty() {
-        let early = hinted.iter().filter(|(h, w)| w < h).count();
-        #[expect(clippy::cast_precision_loss, reason = "small counts")]
-        let mean_late = hinted
-            .iter()
-            .map(|(h, w)| (w.as_secs_f64() - h.as_secs_f64()) / h.as_secs_f64().max(1e-3))
-            .sum::<f64>()
-            / hinted.len() as f64;
-        let max_late = hinted
-            .iter()
-            .map(|(h, w)| w.saturating_sub(*h))
-            .max()
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "\nhonest waits (admission-client): {} retries after a hint, {early} earlier than it, on average {:.1}% of the hint after it, at most {:.1} ms after",
-            hinted.len(),
-            mean_late * 100.0,
-            max_late.as_secs_f64() * 1e3
-        );
-    }
-    out
 }
 
 /// Points of a line: `(x, y)`.
 pub type Points = Vec<(f64, f64)>;
 
-/// The goodput-over-time lines for the plot: `(name, [(second, goodput)])`,
-/// and the offered load of the first run.
-pub fn lines(run: &StormRun) -> (Points, Vec<(&'static str, Points)>) {
+/// The goodput-over-time lines of one scenario's runs for the plot:
+/// `(name, [(second, goodput)])`, and the offered load of the first run.
+pub fn lines(storms: &[KindRun]) -> (Points, Vec<(&'static str, Points)>) {
     #[expect(clippy::cast_precision_loss, reason = "small counts")]
     let point = |i: usize, v: u64| (i as f64 + 0.5, v as f64);
-    let offered = run.storms.first().map_or_else(Vec::new, |r| {
+    let offered = storms.first().map_or_else(Vec::new, |r| {
         r.seconds
             .iter()
             .enumerate()
             .map(|(i, s)| point(i, s.offered))
             .collect()
     });
-    let lines = run
-        .storms
+    let lines = storms
         .iter()
         .map(|r| {
             (
@@ -476,4 +535,53 @@ pub fn lines(run: &StormRun) -> (Points, Vec<(&'static str, Points)>) {
         })
         .collect();
     (offered, lines)
+}
+
+/// Draws goodput over time, one line per client kind: the straight
+/// scenario to `svg`, the one behind the ingress beside it (`-ingress`
+/// before the extension). Returns the paths written.
+///
+/// # Errors
+///
+/// An [`std::io::Error`] when a picture cannot be drawn or written.
+pub fn draw(run: &StormRun, svg: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let plan = &run.plan;
+    let title = format!(
+        "Retry storm: {:.1}x for {} s, then {:.1}x ({} workers x {} ms, {} ms deadlines)",
+        plan.trigger_multiple,
+        plan.trigger.as_secs(),
+        plan.steady_multiple,
+        plan.workers,
+        plan.walk_delay.as_millis(),
+        plan.timeout.as_millis()
+    );
+    let trigger = (
+        plan.before.as_secs_f64(),
+        (plan.before + plan.trigger).as_secs_f64(),
+    );
+    let behind = svg.with_file_name(format!(
+        "{}-ingress.{}",
+        svg.file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("retry-storm"),
+        svg.extension().and_then(|s| s.to_str()).unwrap_or("svg")
+    ));
+    let ingress_title = format!(
+        "{title}, behind an ingress of {} x {} ms per attempt",
+        plan.ingress.workers,
+        plan.ingress.cost.as_millis()
+    );
+    let mut written = Vec::new();
+    for (path, title, storms) in [
+        (svg.to_path_buf(), title, &run.storms),
+        (behind, ingress_title, &run.ingress_storms),
+    ] {
+        if storms.is_empty() {
+            continue;
+        }
+        let (offered, lines) = lines(storms);
+        std::fs::write(&path, timeline_svg(&title, &offered, &lines, trigger)?)?;
+        written.push(path);
+    }
+    Ok(written)
 }
