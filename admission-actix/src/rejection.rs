@@ -148,7 +148,7 @@ pub(crate) fn problem_response<B>(
     for (name, value) in header_list {
         let value = match value {
             HeaderText::Static(text) => HeaderValue::from_static(text),
-            HeaderText::Seconds(secs) => HeaderValue::from(secs),
+            HeaderText::Number(n) => HeaderValue::from(n),
         };
         headers.insert(header_name(name), value);
     }

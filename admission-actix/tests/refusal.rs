@@ -45,7 +45,7 @@ async fn refused_request_gets_503_retry_after_and_the_problem_body() {
     for (name, value) in expected.headers() {
         let value = match value {
             HeaderText::Static(text) => text.to_owned(),
-            HeaderText::Seconds(secs) => secs.to_string(),
+            HeaderText::Number(n) => n.to_string(),
         };
         assert_eq!(headers[name], value.as_str(), "header `{name}` is core's");
     }

@@ -1,5 +1,6 @@
 //! What a response says about retrying: the server's hint (`Retry-After`,
-//! `grpc-retry-pushback-ms`) and the verdict on the attempt.
+//! `x-admission-retry-after-ms`, `grpc-retry-pushback-ms`) and the verdict
+//! on the attempt.
 //!
 //! This module owns reading those headers strictly and classifying one
 //! response. It must never turn a hint into an earlier retry than the
@@ -7,7 +8,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use admission_http::{REFUSAL_HEADER, RETRY_PUSHBACK_MS};
+use admission_http::{REFUSAL_HEADER, RETRY_AFTER_MS_HEADER, RETRY_PUSHBACK_MS};
 use http::HeaderMap;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 
@@ -57,6 +58,61 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Hint {
         })
 }
 
+/// The `x-admission-retry-after-ms` of `headers`: the same hint as
+/// `Retry-After` in milliseconds, which an admission server sends beside
+/// it (`Retry-After` must round 20 ms up to 1 s). A malformed one is no
+/// hint.
+///
+/// The layer waits this hint when it agrees with `Retry-After` (rounded up
+/// to whole seconds it gives `Retry-After`'s value, or `Retry-After` is
+/// absent); when they disagree (a proxy between set its own
+/// `Retry-After`), it waits the longer of the two.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admission_client::{Hint, retry_after_ms};
+///
+/// let mut headers = http::HeaderMap::new();
+/// assert_eq!(retry_after_ms(&headers), Hint::None);
+/// headers.insert("x-admission-retry-after-ms", "20".parse().unwrap());
+/// assert_eq!(retry_after_ms(&headers), Hint::After(Duration::from_millis(20)));
+/// headers.insert("x-admission-retry-after-ms", "-1".parse().unwrap());
+/// assert_eq!(retry_after_ms(&headers), Hint::None);
+/// ```
+pub fn retry_after_ms(headers: &HeaderMap) -> Hint {
+    headers
+        .get(RETRY_AFTER_MS_HEADER)
+        .and_then(|value| millis(value.as_bytes()))
+        .map_or(Hint::None, Hint::After)
+}
+
+/// 1 to 10 ASCII digits as milliseconds.
+fn millis(bytes: &[u8]) -> Option<Duration> {
+    if bytes.is_empty() || bytes.len() > 10 || !bytes.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let ms = bytes.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+    Some(Duration::from_millis(ms))
+}
+
+/// The hint of an HTTP answer: the millisecond one where it agrees with
+/// `Retry-After`, else the longer (see [`retry_after_ms`]).
+fn http_hint(headers: &HeaderMap, now: SystemTime) -> Hint {
+    let coarse = retry_after(headers, now);
+    let Hint::After(fine) = retry_after_ms(headers) else {
+        return coarse;
+    };
+    match coarse {
+        Hint::After(coarse) => {
+            let rounded = Duration::from_secs(fine.as_millis().div_ceil(1000).max(1) as u64);
+            Hint::After(if coarse <= rounded { fine } else { coarse })
+        }
+        Hint::None | Hint::Stop => Hint::After(fine),
+    }
+}
+
 /// The `grpc-retry-pushback-ms` of `headers` (a trailers-only answer), as
 /// gRFC A6 reads it: a non-negative whole number of milliseconds is the
 /// wait; anything else present (`-1`, malformed) says do not retry.
@@ -80,12 +136,7 @@ pub fn pushback(headers: &HeaderMap) -> Hint {
     let Some(value) = headers.get(RETRY_PUSHBACK_MS) else {
         return Hint::None;
     };
-    let bytes = value.as_bytes();
-    if bytes.is_empty() || bytes.len() > 10 || !bytes.iter().all(u8::is_ascii_digit) {
-        return Hint::Stop;
-    }
-    let ms = bytes.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
-    Hint::After(Duration::from_millis(ms))
+    millis(value.as_bytes()).map_or(Hint::Stop, Hint::After)
 }
 
 /// gRPC's `DEADLINE_EXCEEDED`.
@@ -144,7 +195,7 @@ pub(crate) fn judge(
     Verdict {
         accepted: !(refused || gateway),
         retryable: (refused || gateway) && !too_short,
-        hint: retry_after(headers, now),
+        hint: http_hint(headers, now),
     }
 }
 
@@ -215,6 +266,36 @@ mod tests {
         );
         let internal = judge(http::StatusCode::OK, &grpc("13"), &[UNAVAILABLE], now);
         assert!(internal.accepted && !internal.retryable);
+    }
+
+    #[test]
+    fn the_millisecond_hint_is_waited_only_where_it_agrees_with_retry_after() {
+        let now = SystemTime::now();
+        let hint = |pairs: &[(&'static str, &'static str)]| http_hint(&headers(pairs), now);
+        let ms = Duration::from_millis;
+        assert_eq!(
+            hint(&[("retry-after", "1"), ("x-admission-retry-after-ms", "20")]),
+            Hint::After(ms(20)),
+            "an admission server's pair: the fine one"
+        );
+        assert_eq!(
+            hint(&[("retry-after", "2"), ("x-admission-retry-after-ms", "1500")]),
+            Hint::After(ms(1500))
+        );
+        assert_eq!(
+            hint(&[("retry-after", "30"), ("x-admission-retry-after-ms", "20")]),
+            Hint::After(Duration::from_secs(30)),
+            "a proxy's longer Retry-After wins"
+        );
+        assert_eq!(
+            hint(&[("x-admission-retry-after-ms", "20")]),
+            Hint::After(ms(20))
+        );
+        assert_eq!(
+            hint(&[("retry-after", "1"), ("x-admission-retry-after-ms", "soon")]),
+            Hint::After(Duration::from_secs(1)),
+            "a malformed fine hint is ignored"
+        );
     }
 
     #[test]

@@ -164,7 +164,7 @@ pub struct Refusal {
     pool: PoolName,
     code: Code,
     criticality: Criticality,
-    retry_after_secs: u32,
+    retry_after_ms: u32,
 }
 
 impl Refusal {
@@ -181,23 +181,24 @@ impl Refusal {
             intern_name(pool.to_owned()),
             code,
             criticality,
-            retry_after_secs,
+            retry_after_secs.saturating_mul(1000),
         )
     }
 
-    /// A refusal from the pool whose interned name is `pool`.
+    /// A refusal from the pool whose interned name is `pool`, with a hint
+    /// in milliseconds.
     #[inline]
     pub(crate) fn for_pool(
         pool: PoolName,
         code: Code,
         criticality: Criticality,
-        retry_after_secs: u32,
+        retry_after_ms: u32,
     ) -> Self {
         Self {
             pool,
             code,
             criticality,
-            retry_after_secs: retry_after_secs.max(1),
+            retry_after_ms: retry_after_ms.max(1),
         }
     }
 
@@ -233,14 +234,37 @@ impl Refusal {
         self.code.is_overload()
     }
 
-    /// The retry hint in whole seconds, at least 1.
+    /// The retry hint in whole seconds, at least 1: what `Retry-After`
+    /// sends ([`retry_after_millis`](Self::retry_after_millis) rounded up).
     pub fn retry_after_secs(&self) -> u32 {
-        self.retry_after_secs
+        secs_of(self.retry_after_ms)
     }
 
-    /// The retry hint as a [`Duration`].
+    /// The retry hint as a [`Duration`] of whole seconds.
     pub fn retry_after(&self) -> Duration {
-        Duration::from_secs(u64::from(self.retry_after_secs))
+        Duration::from_secs(u64::from(self.retry_after_secs()))
+    }
+
+    /// The retry hint in milliseconds, at least 1: the pool's expected
+    /// time until a slot frees, before it is rounded up to the seconds of
+    /// `Retry-After`. A pool whose work takes 20 ms says about 20 here and
+    /// 1 in `Retry-After`; a pool that has seen no work yet says 1000. The
+    /// HTTP adapters send it as `x-admission-retry-after-ms`, the gRPC one
+    /// as `grpc-retry-pushback-ms`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Pool;
+    ///
+    /// let pool = Pool::new("registry", 1).unwrap();
+    /// let _held = pool.try_admit().unwrap();
+    /// let refusal = pool.try_admit().unwrap_err();
+    /// assert_eq!(refusal.retry_after_millis(), 1000, "no work seen yet: 1 s");
+    /// assert_eq!(refusal.retry_after_secs(), 1);
+    /// ```
+    pub fn retry_after_millis(&self) -> u32 {
+        self.retry_after_ms
     }
 }
 
@@ -251,12 +275,19 @@ impl fmt::Display for Refusal {
             "pool `{}` refused work ({}); retry in {} s",
             self.pool.as_str(),
             self.code,
-            self.retry_after_secs
+            self.retry_after_secs()
         )
     }
 }
 
 impl std::error::Error for Refusal {}
+
+/// A hint in milliseconds as the whole seconds of `Retry-After`: rounded
+/// up, at least 1.
+#[inline]
+pub(crate) fn secs_of(millis: u32) -> u32 {
+    millis.div_ceil(1000).max(1)
+}
 
 /// An interned pool name: its number in the process's table of names, so
 /// that a [`Refusal`] fits one word (and `Result<Slot, Refusal>` two,

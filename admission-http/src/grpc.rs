@@ -119,7 +119,7 @@ impl GrpcAnswer {
             _ => GrpcAnswer {
                 code: status.code(),
                 message: format!("{code}: pool `{pool}` refused the call; retry in {secs} s"),
-                pushback_ms: Some(u64::from(secs) * 1000),
+                pushback_ms: Some(u64::from(refusal.retry_after_millis())),
             },
         }
     }

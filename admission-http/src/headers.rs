@@ -69,6 +69,14 @@ pub const BUDGET_HEADER: &str = "x-admission-budget-ms";
 /// timeout in milliseconds, same grammar as [`BUDGET_HEADER`].
 pub const ENVOY_TIMEOUT_HEADER: &str = "x-envoy-expected-rq-timeout-ms";
 
+/// The response header carrying a refusal's retry hint in milliseconds
+/// beside `Retry-After` (whole seconds by RFC 9110, so at least 1 s even
+/// for work that takes 20 ms): the pool's expected time until a slot
+/// frees, 1 to 10 ASCII digits, at least 1; 1000 while the pool has seen
+/// no work. `admission-client` waits this rather than `Retry-After` when
+/// both are present; a client that knows only `Retry-After` loses nothing.
+pub const RETRY_AFTER_MS_HEADER: &str = "x-admission-retry-after-ms";
+
 /// The response header naming a refusal's code (`ADMISSION_SATURATED`,
 /// `ADMISSION_BUDGET_TOO_SHORT`, ...) beside `Retry-After`, so that a
 /// client knows without reading the body whether a retry with the same

@@ -90,7 +90,8 @@ pub use crate::grpc::{
 };
 pub use crate::headers::{
     BUDGET_HEADER, CRITICALITY_HEADER, ENVOY_TIMEOUT_HEADER, GRPC_TIMEOUT_HEADER, Malformed,
-    REFUSAL_HEADER, RequestCaller, Trust, parse_budget_ms, parse_grpc_timeout,
+    REFUSAL_HEADER, RETRY_AFTER_MS_HEADER, RequestCaller, Trust, parse_budget_ms,
+    parse_grpc_timeout,
 };
 pub use crate::layer::AdmissionLayer;
 pub use crate::problem::{

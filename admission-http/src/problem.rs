@@ -63,14 +63,15 @@ impl HttpRefusalStatus {
     }
 }
 
-/// A header value of a [`Problem`]: a static string, or a number of whole
-/// seconds (`Retry-After`).
+/// A header value of a [`Problem`]: a static string, or a number (the
+/// whole seconds of `Retry-After`, the milliseconds of
+/// [`RETRY_AFTER_MS_HEADER`](crate::RETRY_AFTER_MS_HEADER)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeaderText {
     /// A fixed value.
     Static(&'static str),
-    /// Whole seconds, written in decimal.
-    Seconds(u32),
+    /// A number, written in decimal.
+    Number(u32),
 }
 
 /// One HTTP answer: status, `Retry-After` (whole seconds, for refusals) and
@@ -95,6 +96,7 @@ pub enum HeaderText {
 pub struct Problem {
     status: u16,
     retry_after: Option<u32>,
+    retry_after_ms: Option<u32>,
     refusal: Option<&'static str>,
     body: String,
 }
@@ -121,6 +123,7 @@ impl Problem {
             retry_after,
         );
         problem.refusal = Some(code.as_str());
+        problem.retry_after_ms = retry_after.map(|_| refusal.retry_after_millis());
         problem
     }
 
@@ -190,6 +193,7 @@ impl Problem {
         Problem {
             status,
             retry_after,
+            retry_after_ms: None,
             refusal: None,
             body: write_body(code, title, status, pool, retry_after),
         }
@@ -206,9 +210,11 @@ impl Problem {
     }
 
     /// The headers every adapter sends, in this order: `content-type`,
-    /// `cache-control` and, for refusals, `retry-after` and
-    /// [`REFUSAL_HEADER`](crate::REFUSAL_HEADER) (the code, so that a
-    /// client need not read the body to know a budget was too short).
+    /// `cache-control` and, for refusals, `retry-after`,
+    /// [`RETRY_AFTER_MS_HEADER`](crate::RETRY_AFTER_MS_HEADER) (the same
+    /// hint in milliseconds) and [`REFUSAL_HEADER`](crate::REFUSAL_HEADER)
+    /// (the code, so that a client need not read the body to know a budget
+    /// was too short).
     ///
     /// # Examples
     ///
@@ -223,7 +229,8 @@ impl Problem {
     /// assert_eq!(headers, [
     ///     ("content-type", HeaderText::Static("application/problem+json")),
     ///     ("cache-control", HeaderText::Static("no-store")),
-    ///     ("retry-after", HeaderText::Seconds(1)),
+    ///     ("retry-after", HeaderText::Number(1)),
+    ///     ("x-admission-retry-after-ms", HeaderText::Number(1000)),
     ///     ("x-admission-refusal", HeaderText::Static("ADMISSION_SATURATED")),
     /// ]);
     /// ```
@@ -235,7 +242,11 @@ impl Problem {
         .into_iter()
         .chain(
             self.retry_after
-                .map(|secs| ("retry-after", HeaderText::Seconds(secs))),
+                .map(|secs| ("retry-after", HeaderText::Number(secs))),
+        )
+        .chain(
+            self.retry_after_ms
+                .map(|ms| (crate::RETRY_AFTER_MS_HEADER, HeaderText::Number(ms))),
         )
         .chain(
             self.refusal
@@ -280,7 +291,7 @@ impl Problem {
         for (name, value) in header_list {
             let value = match value {
                 HeaderText::Static(text) => HeaderValue::from_static(text),
-                HeaderText::Seconds(secs) => HeaderValue::from(secs),
+                HeaderText::Number(n) => HeaderValue::from(n),
             };
             headers.insert(header_name(name), value);
         }
@@ -475,7 +486,11 @@ mod tests {
             [
                 ("content-type", HeaderText::Static(PROBLEM_JSON)),
                 ("cache-control", HeaderText::Static(NO_STORE)),
-                ("retry-after", HeaderText::Seconds(secs)),
+                ("retry-after", HeaderText::Number(secs)),
+                (
+                    crate::RETRY_AFTER_MS_HEADER,
+                    HeaderText::Number(refusal.retry_after_millis())
+                ),
                 (
                     crate::REFUSAL_HEADER,
                     HeaderText::Static("ADMISSION_SATURATED")

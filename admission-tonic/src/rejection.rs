@@ -204,7 +204,7 @@ mod tests {
         let pushback = status.metadata().get(RETRY_PUSHBACK_MS).unwrap();
         assert_eq!(
             pushback.to_str().unwrap(),
-            (u64::from(refusal.retry_after_secs()) * 1000).to_string()
+            refusal.retry_after_millis().to_string()
         );
         assert_eq!(status.metadata().len(), 1, "only the pushback");
         assert!(status.details().is_empty());

@@ -4,10 +4,13 @@
 //! its work (the durations of the last [`WINDOW`] pieces that finished, and
 //! the start times of the work running now), or, before any finished, the
 //! work time the app said to expect. From it come the `Retry-After` hint of
-//! every refusal, the refusal of a caller whose deadline is shorter than
-//! the typical work, and the times of the bounded queue (the gate reads
-//! [`WorkTimes::typical`] and [`WorkTimes::long`] for those). It must never
-//! return a hint below 1 s or above the configured cap, and a refusal must
+//! every refusal (in milliseconds, from which the whole-second
+//! `Retry-After` is rounded up), the refusal of a caller whose deadline is
+//! shorter than the typical work, and the times of the bounded queue (the
+//! gate reads [`WorkTimes::typical`] and [`WorkTimes::long`] for those). It
+//! must never return a hint below 1 ms or above the configured cap, nor
+//! below 1 s while it has seen no work (nothing says it is shorter), and a
+//! refusal must
 //! never take its lock: the robust statistic is computed when work
 //! finishes, and a refusal reads atomics only, the running work through a
 //! sequence count (a seqlock, modelled in `loom_models/loom_estimator.rs`).
@@ -34,6 +37,8 @@ use std::sync::PoisonError;
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+pub(crate) use crate::refusal::secs_of;
 
 use crate::loom::sync::Mutex;
 use crate::loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
@@ -120,33 +125,45 @@ impl RetryHint {
         }
     }
 
-    /// The rule in whole seconds, computed once when the pool is built so
+    /// The rule in milliseconds, computed once when the pool is built so
     /// that a refusal does no wide arithmetic.
     pub(crate) fn rule(self) -> Rule {
         match self {
-            RetryHint::Fixed(d) => Rule::Fixed(ceil_secs(micros(d))),
+            RetryHint::Fixed(d) => Rule::Fixed(ceil_millis(micros(d))),
             RetryHint::Observed { cap } => Rule::Observed {
-                cap: ceil_secs(micros(cap)),
+                cap: ceil_millis(micros(cap)),
             },
         }
     }
 }
 
-/// A [`RetryHint`] in whole seconds.
+/// A [`RetryHint`] in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Rule {
     Fixed(u32),
     Observed { cap: u32 },
 }
 
+/// The hint while nothing says how long the work takes: 1 s.
+const UNKNOWN_MS: u32 = 1000;
+
 impl Rule {
-    /// `micros` in whole seconds under this rule: rounded up, at least 1,
+    /// `micros` in milliseconds under this rule: rounded up, at least 1,
     /// at most the cap (a fixed rule ignores `micros`).
     #[inline]
-    pub(crate) fn secs(self, micros: u64) -> u32 {
+    pub(crate) fn millis(self, micros: u64) -> u32 {
         match self {
-            Rule::Fixed(secs) => secs,
-            Rule::Observed { cap } => ceil_secs(micros).min(cap),
+            Rule::Fixed(millis) => millis,
+            Rule::Observed { cap } => ceil_millis(micros).min(cap),
+        }
+    }
+
+    /// The hint when no work runs, for a typical duration of `typical`
+    /// microseconds (zero: none known, so 1 s).
+    fn idle_millis(self, typical: u64) -> u32 {
+        match self {
+            Rule::Observed { .. } if typical == 0 => UNKNOWN_MS,
+            _ => self.millis(typical),
         }
     }
 }
@@ -203,10 +220,10 @@ pub(crate) struct WorkTimes {
     /// takes when it takes long; the expected work time until work
     /// finished.
     long: StdAtomicU64,
-    /// The hint when no work is running: the typical duration in whole
-    /// seconds under the rule (1 without history). Kept up to date by the
-    /// writers so that the common refusal is one load.
-    idle_secs: AtomicU32,
+    /// The hint when no work is running: the typical duration in
+    /// milliseconds under the rule (1 s without history). Kept up to date
+    /// by the writers so that the common refusal is one load.
+    idle_ms: AtomicU32,
     /// Sequence count of `running` and `starts`: odd while a writer
     /// changes them.
     seq: AtomicU64,
@@ -265,7 +282,7 @@ impl WorkTimes {
             writer: Mutex::new(Recent::default()),
             typical: StdAtomicU64::new(expected),
             long: StdAtomicU64::new(expected),
-            idle_secs: AtomicU32::new(rule.secs(expected)),
+            idle_ms: AtomicU32::new(rule.idle_millis(expected)),
             seq: AtomicU64::new(0),
             running: AtomicUsize::new(0),
             starts: (0..workers).map(|_| AtomicU64::new(0)).collect(),
@@ -345,8 +362,8 @@ impl WorkTimes {
         let (typical, long) = recent.median_and_p90();
         self.typical.store(typical, Ordering::Relaxed);
         self.long.store(long, Ordering::Relaxed);
-        self.idle_secs
-            .store(self.rule.secs(typical), Ordering::Relaxed);
+        self.idle_ms
+            .store(self.rule.idle_millis(typical), Ordering::Relaxed);
     }
 
     /// Runs `change` as a writer of the sequence count (the caller holds
@@ -395,28 +412,28 @@ impl WorkTimes {
         Duration::from_micros(self.long.load(Ordering::Relaxed))
     }
 
-    /// The hint in whole seconds now, for a pool with `in_use` slots held
+    /// The hint in milliseconds now, for a pool with `in_use` slots held
     /// (read only when work is running).
     #[inline]
-    pub(crate) fn secs(&self, in_use: impl FnOnce() -> usize) -> u32 {
-        self.secs_when(|| self.now(None), in_use)
+    pub(crate) fn millis(&self, in_use: impl FnOnce() -> usize) -> u32 {
+        self.millis_when(|| self.now(None), in_use)
     }
 
-    /// [`secs`](Self::secs) with the clock read by `now`, only when work
-    /// runs and there is a typical duration to count it against.
+    /// [`millis`](Self::millis) with the clock read by `now`, only when
+    /// work runs and there is a typical duration to count it against.
     #[inline]
-    fn secs_when(&self, now: impl FnOnce() -> u64, in_use: impl FnOnce() -> usize) -> u32 {
+    fn millis_when(&self, now: impl FnOnce() -> u64, in_use: impl FnOnce() -> usize) -> u32 {
         match self.rule {
-            Rule::Fixed(secs) => secs,
+            Rule::Fixed(millis) => millis,
             Rule::Observed { .. } => {
                 // Without a typical duration (cold, nothing expected) the
                 // running work says nothing: the idle hint, 1 s.
                 if self.running.load(Ordering::Relaxed) == 0
                     || self.typical.load(Ordering::Relaxed) == 0
                 {
-                    self.idle_secs.load(Ordering::Relaxed)
+                    self.idle_ms.load(Ordering::Relaxed)
                 } else {
-                    self.secs_at(now(), in_use)
+                    self.millis_at(now(), in_use)
                 }
             }
         }
@@ -425,21 +442,21 @@ impl WorkTimes {
     /// The hint at `now` (microseconds since the epoch) from a consistent
     /// read of the running work.
     #[cold]
-    fn secs_at(&self, now: u64, in_use: impl FnOnce() -> usize) -> u32 {
+    fn millis_at(&self, now: u64, in_use: impl FnOnce() -> usize) -> u32 {
         let typical = self.typical.load(Ordering::Relaxed);
         // A refusal that keeps meeting a writer says what it knows without
         // running work.
         let Some((soonest, n)) = self.read_running(|n| (self.soonest_end(now, typical, n), n))
         else {
-            return self.idle_secs.load(Ordering::Relaxed);
+            return self.idle_ms.load(Ordering::Relaxed);
         };
         let mut expected = soonest;
         if typical > 0 && in_use() > n {
             // A slot held by something not running here.
             expected = Some(expected.map_or(typical, |e| e.min(typical)));
         }
-        expected.map_or(self.idle_secs.load(Ordering::Relaxed), |micros| {
-            self.rule.secs(micros)
+        expected.map_or(self.idle_ms.load(Ordering::Relaxed), |micros| {
+            self.rule.millis(micros)
         })
     }
 
@@ -521,8 +538,8 @@ fn micros(d: Duration) -> u64 {
 
 /// Microseconds rounded up to whole seconds, at least 1, saturating.
 #[inline]
-fn ceil_secs(micros: u64) -> u32 {
-    u32::try_from(micros.div_ceil(1_000_000).max(1)).unwrap_or(u32::MAX)
+fn ceil_millis(micros: u64) -> u32 {
+    u32::try_from(micros.div_ceil(1_000).max(1)).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]
@@ -554,6 +571,43 @@ mod tests {
         fn hint_at(&self, at: u64) -> u32 {
             self.secs_when(|| at, || self.running.load(Ordering::Relaxed))
         }
+
+        /// The hints below in whole seconds, as `Retry-After` sends them.
+        fn secs(&self, in_use: impl FnOnce() -> usize) -> u32 {
+            secs_of(self.millis(in_use))
+        }
+
+        fn secs_when(&self, now: impl FnOnce() -> u64, in_use: impl FnOnce() -> usize) -> u32 {
+            secs_of(self.millis_when(now, in_use))
+        }
+
+        fn secs_at(&self, now: u64, in_use: impl FnOnce() -> usize) -> u32 {
+            secs_of(self.millis_at(now, in_use))
+        }
+    }
+
+    impl Rule {
+        fn secs(self, micros: u64) -> u32 {
+            secs_of(self.millis(micros))
+        }
+    }
+
+    #[test]
+    fn the_fine_hint_keeps_milliseconds_and_says_one_second_while_nothing_is_known() {
+        let times = observed(30, 2);
+        assert_eq!(times.millis(|| 2), 1000, "no history: 1 s");
+        times.ran(20_000, 10 * SEC);
+        assert_eq!(times.millis(|| 0), 20, "idle: the typical 20 ms");
+        let _walk = times.start(10 * SEC);
+        assert_eq!(
+            times.millis_when(|| 10 * SEC + 5_500, || 1),
+            15,
+            "a 20 ms walk 5.5 ms in: 14.5 ms left, rounded up"
+        );
+        assert_eq!(times.secs(|| 1), 1, "Retry-After still whole seconds");
+        let rule = Rule::Observed { cap: 30_000 };
+        assert_eq!(rule.millis(0), 1, "at least 1 ms once work was seen");
+        assert_eq!(rule.millis(u64::MAX), 30_000, "capped");
     }
 
     #[test]
@@ -708,7 +762,7 @@ mod tests {
         times.ran(25 * SEC, 200 * SEC);
         times.ran(25 * SEC, 200 * SEC);
         assert_eq!(times.typical(), Duration::from_secs(1), "the median holds");
-        assert_eq!(times.idle_secs.load(Ordering::Relaxed), 1);
+        assert_eq!(secs_of(times.idle_ms.load(Ordering::Relaxed)), 1);
         // Everyone refused while 1 s work runs is told 1 s, not 12 (the
         // exponentially weighted mean gave 12, then 7, 5, 3).
         let _a = times.start(300 * SEC);
@@ -799,11 +853,11 @@ mod tests {
     #[test]
     fn fixed_hint_ignores_what_was_seen() {
         let rule = RetryHint::Fixed(Duration::from_millis(1500)).rule();
-        assert_eq!(rule, Rule::Fixed(2), "rounded up");
+        assert_eq!(rule, Rule::Fixed(1500), "kept in milliseconds");
         let times = WorkTimes::new(rule, 2, Duration::ZERO);
         let _walk = times.start(0);
         times.ran(SEC, 5 * SEC);
-        assert_eq!(times.secs(|| 1), 2);
+        assert_eq!(times.secs(|| 1), 2, "rounded up");
         assert_eq!(
             RetryHint::Fixed(Duration::from_secs(u64::MAX)).rule(),
             Rule::Fixed(u32::MAX),

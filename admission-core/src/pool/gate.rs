@@ -784,10 +784,16 @@ impl Pool {
     /// # }
     /// ```
     pub fn retry_after_secs(&self) -> u32 {
+        crate::pool::estimate::secs_of(self.retry_after_millis())
+    }
+
+    /// The hint before it is rounded to seconds, what
+    /// [`Refusal::retry_after_millis`] carries.
+    fn retry_after_millis(&self) -> u32 {
         // Read whether the hint needs it or not: the count is a loom atomic
         // in the models, and the hint's need depends on the clock.
         let in_use = self.in_use();
-        self.inner.work_times.secs(|| in_use)
+        self.inner.work_times.millis(|| in_use)
     }
 
     /// How long the pool's work takes; the job records starts and ends
@@ -867,7 +873,7 @@ impl Pool {
             self.inner.name,
             Code::Reentrant,
             criticality,
-            self.retry_after_secs(),
+            self.retry_after_millis(),
         )
     }
 
@@ -881,7 +887,12 @@ impl Pool {
     #[inline]
     fn refuse_for(&self, code: Code, criticality: Criticality) -> Refusal {
         self.inner.counters.count_refusal(code, criticality);
-        Refusal::for_pool(self.inner.name, code, criticality, self.retry_after_secs())
+        Refusal::for_pool(
+            self.inner.name,
+            code,
+            criticality,
+            self.retry_after_millis(),
+        )
     }
 
     fn in_use(&self) -> usize {
