@@ -17,14 +17,13 @@ use admission_http::{
     BUDGET_HEADER, CRITICALITY_HEADER, GRPC_TIMEOUT_HEADER, parse_budget_ms, parse_grpc_timeout,
 };
 use bytes::Bytes;
-use http::header::CONTENT_TYPE;
-use http::{HeaderValue, Method, Request, Response};
-use http_body_util::{BodyExt as _, LengthLimitError, Limited};
-use tokio::time::Instant;
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderName, HeaderValue, Method, Request, Response};
+use tokio::time::{Instant, Sleep, sleep_until};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::body::ReplayBody;
+use crate::body::{ReplayBody, keep};
 use crate::error::{ConfigError, Error};
 use crate::hints::{Hint, judge};
 use crate::policy::RetryPolicy;
@@ -126,6 +125,12 @@ pub struct RetryService<S> {
     policy: Arc<RetryPolicy>,
 }
 
+// The names the layer reads and writes on every call, made once (a name
+// given as text is parsed and checked on each use).
+static BUDGET: HeaderName = HeaderName::from_static(BUDGET_HEADER);
+static GRPC_TIMEOUT: HeaderName = HeaderName::from_static(GRPC_TIMEOUT_HEADER);
+static CRITICALITY: HeaderName = HeaderName::from_static(CRITICALITY_HEADER);
+
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 impl<S, B, R> Service<Request<B>> for RetryService<S>
@@ -159,14 +164,6 @@ where
     }
 }
 
-/// What the attempts are built from.
-enum Source<B> {
-    /// Sent once, never retried.
-    Once(Option<B>),
-    /// Kept whole, replayed on each attempt.
-    Kept(Bytes),
-}
-
 #[expect(
     clippy::too_many_lines,
     reason = "one loop, read top to bottom, is clearer than its pieces apart"
@@ -182,8 +179,13 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let (parts, body) = request.into_parts();
+    // The call's clock reading: the deadline, the books, the throttle and
+    // the first attempt's time left are read from it, and so is the
+    // answer's arrival when nothing was waited for in between (no time
+    // passed but the layer's own work).
+    let mut now = Instant::now();
     let caller = Caller::current();
-    let deadline = deadline(&parts, &caller, &policy);
+    let deadline = deadline(&parts, &caller, &policy, now);
     let criticality = parts
         .extensions
         .get::<Criticality>()
@@ -198,30 +200,37 @@ where
             || policy.any_method
             || parts.extensions.get::<RetryAnyway>().is_some()
             || idempotent(&parts.method));
-    let mut source = if eligible {
-        match Limited::new(body, policy.replay_limit).collect().await {
-            Ok(collected) => Source::Kept(collected.to_bytes()),
-            Err(err) if err.is::<LengthLimitError>() => return Err(Error::BodyTooLarge),
-            Err(err) => return Err(Error::Body(err)),
+    // A body sent once is moved into the only attempt; a retryable one is
+    // kept as bytes and rebuilt for each.
+    let (mut once, kept) = if eligible {
+        let (kept, at_once) = keep(body, policy.replay_limit).await?;
+        if !at_once {
+            now = Instant::now();
         }
+        (None, kept)
     } else {
-        Source::Once(Some(body))
+        (Some(body), Bytes::new())
     };
     if let Some(budget) = &policy.budget {
-        budget.deposit();
+        budget.deposit_at(now);
     }
+    if let Some(throttle) = &policy.throttle
+        && !throttle.admit_at(now)
+    {
+        return Err(Error::Throttled);
+    }
+    // The caller's head, cloned for each attempt but the last, which
+    // takes it.
+    let mut head = Some(parts);
+    // The deadline's timer, made only when an attempt does not answer at
+    // once, and then kept for the call's later attempts.
+    let mut timer: Option<Pin<Box<Sleep>>> = None;
     let mut retries = Vec::new();
     let mut attempt = 0u32;
     loop {
-        if attempt == 0
-            && let Some(throttle) = &policy.throttle
-            && !throttle.admit()
-        {
-            return Err(Error::Throttled);
-        }
         let left = match deadline {
             Some(deadline) => {
-                let left = deadline.saturating_duration_since(Instant::now());
+                let left = deadline.saturating_duration_since(now);
                 if left < policy.min_attempt {
                     return Err(Error::DeadlineExceeded);
                 }
@@ -229,42 +238,73 @@ where
             }
             None => None,
         };
-        let body = match &mut source {
-            // Taken on the first attempt; a body sent once is never retried.
-            Source::Once(body) => body.take().ok_or(Error::BodyTooLarge)?,
-            Source::Kept(bytes) => B::replay(bytes),
-        };
-        let mut request = Request::new(body);
-        *request.method_mut() = parts.method.clone();
-        *request.uri_mut() = parts.uri.clone();
-        *request.version_mut() = parts.version;
-        *request.headers_mut() = parts.headers.clone();
-        *request.extensions_mut() = parts.extensions.clone();
-        carry(request.headers_mut(), left, criticality, grpc);
-
-        std::future::poll_fn(|cx| service.poll_ready(cx))
-            .await
-            .map_err(Error::Inner)?;
-        let sent = service.call(request);
-        let answer = match deadline {
-            Some(deadline) => match tokio::time::timeout_at(deadline, sent).await {
-                Ok(answer) => answer,
-                Err(_) => {
-                    record(&policy, false);
-                    return Err(Error::DeadlineExceeded);
-                }
-            },
-            None => sent.await,
-        };
-        let arrived = Instant::now();
         attempt += 1;
+        let last = !eligible || attempt >= policy.max_attempts;
+        let parts = if last { head.take() } else { head.clone() };
+        let body = match once.take() {
+            Some(body) => Some(body),
+            None if eligible => Some(B::replay(&kept)),
+            // A body sent once is never sent again.
+            None => None,
+        };
+        let (Some(mut parts), Some(body)) = (parts, body) else {
+            return Err(Error::BodyTooLarge);
+        };
+        carry(&mut parts.headers, left, criticality, grpc);
+        // Whether anything was waited for since `now` was read.
+        let mut waited = false;
+        std::future::poll_fn(|cx| {
+            let ready = service.poll_ready(cx);
+            waited |= ready.is_pending();
+            ready
+        })
+        .await
+        .map_err(Error::Inner)?;
+        let sent = service.call(Request::from_parts(parts, body));
+        let answer = match deadline {
+            Some(deadline) => {
+                let mut sent = std::pin::pin!(sent);
+                let answered = std::future::poll_fn(|cx| {
+                    if let Poll::Ready(answer) = sent.as_mut().poll(cx) {
+                        return Poll::Ready(Some(answer));
+                    }
+                    waited = true;
+                    let timer = timer.get_or_insert_with(|| Box::pin(sleep_until(deadline)));
+                    timer.as_mut().poll(cx).map(|()| None)
+                })
+                .await;
+                match answered {
+                    Some(answer) => answer,
+                    None => {
+                        record(&policy, Instant::now(), false);
+                        return Err(Error::DeadlineExceeded);
+                    }
+                }
+            }
+            None => {
+                let mut sent = std::pin::pin!(sent);
+                std::future::poll_fn(|cx| {
+                    let answer = sent.as_mut().poll(cx);
+                    waited |= answer.is_pending();
+                    answer
+                })
+                .await
+            }
+        };
+        let arrived = if waited { Instant::now() } else { now };
         let (verdict, last) = match answer {
             Ok(response) => {
+                // The wall clock is read only for an HTTP-date to read.
+                let wall = if response.headers().contains_key(RETRY_AFTER) {
+                    SystemTime::now()
+                } else {
+                    SystemTime::UNIX_EPOCH
+                };
                 let verdict = judge(
                     response.status(),
                     response.headers(),
                     &policy.grpc_codes,
-                    SystemTime::now(),
+                    wall,
                 );
                 (verdict, Ok(response))
             }
@@ -277,7 +317,7 @@ where
                 Err(err),
             ),
         };
-        record(&policy, verdict.accepted);
+        record(&policy, arrived, verdict.accepted);
         let finish = |last: Result<Response<R>, S::Error>, retries: Vec<Retry>| {
             last.map(|mut response| {
                 if !retries.is_empty() {
@@ -298,6 +338,9 @@ where
             Hint::After(hint) => (hint + hint.mul_f64(0.05 * random_unit()), Some(hint)),
             Hint::None => (backoff(&policy, attempt), None),
         };
+        // A retry's wait counts from a fresh reading: never less than the
+        // hint, whatever the attempt took.
+        let arrived = Instant::now();
         if let Some(deadline) = deadline
             && arrived + wait + policy.min_attempt > deadline
         {
@@ -310,16 +353,17 @@ where
         }
         drop(last);
         tokio::time::sleep_until(arrived + wait).await;
+        now = Instant::now();
         retries.push(Retry {
             hint,
-            waited: arrived.elapsed(),
+            waited: now - arrived,
         });
     }
 }
 
-fn record(policy: &RetryPolicy, accepted: bool) {
+fn record(policy: &RetryPolicy, now: Instant, accepted: bool) {
     if let Some(throttle) = &policy.throttle {
-        throttle.record(accepted);
+        throttle.record_at(now, accepted);
     }
 }
 
@@ -328,9 +372,9 @@ fn deadline(
     parts: &http::request::Parts,
     caller: &Caller,
     policy: &RetryPolicy,
+    now: Instant,
 ) -> Option<Instant> {
-    let now = Instant::now();
-    let from_header = |name: &str, parse: fn(&[u8]) -> Result<Duration, _>| {
+    let from_header = |name: &HeaderName, parse: fn(&[u8]) -> Result<Duration, _>| {
         parts
             .headers
             .get(name)
@@ -340,8 +384,8 @@ fn deadline(
     [
         parts.extensions.get::<Deadline>().map(|d| d.0),
         caller.deadline(),
-        from_header(BUDGET_HEADER, parse_budget_ms),
-        from_header(GRPC_TIMEOUT_HEADER, parse_grpc_timeout),
+        from_header(&BUDGET, parse_budget_ms),
+        from_header(&GRPC_TIMEOUT, parse_grpc_timeout),
         policy.timeout.and_then(|t| now.checked_add(t)),
     ]
     .into_iter()
@@ -361,7 +405,7 @@ fn carry(
         let ms = u64::try_from(left.as_millis())
             .unwrap_or(u64::MAX)
             .min(999_999_999);
-        headers.insert(BUDGET_HEADER, HeaderValue::from(ms));
+        headers.insert(&BUDGET, HeaderValue::from(ms));
         if grpc {
             let value = if ms <= 99_999_999 {
                 format!("{ms}m")
@@ -369,13 +413,13 @@ fn carry(
                 format!("{}S", ms / 1000)
             };
             if let Ok(value) = HeaderValue::try_from(value) {
-                headers.insert(GRPC_TIMEOUT_HEADER, value);
+                headers.insert(&GRPC_TIMEOUT, value);
             }
         }
     }
-    if criticality != Criticality::Default && !headers.contains_key(CRITICALITY_HEADER) {
+    if criticality != Criticality::Default && !headers.contains_key(&CRITICALITY) {
         headers.insert(
-            CRITICALITY_HEADER,
+            &CRITICALITY,
             HeaderValue::from_static(criticality.as_str()),
         );
     }

@@ -91,7 +91,12 @@ impl AdaptiveThrottle {
     /// is sent: `false` when it is rejected locally (it then counts as a
     /// request the server did not accept).
     pub fn admit(&self) -> bool {
-        let now = Instant::now();
+        self.admit_at(Instant::now())
+    }
+
+    /// [`admit`](Self::admit) at `now` (the layer reads the clock once
+    /// per call).
+    pub(crate) fn admit_at(&self, now: Instant) -> bool {
         let p = self.probability_at(now);
         let rejected = p > 0.0 && random_unit() < p;
         if rejected {
@@ -106,7 +111,7 @@ impl AdaptiveThrottle {
         self.record_at(Instant::now(), accepted);
     }
 
-    fn record_at(&self, now: Instant, accepted: bool) {
+    pub(crate) fn record_at(&self, now: Instant, accepted: bool) {
         let index = self.index(now);
         let mut books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
         let slot = &mut books[usize::try_from(index % SLOTS as u64).unwrap_or(0)];
@@ -134,9 +139,17 @@ impl AdaptiveThrottle {
     }
 
     fn index(&self, now: Instant) -> u64 {
-        let since = now.saturating_duration_since(self.epoch).as_nanos();
-        u64::try_from(since / self.slot.as_nanos().max(1)).unwrap_or(u64::MAX)
+        slot_index(now, self.epoch, self.slot)
     }
+}
+
+/// The slot of `now` since `epoch`, in slots of `slot`: whole nanoseconds
+/// in `u64` (584 years), a 64-bit division, not a 128-bit one.
+pub(crate) fn slot_index(now: Instant, epoch: Instant, slot: Duration) -> u64 {
+    let since = now.saturating_duration_since(epoch).as_nanos();
+    let since = u64::try_from(since).unwrap_or(u64::MAX);
+    let slot = u64::try_from(slot.as_nanos()).unwrap_or(u64::MAX).max(1);
+    since / slot
 }
 
 /// A uniform draw in `[0, 1)` from a per-thread xorshift, seeded from the
