@@ -164,200 +164,217 @@ where
     }
 }
 
+/// The call: the attempt loop over the request taken apart. An `async`
+/// block, not an `async fn`: the future then holds the head once (an
+/// `async fn` keeps its arguments and their moved copies side by side).
 #[expect(
     clippy::too_many_lines,
     reason = "one loop, read top to bottom, is clearer than its pieces apart"
 )]
-async fn run<S, B, R>(
+fn run<S, B, R>(
     mut service: S,
     policy: Arc<RetryPolicy>,
     request: Request<B>,
-) -> Result<Response<R>, Error<S::Error>>
+) -> impl Future<Output = Result<Response<R>, Error<S::Error>>>
 where
     S: Service<Request<B>, Response = Response<R>>,
     B: ReplayBody,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let (parts, body) = request.into_parts();
-    // The call's clock reading: the deadline, the books, the throttle and
-    // the first attempt's time left are read from it, and so is the
-    // answer's arrival when nothing was waited for in between (no time
-    // passed but the layer's own work).
-    let mut now = Instant::now();
-    let caller = Caller::current();
-    let deadline = deadline(&parts, &caller, &policy, now);
-    let criticality = parts
-        .extensions
-        .get::<Criticality>()
-        .copied()
-        .unwrap_or(caller.criticality());
-    let grpc = parts
-        .headers
-        .get(CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
-    let eligible = policy.max_attempts > 1
-        && (grpc
-            || policy.any_method
-            || parts.extensions.get::<RetryAnyway>().is_some()
-            || idempotent(&parts.method));
-    // A body sent once is moved into the only attempt; a retryable one is
-    // kept as bytes and rebuilt for each.
-    let (mut once, kept) = if eligible {
-        let (kept, at_once) = keep(body, policy.replay_limit).await?;
-        if !at_once {
-            now = Instant::now();
+    let (mut parts, body) = request.into_parts();
+    async move {
+        // The call's clock reading: the deadline, the books, the throttle
+        // and the first attempt's time left are read from it, and so is
+        // the answer's arrival when nothing was waited for in between (no
+        // time passed but the layer's own work).
+        let mut now = Instant::now();
+        let caller = Caller::current();
+        let deadline = deadline(&parts, &caller, &policy, now);
+        let criticality = parts
+            .extensions
+            .get::<Criticality>()
+            .copied()
+            .unwrap_or(caller.criticality());
+        let grpc = parts
+            .headers
+            .get(CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+        let eligible = policy.max_attempts > 1
+            && (grpc
+                || policy.any_method
+                || parts.extensions.get::<RetryAnyway>().is_some()
+                || idempotent(&parts.method));
+        // A body sent once is moved into the only attempt; a retryable one
+        // is kept as bytes and rebuilt for each.
+        let (mut once, kept) = if eligible {
+            let (kept, at_once) = keep(body, policy.replay_limit).await?;
+            if !at_once {
+                now = Instant::now();
+            }
+            (None, kept)
+        } else {
+            (Some(body), Bytes::new())
+        };
+        if let Some(budget) = &policy.budget {
+            budget.deposit_at(now);
         }
-        (None, kept)
-    } else {
-        (Some(body), Bytes::new())
-    };
-    if let Some(budget) = &policy.budget {
-        budget.deposit_at(now);
-    }
-    if let Some(throttle) = &policy.throttle
-        && !throttle.admit_at(now)
-    {
-        return Err(Error::Throttled);
-    }
-    // The caller's head, cloned for each attempt but the last, which
-    // takes it.
-    let mut head = Some(parts);
-    // The deadline's timer, made only when an attempt does not answer at
-    // once, and then kept for the call's later attempts.
-    let mut timer: Option<Pin<Box<Sleep>>> = None;
-    let mut retries = Vec::new();
-    let mut attempt = 0u32;
-    loop {
-        let left = match deadline {
-            Some(deadline) => {
-                let left = deadline.saturating_duration_since(now);
-                if left < policy.min_attempt {
-                    return Err(Error::DeadlineExceeded);
-                }
-                Some(left)
-            }
-            None => None,
-        };
-        attempt += 1;
-        let last = !eligible || attempt >= policy.max_attempts;
-        let parts = if last { head.take() } else { head.clone() };
-        let body = match once.take() {
-            Some(body) => Some(body),
-            None if eligible => Some(B::replay(&kept)),
-            // A body sent once is never sent again.
-            None => None,
-        };
-        let (Some(mut parts), Some(body)) = (parts, body) else {
-            return Err(Error::BodyTooLarge);
-        };
-        carry(&mut parts.headers, left, criticality, grpc);
-        // Whether anything was waited for since `now` was read.
-        let mut waited = false;
-        std::future::poll_fn(|cx| {
-            let ready = service.poll_ready(cx);
-            waited |= ready.is_pending();
-            ready
-        })
-        .await
-        .map_err(Error::Inner)?;
-        let sent = service.call(Request::from_parts(parts, body));
-        let answer = match deadline {
-            Some(deadline) => {
-                let mut sent = std::pin::pin!(sent);
-                let answered = std::future::poll_fn(|cx| {
-                    if let Poll::Ready(answer) = sent.as_mut().poll(cx) {
-                        return Poll::Ready(Some(answer));
-                    }
-                    waited = true;
-                    let timer = timer.get_or_insert_with(|| Box::pin(sleep_until(deadline)));
-                    timer.as_mut().poll(cx).map(|()| None)
-                })
-                .await;
-                match answered {
-                    Some(answer) => answer,
-                    None => {
-                        record(&policy, Instant::now(), false);
-                        return Err(Error::DeadlineExceeded);
-                    }
-                }
-            }
-            None => {
-                let mut sent = std::pin::pin!(sent);
-                std::future::poll_fn(|cx| {
-                    let answer = sent.as_mut().poll(cx);
-                    waited |= answer.is_pending();
-                    answer
-                })
-                .await
-            }
-        };
-        let arrived = if waited { Instant::now() } else { now };
-        let (verdict, last) = match answer {
-            Ok(response) => {
-                // The wall clock is read only for an HTTP-date to read.
-                let wall = if response.headers().contains_key(RETRY_AFTER) {
-                    SystemTime::now()
-                } else {
-                    SystemTime::UNIX_EPOCH
-                };
-                let verdict = judge(
-                    response.status(),
-                    response.headers(),
-                    &policy.grpc_codes,
-                    wall,
-                );
-                (verdict, Ok(response))
-            }
-            Err(err) => (
-                crate::hints::Verdict {
-                    accepted: false,
-                    retryable: true,
-                    hint: Hint::None,
-                },
-                Err(err),
-            ),
-        };
-        record(&policy, arrived, verdict.accepted);
-        let finish = |last: Result<Response<R>, S::Error>, retries: Vec<Retry>| {
-            last.map(|mut response| {
-                if !retries.is_empty() {
-                    response.extensions_mut().insert(Retries(retries));
-                }
-                response
+        if let Some(throttle) = &policy.throttle
+            && !throttle.admit_at(now)
+        {
+            return Err(Error::Throttled);
+        }
+        // The deadline's timer, made only when an attempt does not answer
+        // at once, and then kept for the call's later attempts.
+        let mut timer: Option<Pin<Box<Sleep>>> = None;
+        let mut retries = Vec::new();
+        let mut attempt = 0u32;
+        loop {
+            // No attempt waits for the service when it could not finish.
+            time_left(deadline, now, policy.min_attempt)?;
+            // Whether anything was waited for since `now` was read.
+            let mut waited = false;
+            std::future::poll_fn(|cx| {
+                let ready = service.poll_ready(cx);
+                waited |= ready.is_pending();
+                ready
             })
-            .map_err(Error::Inner)
-        };
-        if !(eligible && verdict.retryable) || attempt >= policy.max_attempts {
-            return finish(last, retries);
+            .await
+            .map_err(Error::Inner)?;
+            if waited {
+                now = Instant::now();
+            }
+            let left = time_left(deadline, now, policy.min_attempt)?;
+            // The attempt is made only now, so that no copy of it is held
+            // while the service gets ready.
+            attempt += 1;
+            let final_attempt = !eligible || attempt >= policy.max_attempts;
+            // The caller's head, cloned for each attempt but the last,
+            // which takes it; made in a block of its own, so that the
+            // future holds no second head while the attempt is under way.
+            let sent = {
+                let mut head = if final_attempt {
+                    std::mem::replace(&mut parts, Request::new(()).into_parts().0)
+                } else {
+                    parts.clone()
+                };
+                let body = match once.take() {
+                    Some(body) => body,
+                    None if eligible => B::replay(&kept),
+                    // A body sent once is never sent again.
+                    None => return Err(Error::BodyTooLarge),
+                };
+                carry(&mut head.headers, left, criticality, grpc);
+                service.call(Request::from_parts(head, body))
+            };
+            let mut sent = std::pin::pin!(sent);
+            let Some(answer) = std::future::poll_fn(|cx| {
+                if let Poll::Ready(answer) = sent.as_mut().poll(cx) {
+                    return Poll::Ready(Some(answer));
+                }
+                waited = true;
+                match deadline {
+                    Some(deadline) => timer
+                        .get_or_insert_with(|| Box::pin(sleep_until(deadline)))
+                        .as_mut()
+                        .poll(cx)
+                        .map(|()| None),
+                    None => Poll::Pending,
+                }
+            })
+            .await
+            else {
+                record(&policy, Instant::now(), false);
+                return Err(Error::DeadlineExceeded);
+            };
+            let arrived = if waited { Instant::now() } else { now };
+            let (verdict, last) = match answer {
+                Ok(response) => {
+                    // The wall clock is read only for an HTTP-date to read.
+                    let wall = if response.headers().contains_key(RETRY_AFTER) {
+                        SystemTime::now()
+                    } else {
+                        SystemTime::UNIX_EPOCH
+                    };
+                    let verdict = judge(
+                        response.status(),
+                        response.headers(),
+                        &policy.grpc_codes,
+                        wall,
+                    );
+                    (verdict, Ok(response))
+                }
+                Err(err) => (
+                    crate::hints::Verdict {
+                        accepted: false,
+                        retryable: true,
+                        hint: Hint::None,
+                    },
+                    Err(err),
+                ),
+            };
+            record(&policy, arrived, verdict.accepted);
+            let finish = |last: Result<Response<R>, S::Error>, retries: Vec<Retry>| {
+                last.map(|mut response| {
+                    if !retries.is_empty() {
+                        response.extensions_mut().insert(Retries(retries));
+                    }
+                    response
+                })
+                .map_err(Error::Inner)
+            };
+            if !(eligible && verdict.retryable) || attempt >= policy.max_attempts {
+                return finish(last, retries);
+            }
+            let (wait, hint) = match verdict.hint {
+                Hint::Stop => return finish(last, retries),
+                Hint::After(hint) if hint > policy.max_hint => return finish(last, retries),
+                // Never earlier than the hint; up to 5% later, so the callers
+                // one refusal told the same thing do not return at one instant.
+                Hint::After(hint) => (hint + hint.mul_f64(0.05 * random_unit()), Some(hint)),
+                Hint::None => (backoff(&policy, attempt), None),
+            };
+            // A retry's wait counts from a fresh reading: never less than the
+            // hint, whatever the attempt took.
+            let arrived = Instant::now();
+            if let Some(deadline) = deadline
+                && arrived + wait + policy.min_attempt > deadline
+            {
+                return finish(last, retries);
+            }
+            if let Some(budget) = &policy.budget
+                && !budget.try_withdraw()
+            {
+                return finish(last, retries);
+            }
+            drop(last);
+            // Boxed: the wait is off the path of a call that succeeds, and
+            // inline it would widen every call's future by a timer.
+            Box::pin(sleep_until(arrived + wait)).await;
+            now = Instant::now();
+            retries.push(Retry {
+                hint,
+                waited: now - arrived,
+            });
         }
-        let (wait, hint) = match verdict.hint {
-            Hint::Stop => return finish(last, retries),
-            Hint::After(hint) if hint > policy.max_hint => return finish(last, retries),
-            // Never earlier than the hint; up to 5% later, so the callers
-            // one refusal told the same thing do not return at one instant.
-            Hint::After(hint) => (hint + hint.mul_f64(0.05 * random_unit()), Some(hint)),
-            Hint::None => (backoff(&policy, attempt), None),
-        };
-        // A retry's wait counts from a fresh reading: never less than the
-        // hint, whatever the attempt took.
-        let arrived = Instant::now();
-        if let Some(deadline) = deadline
-            && arrived + wait + policy.min_attempt > deadline
-        {
-            return finish(last, retries);
+    }
+}
+
+/// The time left before `deadline` at `now`, or no attempt at all when it
+/// is less than one needs.
+fn time_left<E>(
+    deadline: Option<Instant>,
+    now: Instant,
+    min_attempt: Duration,
+) -> Result<Option<Duration>, Error<E>> {
+    match deadline {
+        Some(deadline) => {
+            let left = deadline.saturating_duration_since(now);
+            if left < min_attempt {
+                return Err(Error::DeadlineExceeded);
+            }
+            Ok(Some(left))
         }
-        if let Some(budget) = &policy.budget
-            && !budget.try_withdraw()
-        {
-            return finish(last, retries);
-        }
-        drop(last);
-        tokio::time::sleep_until(arrived + wait).await;
-        now = Instant::now();
-        retries.push(Retry {
-            hint,
-            waited: now - arrived,
-        });
+        None => Ok(None),
     }
 }
 
@@ -418,10 +435,7 @@ fn carry(
         }
     }
     if criticality != Criticality::Default && !headers.contains_key(&CRITICALITY) {
-        headers.insert(
-            &CRITICALITY,
-            HeaderValue::from_static(criticality.as_str()),
-        );
+        headers.insert(&CRITICALITY, HeaderValue::from_static(criticality.as_str()));
     }
 }
 
