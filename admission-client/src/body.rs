@@ -123,3 +123,63 @@ where
     }
     Ok((first.unwrap_or_else(|| rest.freeze()), at_once))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use super::*;
+
+    /// A body of `chunks`, each frame after the first once pending.
+    struct Chunks {
+        chunks: VecDeque<&'static [u8]>,
+        pend: bool,
+    }
+
+    impl http_body::Body for Chunks {
+        type Data = Bytes;
+        type Error = std::io::Error;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
+            if self.pend && self.chunks.len() == 1 {
+                self.pend = false;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            Poll::Ready(
+                self.chunks
+                    .pop_front()
+                    .map(|chunk| Ok(http_body::Frame::data(Bytes::from_static(chunk)))),
+            )
+        }
+    }
+
+    fn chunks(chunks: &[&'static [u8]], pend: bool) -> Chunks {
+        Chunks {
+            chunks: chunks.iter().copied().collect(),
+            pend,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_is_kept_whole_within_its_limit_and_says_if_it_waited() {
+        let (bytes, at_once) = keep::<_, ()>(chunks(&[b"ab", b"", b"cd"], true), 4)
+            .await
+            .unwrap();
+        assert_eq!((&bytes[..], at_once), (&b"abcd"[..], false));
+        let full = http_body_util::Full::new(Bytes::from_static(b"xyz"));
+        let (bytes, at_once) = keep::<_, ()>(full, 3).await.unwrap();
+        assert_eq!((&bytes[..], at_once), (&b"xyz"[..], true));
+        let (bytes, at_once) = keep::<_, ()>(http_body_util::Empty::<Bytes>::new(), 0)
+            .await
+            .unwrap();
+        assert!(bytes.is_empty() && at_once);
+        let over = keep::<_, ()>(chunks(&[b"ab", b"cde"], false), 4).await;
+        assert!(matches!(over, Err(Error::BodyTooLarge)), "5 bytes over 4");
+    }
+}

@@ -230,7 +230,7 @@ where
         let mut attempt = 0u32;
         loop {
             // No attempt waits for the service when it could not finish.
-            time_left(deadline, now, policy.min_attempt)?;
+            let mut left = time_left(deadline, now, policy.min_attempt)?;
             // Whether anything was waited for since `now` was read.
             let mut waited = false;
             std::future::poll_fn(|cx| {
@@ -242,8 +242,8 @@ where
             .map_err(Error::Inner)?;
             if waited {
                 now = Instant::now();
+                left = time_left(deadline, now, policy.min_attempt)?;
             }
-            let left = time_left(deadline, now, policy.min_attempt)?;
             // The attempt is made only now, so that no copy of it is held
             // while the service gets ready.
             attempt += 1;
