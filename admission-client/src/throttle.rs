@@ -153,7 +153,7 @@ impl AdaptiveThrottle {
         let index = self.index(now);
         let mut books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
         books.advance(index);
-        if index + SLOTS as u64 <= books.head {
+        if index.saturating_add(SLOTS as u64) <= books.head {
             // Read before the window began: already forgotten.
             return;
         }
