@@ -150,8 +150,7 @@ impl RetryBudget {
     }
 
     fn index(&self, now: Instant) -> u64 {
-        let since = now.saturating_duration_since(self.epoch).as_nanos();
-        u64::try_from(since / self.slot.as_nanos().max(1)).unwrap_or(u64::MAX)
+        crate::throttle::slot_index(now, self.epoch, self.slot)
     }
 
     fn with_books<R>(&self, f: impl FnOnce(&mut Books) -> R) -> R {

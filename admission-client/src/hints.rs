@@ -187,14 +187,17 @@ pub(crate) fn judge(
     }
     let refused = status == http::StatusCode::SERVICE_UNAVAILABLE
         || status == http::StatusCode::TOO_MANY_REQUESTS;
-    let too_short = headers
-        .get(REFUSAL_HEADER)
-        .is_some_and(|v| v.as_bytes() == b"ADMISSION_BUDGET_TOO_SHORT");
+    // Read only for a refusal: an answer is not looked through for it.
+    let too_short = || {
+        headers
+            .get(REFUSAL_HEADER)
+            .is_some_and(|v| v.as_bytes() == b"ADMISSION_BUDGET_TOO_SHORT")
+    };
     let gateway =
         status == http::StatusCode::BAD_GATEWAY || status == http::StatusCode::GATEWAY_TIMEOUT;
     Verdict {
         accepted: !(refused || gateway),
-        retryable: (refused || gateway) && !too_short,
+        retryable: (refused || gateway) && !too_short(),
         hint: http_hint(headers, now),
     }
 }

@@ -17,14 +17,13 @@ use admission_http::{
     BUDGET_HEADER, CRITICALITY_HEADER, GRPC_TIMEOUT_HEADER, parse_budget_ms, parse_grpc_timeout,
 };
 use bytes::Bytes;
-use http::header::CONTENT_TYPE;
-use http::{HeaderValue, Method, Request, Response};
-use http_body_util::{BodyExt as _, LengthLimitError, Limited};
-use tokio::time::Instant;
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderName, HeaderValue, Method, Request, Response};
+use tokio::time::{Instant, Sleep, sleep_until};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::body::ReplayBody;
+use crate::body::{ReplayBody, keep};
 use crate::error::{ConfigError, Error};
 use crate::hints::{Hint, judge};
 use crate::policy::RetryPolicy;
@@ -126,6 +125,12 @@ pub struct RetryService<S> {
     policy: Arc<RetryPolicy>,
 }
 
+// The names the layer reads and writes on every call, made once (a name
+// given as text is parsed and checked on each use).
+static BUDGET: HeaderName = HeaderName::from_static(BUDGET_HEADER);
+static GRPC_TIMEOUT: HeaderName = HeaderName::from_static(GRPC_TIMEOUT_HEADER);
+static CRITICALITY: HeaderName = HeaderName::from_static(CRITICALITY_HEADER);
+
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 impl<S, B, R> Service<Request<B>> for RetryService<S>
@@ -159,167 +164,223 @@ where
     }
 }
 
-/// What the attempts are built from.
-enum Source<B> {
-    /// Sent once, never retried.
-    Once(Option<B>),
-    /// Kept whole, replayed on each attempt.
-    Kept(Bytes),
-}
-
+/// The call: the attempt loop over the request taken apart. An `async`
+/// block, not an `async fn`: the future then holds the head once (an
+/// `async fn` keeps its arguments and their moved copies side by side).
 #[expect(
     clippy::too_many_lines,
     reason = "one loop, read top to bottom, is clearer than its pieces apart"
 )]
-async fn run<S, B, R>(
+fn run<S, B, R>(
     mut service: S,
     policy: Arc<RetryPolicy>,
     request: Request<B>,
-) -> Result<Response<R>, Error<S::Error>>
+) -> impl Future<Output = Result<Response<R>, Error<S::Error>>>
 where
     S: Service<Request<B>, Response = Response<R>>,
     B: ReplayBody,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let (parts, body) = request.into_parts();
-    let caller = Caller::current();
-    let deadline = deadline(&parts, &caller, &policy);
-    let criticality = parts
-        .extensions
-        .get::<Criticality>()
-        .copied()
-        .unwrap_or(caller.criticality());
-    let grpc = parts
-        .headers
-        .get(CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
-    let eligible = policy.max_attempts > 1
-        && (grpc
-            || policy.any_method
-            || parts.extensions.get::<RetryAnyway>().is_some()
-            || idempotent(&parts.method));
-    let mut source = if eligible {
-        match Limited::new(body, policy.replay_limit).collect().await {
-            Ok(collected) => Source::Kept(collected.to_bytes()),
-            Err(err) if err.is::<LengthLimitError>() => return Err(Error::BodyTooLarge),
-            Err(err) => return Err(Error::Body(err)),
+    let (mut parts, body) = request.into_parts();
+    async move {
+        // The call's clock reading: the deadline, the books, the throttle
+        // and the first attempt's time left are read from it, and so is
+        // the answer's arrival when nothing was waited for in between (no
+        // time passed but the layer's own work).
+        let mut now = Instant::now();
+        let caller = Caller::current();
+        let deadline = deadline(&parts, &caller, &policy, now);
+        let criticality = parts
+            .extensions
+            .get::<Criticality>()
+            .copied()
+            .unwrap_or(caller.criticality());
+        let grpc = parts
+            .headers
+            .get(CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+        let eligible = policy.max_attempts > 1
+            && (grpc
+                || policy.any_method
+                || parts.extensions.get::<RetryAnyway>().is_some()
+                || idempotent(&parts.method));
+        // A body sent once is moved into the only attempt; a retryable one
+        // is kept as bytes and rebuilt for each.
+        let (mut once, kept) = if eligible {
+            let (kept, at_once) = keep(body, policy.replay_limit).await?;
+            if !at_once {
+                now = Instant::now();
+            }
+            (None, kept)
+        } else {
+            (Some(body), Bytes::new())
+        };
+        if let Some(budget) = &policy.budget {
+            budget.deposit_at(now);
         }
-    } else {
-        Source::Once(Some(body))
-    };
-    if let Some(budget) = &policy.budget {
-        budget.deposit();
-    }
-    let mut retries = Vec::new();
-    let mut attempt = 0u32;
-    loop {
-        if attempt == 0
-            && let Some(throttle) = &policy.throttle
-            && !throttle.admit()
+        if let Some(throttle) = &policy.throttle
+            && !throttle.admit_at(now)
         {
             return Err(Error::Throttled);
         }
-        let left = match deadline {
-            Some(deadline) => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left < policy.min_attempt {
-                    return Err(Error::DeadlineExceeded);
-                }
-                Some(left)
-            }
-            None => None,
-        };
-        let body = match &mut source {
-            // Taken on the first attempt; a body sent once is never retried.
-            Source::Once(body) => body.take().ok_or(Error::BodyTooLarge)?,
-            Source::Kept(bytes) => B::replay(bytes),
-        };
-        let mut request = Request::new(body);
-        *request.method_mut() = parts.method.clone();
-        *request.uri_mut() = parts.uri.clone();
-        *request.version_mut() = parts.version;
-        *request.headers_mut() = parts.headers.clone();
-        *request.extensions_mut() = parts.extensions.clone();
-        carry(request.headers_mut(), left, criticality, grpc);
-
-        std::future::poll_fn(|cx| service.poll_ready(cx))
+        // The deadline's timer, made only when an attempt does not answer
+        // at once, and then kept for the call's later attempts.
+        let mut timer: Option<Pin<Box<Sleep>>> = None;
+        let mut retries = Vec::new();
+        let mut attempt = 0u32;
+        loop {
+            // No attempt waits for the service when it could not finish.
+            let mut left = time_left(deadline, now, policy.min_attempt)?;
+            // Whether anything was waited for since `now` was read.
+            let mut waited = false;
+            std::future::poll_fn(|cx| {
+                let ready = service.poll_ready(cx);
+                waited |= ready.is_pending();
+                ready
+            })
             .await
             .map_err(Error::Inner)?;
-        let sent = service.call(request);
-        let answer = match deadline {
-            Some(deadline) => match tokio::time::timeout_at(deadline, sent).await {
-                Ok(answer) => answer,
-                Err(_) => {
-                    record(&policy, false);
-                    return Err(Error::DeadlineExceeded);
-                }
-            },
-            None => sent.await,
-        };
-        let arrived = Instant::now();
-        attempt += 1;
-        let (verdict, last) = match answer {
-            Ok(response) => {
-                let verdict = judge(
-                    response.status(),
-                    response.headers(),
-                    &policy.grpc_codes,
-                    SystemTime::now(),
-                );
-                (verdict, Ok(response))
+            if waited {
+                now = Instant::now();
+                left = time_left(deadline, now, policy.min_attempt)?;
             }
-            Err(err) => (
-                crate::hints::Verdict {
-                    accepted: false,
-                    retryable: true,
-                    hint: Hint::None,
-                },
-                Err(err),
-            ),
-        };
-        record(&policy, verdict.accepted);
-        let finish = |last: Result<Response<R>, S::Error>, retries: Vec<Retry>| {
-            last.map(|mut response| {
-                if !retries.is_empty() {
-                    response.extensions_mut().insert(Retries(retries));
+            // The attempt is made only now, so that no copy of it is held
+            // while the service gets ready.
+            attempt += 1;
+            let final_attempt = !eligible || attempt >= policy.max_attempts;
+            // The caller's head, cloned for each attempt but the last,
+            // which takes it; made in a block of its own, so that the
+            // future holds no second head while the attempt is under way.
+            let sent = {
+                let mut head = if final_attempt {
+                    std::mem::replace(&mut parts, Request::new(()).into_parts().0)
+                } else {
+                    parts.clone()
+                };
+                let body = match once.take() {
+                    Some(body) => body,
+                    None if eligible => B::replay(&kept),
+                    // A body sent once is never sent again.
+                    None => return Err(Error::BodyTooLarge),
+                };
+                carry(&mut head.headers, left, criticality, grpc);
+                service.call(Request::from_parts(head, body))
+            };
+            let mut sent = std::pin::pin!(sent);
+            let Some(answer) = std::future::poll_fn(|cx| {
+                if let Poll::Ready(answer) = sent.as_mut().poll(cx) {
+                    return Poll::Ready(Some(answer));
                 }
-                response
+                waited = true;
+                match deadline {
+                    Some(deadline) => timer
+                        .get_or_insert_with(|| Box::pin(sleep_until(deadline)))
+                        .as_mut()
+                        .poll(cx)
+                        .map(|()| None),
+                    None => Poll::Pending,
+                }
             })
-            .map_err(Error::Inner)
-        };
-        if !(eligible && verdict.retryable) || attempt >= policy.max_attempts {
-            return finish(last, retries);
+            .await
+            else {
+                record(&policy, Instant::now(), false);
+                return Err(Error::DeadlineExceeded);
+            };
+            let arrived = if waited { Instant::now() } else { now };
+            let (verdict, last) = match answer {
+                Ok(response) => {
+                    // The wall clock is read only for an HTTP-date to read.
+                    let wall = if response.headers().contains_key(RETRY_AFTER) {
+                        SystemTime::now()
+                    } else {
+                        SystemTime::UNIX_EPOCH
+                    };
+                    let verdict = judge(
+                        response.status(),
+                        response.headers(),
+                        &policy.grpc_codes,
+                        wall,
+                    );
+                    (verdict, Ok(response))
+                }
+                Err(err) => (
+                    crate::hints::Verdict {
+                        accepted: false,
+                        retryable: true,
+                        hint: Hint::None,
+                    },
+                    Err(err),
+                ),
+            };
+            record(&policy, arrived, verdict.accepted);
+            let finish = |last: Result<Response<R>, S::Error>, retries: Vec<Retry>| {
+                last.map(|mut response| {
+                    if !retries.is_empty() {
+                        response.extensions_mut().insert(Retries(retries));
+                    }
+                    response
+                })
+                .map_err(Error::Inner)
+            };
+            if !(eligible && verdict.retryable) || attempt >= policy.max_attempts {
+                return finish(last, retries);
+            }
+            let (wait, hint) = match verdict.hint {
+                Hint::Stop => return finish(last, retries),
+                Hint::After(hint) if hint > policy.max_hint => return finish(last, retries),
+                // Never earlier than the hint; up to 5% later, so the callers
+                // one refusal told the same thing do not return at one instant.
+                Hint::After(hint) => (hint + hint.mul_f64(0.05 * random_unit()), Some(hint)),
+                Hint::None => (backoff(&policy, attempt), None),
+            };
+            // A retry's wait counts from a fresh reading: never less than the
+            // hint, whatever the attempt took.
+            let arrived = Instant::now();
+            if let Some(deadline) = deadline
+                && arrived + wait + policy.min_attempt > deadline
+            {
+                return finish(last, retries);
+            }
+            if let Some(budget) = &policy.budget
+                && !budget.try_withdraw()
+            {
+                return finish(last, retries);
+            }
+            drop(last);
+            // Boxed: the wait is off the path of a call that succeeds, and
+            // inline it would widen every call's future by a timer.
+            Box::pin(sleep_until(arrived + wait)).await;
+            now = Instant::now();
+            retries.push(Retry {
+                hint,
+                waited: now - arrived,
+            });
         }
-        let (wait, hint) = match verdict.hint {
-            Hint::Stop => return finish(last, retries),
-            Hint::After(hint) if hint > policy.max_hint => return finish(last, retries),
-            // Never earlier than the hint; up to 5% later, so the callers
-            // one refusal told the same thing do not return at one instant.
-            Hint::After(hint) => (hint + hint.mul_f64(0.05 * random_unit()), Some(hint)),
-            Hint::None => (backoff(&policy, attempt), None),
-        };
-        if let Some(deadline) = deadline
-            && arrived + wait + policy.min_attempt > deadline
-        {
-            return finish(last, retries);
-        }
-        if let Some(budget) = &policy.budget
-            && !budget.try_withdraw()
-        {
-            return finish(last, retries);
-        }
-        drop(last);
-        tokio::time::sleep_until(arrived + wait).await;
-        retries.push(Retry {
-            hint,
-            waited: arrived.elapsed(),
-        });
     }
 }
 
-fn record(policy: &RetryPolicy, accepted: bool) {
+/// The time left before `deadline` at `now`, or no attempt at all when it
+/// is less than one needs.
+fn time_left<E>(
+    deadline: Option<Instant>,
+    now: Instant,
+    min_attempt: Duration,
+) -> Result<Option<Duration>, Error<E>> {
+    match deadline {
+        Some(deadline) => {
+            let left = deadline.saturating_duration_since(now);
+            if left < min_attempt {
+                return Err(Error::DeadlineExceeded);
+            }
+            Ok(Some(left))
+        }
+        None => Ok(None),
+    }
+}
+
+fn record(policy: &RetryPolicy, now: Instant, accepted: bool) {
     if let Some(throttle) = &policy.throttle {
-        throttle.record(accepted);
+        throttle.record_at(now, accepted);
     }
 }
 
@@ -328,9 +389,9 @@ fn deadline(
     parts: &http::request::Parts,
     caller: &Caller,
     policy: &RetryPolicy,
+    now: Instant,
 ) -> Option<Instant> {
-    let now = Instant::now();
-    let from_header = |name: &str, parse: fn(&[u8]) -> Result<Duration, _>| {
+    let from_header = |name: &HeaderName, parse: fn(&[u8]) -> Result<Duration, _>| {
         parts
             .headers
             .get(name)
@@ -340,8 +401,8 @@ fn deadline(
     [
         parts.extensions.get::<Deadline>().map(|d| d.0),
         caller.deadline(),
-        from_header(BUDGET_HEADER, parse_budget_ms),
-        from_header(GRPC_TIMEOUT_HEADER, parse_grpc_timeout),
+        from_header(&BUDGET, parse_budget_ms),
+        from_header(&GRPC_TIMEOUT, parse_grpc_timeout),
         policy.timeout.and_then(|t| now.checked_add(t)),
     ]
     .into_iter()
@@ -361,7 +422,7 @@ fn carry(
         let ms = u64::try_from(left.as_millis())
             .unwrap_or(u64::MAX)
             .min(999_999_999);
-        headers.insert(BUDGET_HEADER, HeaderValue::from(ms));
+        headers.insert(&BUDGET, HeaderValue::from(ms));
         if grpc {
             let value = if ms <= 99_999_999 {
                 format!("{ms}m")
@@ -369,15 +430,12 @@ fn carry(
                 format!("{}S", ms / 1000)
             };
             if let Ok(value) = HeaderValue::try_from(value) {
-                headers.insert(GRPC_TIMEOUT_HEADER, value);
+                headers.insert(&GRPC_TIMEOUT, value);
             }
         }
     }
-    if criticality != Criticality::Default && !headers.contains_key(CRITICALITY_HEADER) {
-        headers.insert(
-            CRITICALITY_HEADER,
-            HeaderValue::from_static(criticality.as_str()),
-        );
+    if criticality != Criticality::Default && !headers.contains_key(&CRITICALITY) {
+        headers.insert(&CRITICALITY, HeaderValue::from_static(criticality.as_str()));
     }
 }
 

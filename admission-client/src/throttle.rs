@@ -4,9 +4,10 @@
 //! new ones locally with probability
 //! `max(0, (requests − K·accepts) / (requests + 1))`.
 //!
-//! This module owns those two counters (in slots of a tenth of the window)
-//! and the draw. It must never reject while the server accepts at least
-//! `1/K` of what is sent, and never sleeps.
+//! This module owns those two counters (in slots of a tenth of the window,
+//! with their sums kept as it moves) and the draw. It must never reject
+//! while the server accepts at least `1/K` of what is sent, and never
+//! sleeps.
 
 use std::cell::Cell;
 use std::collections::hash_map::RandomState;
@@ -43,17 +44,54 @@ const SLOTS: usize = 10;
 /// ```
 #[derive(Debug, Clone)]
 pub struct AdaptiveThrottle {
-    books: Arc<Mutex<[Slot; SLOTS]>>,
+    books: Arc<Mutex<Books>>,
     k: f64,
     slot: Duration,
     epoch: Instant,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
-struct Slot {
-    index: u64,
+struct Counts {
     requests: u64,
     accepts: u64,
+}
+
+/// The counts of the `SLOTS` slots ending at `head` (slot `i` at
+/// `i % SLOTS`) and their sums, kept as the window moves on, so that a
+/// call reads two numbers, not every slot.
+#[derive(Debug, Default)]
+struct Books {
+    slots: [Counts; SLOTS],
+    head: u64,
+    total: Counts,
+}
+
+impl Books {
+    /// Moves the window on to end at `index`, forgetting the slots it
+    /// leaves; a reading older than the head leaves it where it is.
+    fn advance(&mut self, index: u64) {
+        if index <= self.head {
+            return;
+        }
+        if index - self.head >= SLOTS as u64 {
+            *self = Books {
+                head: index,
+                ..Books::default()
+            };
+            return;
+        }
+        for expired in self.head + 1..=index {
+            let slot = &mut self.slots[position(expired)];
+            self.total.requests = self.total.requests.saturating_sub(slot.requests);
+            self.total.accepts = self.total.accepts.saturating_sub(slot.accepts);
+            *slot = Counts::default();
+        }
+        self.head = index;
+    }
+}
+
+fn position(index: u64) -> usize {
+    usize::try_from(index % SLOTS as u64).unwrap_or(0)
 }
 
 impl AdaptiveThrottle {
@@ -75,7 +113,7 @@ impl AdaptiveThrottle {
             ));
         }
         Ok(AdaptiveThrottle {
-            books: Arc::new(Mutex::new([Slot::default(); SLOTS])),
+            books: Arc::new(Mutex::new(Books::default())),
             k,
             slot: window / u32::try_from(SLOTS).unwrap_or(10),
             epoch: Instant::now(),
@@ -91,7 +129,12 @@ impl AdaptiveThrottle {
     /// is sent: `false` when it is rejected locally (it then counts as a
     /// request the server did not accept).
     pub fn admit(&self) -> bool {
-        let now = Instant::now();
+        self.admit_at(Instant::now())
+    }
+
+    /// [`admit`](Self::admit) at `now` (the layer reads the clock once
+    /// per call).
+    pub(crate) fn admit_at(&self, now: Instant) -> bool {
         let p = self.probability_at(now);
         let rejected = p > 0.0 && random_unit() < p;
         if rejected {
@@ -106,27 +149,29 @@ impl AdaptiveThrottle {
         self.record_at(Instant::now(), accepted);
     }
 
-    fn record_at(&self, now: Instant, accepted: bool) {
+    pub(crate) fn record_at(&self, now: Instant, accepted: bool) {
         let index = self.index(now);
         let mut books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
-        let slot = &mut books[usize::try_from(index % SLOTS as u64).unwrap_or(0)];
-        if slot.index != index {
-            *slot = Slot {
-                index,
-                ..Slot::default()
-            };
+        books.advance(index);
+        if index.saturating_add(SLOTS as u64) <= books.head {
+            // Read before the window began: already forgotten.
+            return;
         }
+        let accepts = u64::from(accepted);
+        let slot = &mut books.slots[position(index)];
         slot.requests += 1;
-        slot.accepts += u64::from(accepted);
+        slot.accepts += accepts;
+        books.total.requests += 1;
+        books.total.accepts += accepts;
     }
 
+    /// The probability over the window ending at `now` (or at a later
+    /// reading another call already made).
     fn probability_at(&self, now: Instant) -> f64 {
         let index = self.index(now);
-        let books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
-        let (requests, accepts) = books
-            .iter()
-            .filter(|s| s.index + SLOTS as u64 > index && s.index <= index)
-            .fold((0, 0), |(r, a), s| (r + s.requests, a + s.accepts));
+        let mut books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
+        books.advance(index);
+        let Counts { requests, accepts } = books.total;
         drop(books);
         #[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
         let (requests, accepts) = (requests as f64, accepts as f64);
@@ -134,9 +179,17 @@ impl AdaptiveThrottle {
     }
 
     fn index(&self, now: Instant) -> u64 {
-        let since = now.saturating_duration_since(self.epoch).as_nanos();
-        u64::try_from(since / self.slot.as_nanos().max(1)).unwrap_or(u64::MAX)
+        slot_index(now, self.epoch, self.slot)
     }
+}
+
+/// The slot of `now` since `epoch`, in slots of `slot`: whole nanoseconds
+/// in `u64` (584 years), a 64-bit division, not a 128-bit one.
+pub(crate) fn slot_index(now: Instant, epoch: Instant, slot: Duration) -> u64 {
+    let since = now.saturating_duration_since(epoch).as_nanos();
+    let since = u64::try_from(since).unwrap_or(u64::MAX);
+    let slot = u64::try_from(slot.as_nanos()).unwrap_or(u64::MAX).max(1);
+    since / slot
 }
 
 /// A uniform draw in `[0, 1)` from a per-thread xorshift, seeded from the
@@ -181,6 +234,32 @@ mod tests {
             (throttle.probability_at(now + Duration::from_secs(11))).abs() < f64::EPSILON,
             "the window forgets"
         );
+    }
+
+    proptest::proptest! {
+        /// The sums kept as the window moves are those of the slots in it:
+        /// the probability after any run of records is the formula over
+        /// the records of the ten slots ending now.
+        #[test]
+        fn the_kept_sums_are_the_windows(
+            events in proptest::collection::vec((0u64..700, proptest::bool::ANY), 1..300),
+        ) {
+            let throttle = AdaptiveThrottle::new(2.0, Duration::from_secs(1)).unwrap();
+            let start = throttle.epoch;
+            let mut t = Duration::ZERO;
+            let mut log: Vec<(u64, bool)> = Vec::new();
+            for (gap_ms, accepted) in events {
+                t += Duration::from_millis(gap_ms);
+                let index = throttle.index(start + t);
+                throttle.record_at(start + t, accepted);
+                log.push((index, accepted));
+                let live = log.iter().filter(|(i, _)| i + SLOTS as u64 > index);
+                let (requests, accepts) = live.fold((0u32, 0u32), |(r, a), (_, ok)| (r + 1, a + u32::from(*ok)));
+                let expected = ((f64::from(requests) - 2.0 * f64::from(accepts)) / (f64::from(requests) + 1.0)).max(0.0);
+                let p = throttle.probability_at(start + t);
+                proptest::prop_assert!((p - expected).abs() < 1e-12, "{p} != {expected}");
+            }
+        }
     }
 
     #[test]
