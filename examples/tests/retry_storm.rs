@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use admission_examples::storm::retry_storm::{self, Kind, StormPlan};
+use admission_examples::storm::retry_storm::{self, Kind, ShortWork, StormPlan};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_retry_storm_runs_each_client_kind_and_draws_its_tables() {
@@ -20,12 +20,20 @@ async fn the_retry_storm_runs_each_client_kind_and_draws_its_tables() {
         after: Duration::from_secs(1),
         amplification: Duration::from_secs(1),
         timeout: Duration::from_millis(1500),
+        short_work: ShortWork {
+            length: Duration::from_secs(1),
+            ..StormPlan::default().short_work
+        },
         ..StormPlan::default()
     };
     let run = retry_storm::run(&plan).await.expect("the exporters start");
     assert_eq!(run.storms.len(), 3);
     assert_eq!(run.ingress_storms.len(), 3);
     assert_eq!(run.overloads.len(), 3);
+    assert_eq!(
+        run.short_work.iter().map(|(fine, _)| *fine).collect::<Vec<_>>(),
+        [false, true]
+    );
     for r in run
         .storms
         .iter()
@@ -77,6 +85,8 @@ async fn the_retry_storm_runs_each_client_kind_and_draws_its_tables() {
         "first second at 95%",
         "client at 10x",
         "Behind the ingress",
+        "Short work",
+        "`Retry-After` only",
         "admission-client",
     ] {
         assert!(tables.contains(needle), "{needle} in\n{tables}");

@@ -14,7 +14,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use admission_client::{
-    Deadline, Error as ClientError, Retries, RetryLayer, RetryPolicy, RetryService,
+    Deadline, Error as ClientError, RETRY_AFTER_MS_HEADER, Retries, RetryLayer, RetryPolicy,
+    RetryService,
 };
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, Uri};
@@ -95,6 +96,9 @@ pub(super) struct Counted {
     client: Client<HttpConnector, Full<Bytes>>,
     attempts: Arc<Seconds>,
     refusals: Arc<Seconds>,
+    /// Whether answers keep `x-admission-retry-after-ms`; without it the
+    /// client above sees what a server of whole seconds only would send.
+    fine_hint: bool,
 }
 
 type HyperError = hyper_util::client::legacy::Error;
@@ -112,11 +116,15 @@ impl Service<Request<Full<Bytes>>> for Counted {
     fn call(&mut self, request: Request<Full<Bytes>>) -> Self::Future {
         self.attempts.add(Instant::now());
         let refusals = self.refusals.clone();
+        let fine_hint = self.fine_hint;
         let answer = self.client.call(request);
         Box::pin(async move {
-            let response = answer.await?;
+            let mut response = answer.await?;
             if response.status() == StatusCode::SERVICE_UNAVAILABLE {
                 refusals.add(Instant::now());
+            }
+            if !fine_hint {
+                response.headers_mut().remove(RETRY_AFTER_MS_HEADER);
             }
             Ok(response)
         })
@@ -151,12 +159,14 @@ impl Caller {
         refusals: Arc<Seconds>,
         timeout: Duration,
         attempt_timeout: Duration,
+        fine_hint: bool,
     ) -> Caller {
         let client = Client::builder(TokioExecutor::new()).build_http();
         let counted = Counted {
             client,
             attempts,
             refusals,
+            fine_hint,
         };
         match kind {
             Kind::Naive => Caller::Naive(counted, attempt_timeout),

@@ -62,6 +62,8 @@ pub struct StormPlan {
     pub attempt_timeout: Duration,
     /// The ingress of the second scenario.
     pub ingress: IngressPlan,
+    /// The third part: steady load on short work (zero length: none).
+    pub short_work: ShortWork,
     /// Requests waiting at once, at most (the rest are counted as
     /// dropped, never sent).
     pub max_outstanding: usize,
@@ -92,6 +94,11 @@ impl Default for StormPlan {
                 workers: 4,
                 cost: Duration::from_millis(10),
             },
+            short_work: ShortWork {
+                workers: 4,
+                walk_delay: Duration::from_millis(20),
+                length: Duration::from_secs(10),
+            },
             max_outstanding: 20_000,
             seed: 1,
         }
@@ -108,6 +115,28 @@ impl StormPlan {
 
     fn length(&self) -> Duration {
         self.before + self.trigger + self.after
+    }
+}
+
+/// Short work for the hint comparison: a pool whose walks take
+/// milliseconds, at the plan's steady load, where `Retry-After` must say
+/// 1 s and `x-admission-retry-after-ms` says what the pool expects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShortWork {
+    /// Walk slots of the exporter.
+    pub workers: usize,
+    /// The time each walk takes.
+    pub walk_delay: Duration,
+    /// How long each of the two runs lasts.
+    pub length: Duration,
+}
+
+impl ShortWork {
+    /// Walks per second the exporter can serve.
+    pub fn capacity(&self) -> f64 {
+        #[expect(clippy::cast_precision_loss, reason = "a handful of workers")]
+        let workers = self.workers as f64;
+        workers / self.walk_delay.as_secs_f64()
     }
 }
 
@@ -135,6 +164,8 @@ pub struct KindRun {
     pub seconds: Vec<Second>,
     /// `(hint, waited)` of every retry after a server hint.
     pub hinted: Vec<(Duration, Duration)>,
+    /// From schedule to answer, of every request answered 2xx in time.
+    pub latencies: Vec<Duration>,
     /// Requests never sent because too many were outstanding.
     pub dropped: u64,
 }
@@ -189,6 +220,9 @@ pub struct StormRun {
     pub ingress_storms: Vec<KindRun>,
     /// The 10x runs, one per kind.
     pub overloads: Vec<KindRun>,
+    /// The short-work runs of `admission-client`: `(whether it read the
+    /// millisecond hint, the run)`.
+    pub short_work: Vec<(bool, KindRun)>,
 }
 
 /// Runs the scenario.
@@ -217,18 +251,44 @@ pub async fn run(plan: &StormPlan) -> std::io::Result<StormRun> {
     let mut overloads = Vec::new();
     for kind in Kind::ALL {
         eprintln!("storm: retry storm, {}", kind.name());
-        storms.push(one(plan, kind, plan.length(), &storm_rate, None).await?);
+        storms.push(one(plan, kind, plan.length(), &storm_rate, Setup::of(plan)).await?);
     }
     for kind in Kind::ALL {
         eprintln!("storm: retry storm behind the ingress, {}", kind.name());
-        let ingress = Some(plan.ingress);
-        ingress_storms.push(one(plan, kind, plan.length(), &storm_rate, ingress).await?);
+        let setup = Setup {
+            ingress: Some(plan.ingress),
+            ..Setup::of(plan)
+        };
+        ingress_storms.push(one(plan, kind, plan.length(), &storm_rate, setup).await?);
     }
     if !plan.amplification.is_zero() {
         for kind in Kind::ALL {
             eprintln!("storm: 10x overload, {}", kind.name());
             let rate = |_| 10.0 * capacity;
-            overloads.push(one(plan, kind, plan.amplification, &rate, None).await?);
+            overloads.push(one(plan, kind, plan.amplification, &rate, Setup::of(plan)).await?);
+        }
+    }
+    let mut short_work = Vec::new();
+    if !plan.short_work.length.is_zero() {
+        let short = plan.short_work;
+        let rate = |_| plan.steady_multiple * short.capacity();
+        for fine_hint in [false, true] {
+            eprintln!(
+                "storm: short work, admission-client reading {}",
+                if fine_hint {
+                    "the ms hint"
+                } else {
+                    "Retry-After only"
+                }
+            );
+            let setup = Setup {
+                workers: short.workers,
+                walk_delay: short.walk_delay,
+                ingress: None,
+                fine_hint,
+            };
+            let run = one(plan, Kind::Admission, short.length, &rate, setup).await?;
+            short_work.push((fine_hint, run));
         }
     }
     Ok(StormRun {
@@ -236,22 +296,44 @@ pub async fn run(plan: &StormPlan) -> std::io::Result<StormRun> {
         storms,
         ingress_storms,
         overloads,
+        short_work,
     })
 }
 
-/// One kind against a fresh exporter (behind a fresh ingress when one is
-/// given), for `length` at `rate(t)` per second.
+/// What one run stands up: the exporter's size, an ingress or none, and
+/// whether the client sees the millisecond hint.
+#[derive(Debug, Clone, Copy)]
+struct Setup {
+    workers: usize,
+    walk_delay: Duration,
+    ingress: Option<IngressPlan>,
+    fine_hint: bool,
+}
+
+impl Setup {
+    fn of(plan: &StormPlan) -> Setup {
+        Setup {
+            workers: plan.workers,
+            walk_delay: plan.walk_delay,
+            ingress: None,
+            fine_hint: true,
+        }
+    }
+}
+
+/// One kind against a fresh exporter (behind a fresh ingress when the
+/// setup has one), for `length` at `rate(t)` per second.
 async fn one(
     plan: &StormPlan,
     kind: Kind,
     length: Duration,
     rate: &dyn Fn(Duration) -> f64,
-    ingress: Option<IngressPlan>,
+    setup: Setup,
 ) -> std::io::Result<KindRun> {
     let exporter = Exporter::new(Config {
         gate: Gate::Admission,
-        workers: plan.workers,
-        walk_delay: plan.walk_delay,
+        workers: setup.workers,
+        walk_delay: setup.walk_delay,
         series: 100,
         cardinality_interval: Duration::from_secs(3600),
         shutdown_deadline: Duration::from_secs(2),
@@ -259,7 +341,7 @@ async fn one(
     })?;
     let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
     let exporter_addr = listener.local_addr()?;
-    let ingress = match ingress {
+    let ingress = match setup.ingress {
         Some(ingress) => Some(Ingress::start(ingress, exporter_addr).await?),
         None => None,
     };
@@ -285,8 +367,10 @@ async fn one(
         refusals.clone(),
         plan.timeout,
         plan.attempt_timeout,
+        setup.fine_hint,
     );
     let hinted = Arc::new(Mutex::new(Vec::new()));
+    let latencies = Arc::new(Mutex::new(Vec::new()));
     let outstanding = Arc::new(AtomicUsize::new(0));
     let mut dropped = 0;
     let mut rng = SmallRng::seed_from_u64(plan.seed);
@@ -305,19 +389,23 @@ async fn one(
             continue;
         }
         outstanding.fetch_add(1, Ordering::Relaxed);
-        let (caller, uri, good, throttled, hinted, outstanding) = (
+        let (caller, uri, good, throttled, hinted, latencies, outstanding) = (
             caller.clone(),
             uri.clone(),
             good.clone(),
             throttled.clone(),
             hinted.clone(),
+            latencies.clone(),
             outstanding.clone(),
         );
         let deadline = at + plan.timeout;
         tasks.spawn(async move {
             let (ended, retries) = caller.call(&uri, deadline).await;
             match ended {
-                Ended::Good => good.add(at),
+                Ended::Good => {
+                    good.add(at);
+                    latencies.lock().await.push(at.elapsed());
+                }
                 Ended::Throttled => throttled.add(at),
                 Ended::Refused | Ended::Failed => {}
             }
@@ -348,11 +436,13 @@ async fn one(
         })
         .collect();
     let hinted = std::mem::take(&mut *hinted.lock().await);
+    let latencies = std::mem::take(&mut *latencies.lock().await);
     debug_assert!(attempts.total() >= good.total());
     Ok(KindRun {
         kind,
         seconds: per_second,
         hinted,
+        latencies,
         dropped,
     })
 }
@@ -412,11 +502,16 @@ pub fn render(run: &StormRun) -> String {
         }
     }
 
+    if !run.short_work.is_empty() {
+        short_work_table(&mut out, plan, &run.short_work);
+    }
+
     let hinted: Vec<_> = run
         .storms
         .iter()
         .chain(&run.ingress_storms)
         .chain(&run.overloads)
+        .chain(run.short_work.iter().map(|(_, r)| r))
         .flat_map(|r| r.hinted.iter().copied())
         .collect();
     if !hinted.is_empty() {
@@ -441,6 +536,59 @@ pub fn render(run: &StormRun) -> String {
         );
     }
     out
+}
+
+/// The short-work comparison: the same client with and without the
+/// millisecond hint.
+fn short_work_table(out: &mut String, plan: &StormPlan, runs: &[(bool, KindRun)]) {
+    let short = plan.short_work;
+    let _ = write!(
+        out,
+        "\nShort work ({} workers x {} ms, {:.0} walks/s) at {:.1}x for {} s, admission-client, {} ms deadlines:\n\n| the client reads | requests | goodput/offered | attempts per request | retries after a hint | mean wait after a hint | p50 | p99 (answered 2xx) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        short.workers,
+        short.walk_delay.as_millis(),
+        short.capacity(),
+        plan.steady_multiple,
+        short.length.as_secs(),
+        plan.timeout.as_millis()
+    );
+    for (fine_hint, r) in runs {
+        let offered: u64 = r.seconds.iter().map(|s| s.offered).sum();
+        let good: u64 = r.seconds.iter().map(|s| s.good).sum();
+        let mut latencies = r.latencies.clone();
+        latencies.sort_unstable();
+        let at = |q: f64| {
+            #[expect(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                clippy::cast_precision_loss,
+                reason = "an index into a short list"
+            )]
+            let i = ((latencies.len() as f64 * q).ceil() as usize).saturating_sub(1);
+            latencies.get(i).map_or(0.0, |d| d.as_secs_f64() * 1e3)
+        };
+        #[expect(clippy::cast_precision_loss, reason = "small counts")]
+        let (share, mean_wait) = (
+            good as f64 / offered.max(1) as f64,
+            r.hinted.iter().map(|(_, w)| w.as_secs_f64()).sum::<f64>()
+                / r.hinted.len().max(1) as f64,
+        );
+        let _ = writeln!(
+            out,
+            "| {} | {offered} | {:.1}% | {:.2} | {} | {:.1} ms | {:.1} ms | {:.1} ms |",
+            if *fine_hint {
+                "`x-admission-retry-after-ms`"
+            } else {
+                "`Retry-After` only"
+            },
+            share * 100.0,
+            r.amplification(),
+            r.hinted.len(),
+            mean_wait * 1e3,
+            at(0.5),
+            at(0.99)
+        );
+    }
 }
 
 /// One scenario's per-second table and its recovery table.
