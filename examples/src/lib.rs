@@ -8,7 +8,8 @@
 //!   between admission, an unbounded queue and tower's limit plus shed.
 //! * [`cli`]: the binaries' start-up (logs, `RUST_LOG`, clap's `--help`
 //!   and usage errors) and [`progress`], the progress line of the long runs.
-//! * [`signal`]: the stop signal they share.
+//! * `walk` (private): the demo registry and its full walk, which both
+//!   exporters share; [`signal`]: the stop signal they share.
 //! * [`fleet`]: the fleet demo, three `exporter` replicas behind a real
 //!   HAProxy and a real Envoy (`examples/fleet/`), with a rolling restart.
 
@@ -20,5 +21,7 @@ pub mod grpc;
 pub mod metrics_reference;
 pub mod progress;
 pub mod signal;
+mod stop;
 pub mod storm;
+mod walk;
 pub mod workflow;
