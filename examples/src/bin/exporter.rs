@@ -103,7 +103,7 @@ struct Flags {
 
 const CLI: Cli = Cli { name: "exporter" };
 
-fn config(flags: Flags) -> Result<Config, String> {
+fn config(flags: &Flags) -> Result<Config, String> {
     let coalesce = (!flags.coalesce.is_zero()).then_some(flags.coalesce);
     if coalesce.is_some() && flags.gate != Gate::Admission {
         return Err(format!(
@@ -135,7 +135,7 @@ fn config(flags: Flags) -> Result<Config, String> {
 
 #[tokio::main]
 async fn main() {
-    let config = CLI.start(tracing::Level::INFO, config);
+    let config = CLI.start(tracing::Level::INFO, |flags| config(&flags));
     let listener = match tokio::net::TcpListener::bind(config.listen).await {
         Ok(listener) => listener,
         Err(err) => CLI.fail(&format!("cannot listen on {}: {err}", config.listen)),
@@ -175,7 +175,7 @@ mod tests {
     #[test]
     fn no_flags_give_the_documented_defaults() {
         let flags = Flags::try_parse_from(["exporter"]).unwrap();
-        assert_eq!(config(flags).unwrap(), Config::default());
+        assert_eq!(config(&flags).unwrap(), Config::default());
     }
 
     #[test]

@@ -75,7 +75,7 @@ const CLI: Cli = Cli {
     name: "grpc-exporter",
 };
 
-fn config(flags: Flags) -> Result<Config, String> {
+fn config(flags: &Flags) -> Result<Config, String> {
     Ok(Config {
         listen: flags.listen,
         workers: flags.walks.workers,
@@ -96,7 +96,7 @@ fn config(flags: Flags) -> Result<Config, String> {
 
 #[tokio::main]
 async fn main() {
-    let config = CLI.start(tracing::Level::INFO, config);
+    let config = CLI.start(tracing::Level::INFO, |flags| config(&flags));
     let listener = match tokio::net::TcpListener::bind(config.listen).await {
         Ok(listener) => listener,
         Err(err) => CLI.fail(&format!("cannot listen on {}: {err}", config.listen)),
@@ -130,7 +130,7 @@ mod tests {
     #[test]
     fn no_flags_give_the_documented_defaults() {
         let flags = Flags::try_parse_from(["grpc-exporter"]).unwrap();
-        assert_eq!(config(flags).unwrap(), Config::default());
+        assert_eq!(config(&flags).unwrap(), Config::default());
     }
 
     #[test]
