@@ -1,11 +1,13 @@
 //! The start-up every example binary shares.
 //!
-//! This module owns [`Cli`]: logs on stderr, `--help`, flags parsed into a
-//! configuration or a usage error (exit code 2), and the `listening on ADDR`
-//! line tests read. It must never hold a binary's own flags, and never let
-//! a client write one log line per request it sends: the HTTP framework's
-//! own errors about clients (see [`CLIENT_NOISE`]) are counted and logged
-//! as one `WARN` line per [`CLIENT_NOISE_EVERY`] at most.
+//! This module owns [`Cli`]: logs on stderr (`RUST_LOG` when set, else the
+//! binary's level), flags parsed by `clap` into a configuration or a usage
+//! error (exit code 2, clap's message and the usage), and the `listening on
+//! ADDR` line tests read. It must never hold a binary's own flags, and
+//! never let a client write one log line per request it sends: the HTTP
+//! framework's own errors about clients (see [`CLIENT_NOISE`]) are counted
+//! and logged as one `WARN` line per [`CLIENT_NOISE_EVERY`] at most,
+//! whatever `RUST_LOG` asks for those targets.
 
 use std::fmt;
 use std::io::Write as _;
@@ -13,14 +15,16 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+use clap::error::ErrorKind;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Parser};
 use tracing::level_filters::LevelFilter;
+use tracing_subscriber::EnvFilter;
 use tracing_subscriber::Layer as _;
-use tracing_subscriber::filter::Targets;
+use tracing_subscriber::filter::{FilterExt as _, Targets};
 use tracing_subscriber::fmt::time::FormatTime as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
-
-use crate::args::{ArgError, Args};
 
 /// Log targets of the HTTP frameworks whose `ERROR` and `WARN` events a
 /// client can cause at will: actix-web's HTTP/1 dispatcher (a malformed
@@ -39,35 +43,49 @@ pub const CLIENT_NOISE: [&str; 4] = [
 /// `WARN` line carrying how many there were since the previous line.
 pub const CLIENT_NOISE_EVERY: Duration = Duration::from_secs(10);
 
-/// A binary's name and usage text.
+/// A binary's name, which prefixes the errors found after its flags were
+/// parsed.
 ///
 /// # Examples
 ///
 /// ```no_run
 /// use admission_examples::cli::Cli;
 ///
-/// let cli = Cli { name: "demo", usage: "usage: demo [--workers N]" };
-/// let Some(workers) = cli.start(tracing::Level::INFO, |mut args| {
-///     let workers = args.value::<usize>("workers")?.unwrap_or(2);
-///     args.finish()?;
-///     Ok(workers)
-/// }) else {
-///     return; // `--help` was printed
-/// };
+/// /// A demo.
+/// #[derive(clap::Parser)]
+/// #[command(name = "demo")]
+/// struct Flags {
+///     /// Worker threads.
+///     #[arg(long, default_value_t = 2)]
+///     workers: usize,
+/// }
+///
+/// let cli = Cli { name: "demo" };
+/// let workers = cli.start(tracing::Level::INFO, |flags: Flags| {
+///     if flags.workers == 0 {
+///         return Err("`--workers` must be at least 1".to_owned());
+///     }
+///     Ok(flags.workers)
+/// });
 /// # let _ = workers;
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Cli {
-    /// The binary's name, which prefixes its usage errors.
+    /// The binary's name.
     pub name: &'static str,
-    /// The usage text, printed for `--help` and after a usage error.
-    pub usage: &'static str,
 }
 
 impl Cli {
-    /// Starts logging to stderr at `level`, then parses the command line
-    /// with `config`. Prints the usage and returns `None` for `--help`; exits
-    /// with code 2 on a usage error.
+    /// Starts logging to stderr, then parses the command line into `F`
+    /// and turns it into a configuration with `config`.
+    ///
+    /// `RUST_LOG` (an [`EnvFilter`] directive list such as
+    /// `info,admission_core=debug`) chooses what is logged when set;
+    /// without it everything at `level` and above is. `--help` and `-h`
+    /// print the flags with their meaning and default and exit 0; a flag
+    /// that does not parse, and an `Err` from `config` (flags that do not
+    /// go together), print clap's error with the usage and exit with
+    /// code 2.
     ///
     /// Events from [`CLIENT_NOISE`] targets at `WARN` or above are not
     /// written as they come: they are counted, and one `WARN` line says how
@@ -77,42 +95,35 @@ impl Cli {
     /// except for the acceptor, whose message is an OS error such as `Too
     /// many open files`. A burst is reported by its first event at once and
     /// by the next line after the interval.
-    pub fn start<C>(
+    pub fn start<F: Parser, C>(
         self,
         level: tracing::Level,
-        config: impl FnOnce(Args) -> Result<C, ArgError>,
-    ) -> Option<C> {
-        let mut everything_else = Targets::new().with_default(level);
-        let mut noise = Targets::new();
-        for target in CLIENT_NOISE {
-            everything_else = everything_else.with_target(target, LevelFilter::OFF);
-            noise = noise.with_target(target, LevelFilter::WARN);
-        }
-        let lines = tracing_subscriber::fmt::layer()
-            .with_writer(std::io::stderr)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .with_filter(everything_else);
-        tracing_subscriber::registry()
-            .with(lines)
-            .with(ClientNoise::new().with_filter(noise))
-            .init();
-        let mut args = match Args::parse(std::env::args().skip(1)) {
-            Ok(args) => args,
-            Err(err) => self.fail(&err),
-        };
-        if args.flag("help") {
-            println!("{}", self.usage);
-            return None;
-        }
-        match config(args) {
-            Ok(config) => Some(config),
-            Err(err) => self.fail(&err),
+        config: impl FnOnce(F) -> Result<C, String>,
+    ) -> C {
+        self.start_matched(level, |flags, _| config(flags))
+    }
+
+    /// [`start`](Self::start) for a binary whose `config` also needs to
+    /// know which flags were given (see [`given`]).
+    pub fn start_matched<F: Parser, C>(
+        self,
+        level: tracing::Level,
+        config: impl FnOnce(F, &ArgMatches) -> Result<C, String>,
+    ) -> C {
+        logs(level);
+        let matches = F::command().get_matches();
+        let flags = F::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
+        match config(flags, &matches) {
+            Ok(config) => config,
+            Err(message) => F::command()
+                .error(ErrorKind::ArgumentConflict, message)
+                .exit(),
         }
     }
 
-    /// Prints `name: err` and the usage on stderr and exits with code 2.
+    /// Prints `name: err` on stderr and exits with code 2.
     pub fn fail(self, err: &dyn fmt::Display) -> ! {
-        eprintln!("{}: {err}\n{}", self.name, self.usage);
+        eprintln!("{}: {err}", self.name);
         std::process::exit(2);
     }
 
@@ -123,6 +134,163 @@ impl Cli {
             Ok(addr) => println!("listening on {addr}"),
             Err(err) => self.fail(&format!("no local address: {err}")),
         }
+    }
+}
+
+/// The arguments of `command` given on the command line (not those that
+/// took their default), in `command`'s order.
+///
+/// # Examples
+///
+/// ```
+/// use clap::{Arg, ArgAction, Command};
+///
+/// let command = Command::new("demo")
+///     .arg(Arg::new("workers").long("workers").default_value("2"))
+///     .arg(Arg::new("pin").long("pin").action(ArgAction::SetTrue));
+/// let matches = command.clone().get_matches_from(["demo", "--pin"]);
+/// let given: Vec<_> = admission_examples::cli::given(&command, &matches)
+///     .filter_map(clap::Arg::get_long)
+///     .collect();
+/// assert_eq!(given, ["pin"]);
+/// ```
+pub fn given<'a>(
+    command: &'a clap::Command,
+    matches: &'a ArgMatches,
+) -> impl Iterator<Item = &'a clap::Arg> {
+    command
+        .get_arguments()
+        .filter(|arg| matches.value_source(arg.get_id().as_str()) == Some(ValueSource::CommandLine))
+}
+
+/// The filter of the log lines: `directives` (`RUST_LOG`'s value) when
+/// given (bad directives are reported on stderr and skipped), else
+/// everything at `level` and above.
+fn env_filter(level: tracing::Level, directives: Option<&str>) -> EnvFilter {
+    EnvFilter::builder()
+        .with_default_directive(LevelFilter::from_level(level).into())
+        .parse_lossy(directives.unwrap_or_default())
+}
+
+/// Log lines through `filter` to `writer`, except the client noise, which
+/// goes to [`ClientNoise`] only, whatever `filter` says about it.
+fn subscriber<W>(filter: EnvFilter, writer: W, ansi: bool) -> impl tracing::Subscriber + Send + Sync
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    let mut not_noise = Targets::new().with_default(LevelFilter::TRACE);
+    let mut noise = Targets::new();
+    for target in CLIENT_NOISE {
+        not_noise = not_noise.with_target(target, LevelFilter::OFF);
+        noise = noise.with_target(target, LevelFilter::WARN);
+    }
+    let lines = tracing_subscriber::fmt::layer()
+        .with_writer(writer)
+        .with_ansi(ansi)
+        .with_filter(filter.and(not_noise));
+    tracing_subscriber::registry()
+        .with(lines)
+        .with(ClientNoise::new().with_filter(noise))
+}
+
+/// Logs to stderr by `RUST_LOG`, else `level`.
+fn logs(level: tracing::Level) {
+    let directives = std::env::var("RUST_LOG").ok();
+    subscriber(
+        env_filter(level, directives.as_deref()),
+        std::io::stderr,
+        std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    )
+    .init();
+}
+
+/// A count of at least 1 (`--workers`, `--max-connections`): zero is a
+/// usage error.
+///
+/// # Errors
+///
+/// A message for clap when `text` is no whole number or is zero.
+///
+/// # Examples
+///
+/// ```
+/// use admission_examples::cli::positive;
+///
+/// assert_eq!(positive("3"), Ok(3));
+/// assert_eq!(positive("0").unwrap_err(), "must be at least 1");
+/// assert!(positive("x").is_err());
+/// ```
+pub fn positive(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+/// A positive, finite number (`--rate`, a multiple).
+///
+/// # Errors
+///
+/// A message for clap when `text` is no number, or is not above zero.
+///
+/// # Examples
+///
+/// ```
+/// use admission_examples::cli::positive_number;
+///
+/// assert_eq!(positive_number("2.5"), Ok(2.5));
+/// assert!(positive_number("0").is_err());
+/// assert!(positive_number("inf").is_err());
+/// ```
+pub fn positive_number(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        Ok(_) => Err("must be a positive number".to_owned()),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+/// A `-ms` flag's value: whole milliseconds as a [`Duration`].
+///
+/// # Errors
+///
+/// A message for clap when `text` is no whole number.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admission_examples::cli::millis;
+///
+/// assert_eq!(millis("250"), Ok(Duration::from_millis(250)));
+/// assert!(millis("1.5").is_err());
+/// ```
+pub fn millis(text: &str) -> Result<Duration, String> {
+    text.parse::<u64>()
+        .map(Duration::from_millis)
+        .map_err(|err| err.to_string())
+}
+
+/// A `-ms` flag that must be at least one millisecond (a timeout, a
+/// period).
+///
+/// # Errors
+///
+/// As [`millis`], and for zero.
+///
+/// # Examples
+///
+/// ```
+/// use admission_examples::cli::positive_millis;
+///
+/// assert!(positive_millis("1").is_ok());
+/// assert_eq!(positive_millis("0").unwrap_err(), "must be at least 1");
+/// ```
+pub fn positive_millis(text: &str) -> Result<Duration, String> {
+    match millis(text)? {
+        Duration::ZERO => Err("must be at least 1".to_owned()),
+        d => Ok(d),
     }
 }
 
@@ -220,6 +388,8 @@ impl tracing::field::Visit for Message {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex, PoisonError};
+
     use super::*;
 
     #[test]
@@ -232,5 +402,86 @@ mod tests {
         // The interval has passed.
         noise.next.store(0, Relaxed);
         assert_eq!(noise.due(), Some(5000), "the next line carries the count");
+    }
+
+    /// The log lines written under `directives` (as `RUST_LOG`) at the
+    /// default `level`, while `emit` runs.
+    fn lines_under(level: tracing::Level, directives: Option<&str>, emit: impl FnOnce()) -> String {
+        let written = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let sink = Arc::clone(&written);
+        let writer = move || Sink(Arc::clone(&sink));
+        tracing::subscriber::with_default(
+            subscriber(env_filter(level, directives), writer, false),
+            emit,
+        );
+        let bytes = written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        String::from_utf8(bytes).expect("log lines are text")
+    }
+
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn rust_log_chooses_the_lines_and_the_level_is_the_default() {
+        let emit = || {
+            tracing::info!(target: "admission_examples::demo", "info line");
+            tracing::debug!(target: "admission_core::pool", "debug line");
+        };
+        let default = lines_under(tracing::Level::INFO, None, emit);
+        assert!(
+            default.contains("info line") && !default.contains("debug line"),
+            "{default}"
+        );
+        let quiet = lines_under(tracing::Level::INFO, Some("warn"), emit);
+        assert!(quiet.is_empty(), "{quiet}");
+        let chosen = lines_under(
+            tracing::Level::WARN,
+            Some("warn,admission_core=debug"),
+            emit,
+        );
+        assert!(
+            chosen.contains("debug line") && !chosen.contains("info line"),
+            "{chosen}"
+        );
+        let bad = lines_under(tracing::Level::INFO, Some("=[nonsense"), emit);
+        assert!(
+            bad.contains("info line"),
+            "a bad directive leaves the default: {bad}"
+        );
+    }
+
+    #[test]
+    fn rust_log_cannot_print_the_client_noise_it_goes_to_the_throttle() {
+        for directives in [None, Some("trace"), Some("info,h2=trace,actix_http=trace")] {
+            let before = client_errors();
+            let lines = lines_under(tracing::Level::INFO, directives, || {
+                tracing::warn!(target: "h2", "client noise");
+                tracing::error!(target: "h2::proto::connection", "client noise");
+                tracing::error!(target: "actix_http::h1::dispatcher", "client noise");
+                tracing::warn!(target: "admission_examples::demo", "a real warning");
+            });
+            assert!(!lines.contains("client noise"), "{directives:?}: {lines}");
+            assert!(lines.contains("a real warning"), "{directives:?}: {lines}");
+            assert!(
+                client_errors() >= before + 3,
+                "{directives:?}: the throttle counted the three"
+            );
+        }
     }
 }

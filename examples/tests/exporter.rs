@@ -264,7 +264,7 @@ async fn unknown_flag_is_a_usage_error() {
         .await
         .expect("the exporter binary runs");
     assert_eq!(output.status.code(), Some(2), "usage errors exit 2");
-    assert!(String::from_utf8_lossy(&output.stderr).contains("usage: exporter"));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("Usage: exporter"));
 }
 
 /// The value of the first series in `text` whose line starts with `series`.

@@ -8,140 +8,134 @@
 //! `--shutdown-deadline-ms` counted from the signal, logs `drained` or
 //! `abandoned`, and exits 0.
 //!
-//! Flags: `--listen ADDR` (default `127.0.0.1:9464`; port 0 picks one),
-//! `--workers N` (2), `--series N` (10000), `--walk-delay-ms MS` (0),
-//! `--cardinality-interval-ms MS` (10000), `--shutdown-deadline-ms MS` (5000),
-//! `--gate admission|admission-queue|queue|tower` (admission;
-//! `admission-queue` lets scrapes wait in the pool's bounded queue, the other
-//! two are the failure modes `storm` compares against), and `--coalesce-ms MS` (0, off):
-//! with admission, scrapes of `/metrics` and `/` that arrive while a walk
-//! started at most MS ago is running share that walk's result instead of
-//! starting or being refused their own (`admission_coalesced_total` counts
-//! them). Connection admission: `--max-connections N` (default three
-//! quarters of the open-file limit, at most 4096; past it a newcomer evicts
-//! the connection that has waited longest for a request head, or is closed
-//! at once), `--header-timeout-ms MS` (10000) for a whole request head, and
-//! `--idle-timeout-ms MS` (60000) for a kept-alive connection with nothing
-//! in flight, and `--write-timeout-ms MS` (10000) for a response the
-//! client takes no byte of. `--max-held-mb MB` (256) bounds the bytes held
-//! by response bodies not yet sent, across connections (a coalesced body
-//! counts once); past it scrapes are refused `503` `RESPONSE_MEMORY_BOUND`
-//! without a walk. Behind a balancer: `GET /readyz` is `200` until the signal
-//! and `503` from it on, `--drain-delay-ms MS` (0) keeps serving that long
-//! after the signal before the listener closes (the deadline counts from
-//! its end), `--agent-check ADDR` answers HAProxy's agent checks there
-//! (`up ready W%` from the walk pool's free slots, `drain` from the signal
-//! on), and every response carries `endpoint-load-metrics` (ORCA `TEXT`).
-//! `--trust-peers` honours the `x-admission-criticality` and budget headers
-//! as sent (by default a `critical` claim is served as `default` and a
-//! budget never lengthens a queued wait).
+//! With the admission gate, scrapes of `/metrics` and `/` can share a
+//! running walk (`--coalesce-ms`); connections are admitted
+//! (`--max-connections`, header, idle and write timeouts), bytes held by
+//! unsent bodies are bounded (`--max-held-mb`), and behind a balancer
+//! `GET /readyz` is `200` until the signal and `503` from it on, the agent
+//! check answers HAProxy, and every response a balancer sees carries
+//! `endpoint-load-metrics` (ORCA `TEXT`). `--help` lists every flag with
+//! its meaning and default; `RUST_LOG` chooses the log lines (default
+//! `info`).
+//!
 //! It prints `listening on ADDR` on stdout once bound; logs go to stderr.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use admission_axum::serve::ConnectionLimits;
-use admission_examples::args::{ArgError, Args};
-use admission_examples::cli::Cli;
-use admission_examples::exporter::{self, Config, Gate};
+use admission_examples::cli::{Cli, millis, positive, positive_millis};
+use admission_examples::exporter::{self, Config, Gate, MetricsBackend, WalkFlags};
 
-const USAGE: &str = "usage: exporter [--listen ADDR] [--workers N] [--series N] \
-[--walk-delay-ms MS] [--cardinality-interval-ms MS] [--shutdown-deadline-ms MS] \
-[--gate admission|admission-queue|queue|tower] [--coalesce-ms MS] [--max-connections N] \
-[--header-timeout-ms MS] [--idle-timeout-ms MS] [--write-timeout-ms MS] [--max-held-mb MB] \
-[--drain-delay-ms MS] [--agent-check ADDR] [--trust-peers] [--metrics-backend metrics=ADDR|opentelemetry]";
+/// The incident-1 and incident-2 metrics exporter (axum): a registry
+/// whose full walks run behind an admission gate.
+///
+/// `GET /metrics` and `GET /` fail fast with `503` + `Retry-After` when
+/// every slot is busy; `GET /healthz` never touches the registry. On
+/// SIGTERM or SIGINT it stops accepting, drains under the shutdown
+/// deadline, logs `drained` or `abandoned`, and exits 0. `RUST_LOG` sets
+/// the log lines (default `info`).
+#[derive(Debug, clap::Parser)]
+#[command(name = "exporter", args_override_self = true)]
+struct Flags {
+    /// Where to listen (port 0 picks one; the address is printed as
+    /// `listening on ADDR`).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
+    listen: SocketAddr,
+    #[command(flatten)]
+    walks: WalkFlags,
+    /// Period of the background cardinality walk (first after one
+    /// interval, then every interval; it waits for a slot).
+    #[arg(long = "cardinality-interval-ms", value_name = "MS", default_value = "10000", value_parser = positive_millis)]
+    cardinality_interval: Duration,
+    /// What stands in front of the walks: `admission`, `admission-queue`
+    /// (scrapes wait in the pool's bounded queue), or the failure modes
+    /// `storm` compares against, `queue` (unbounded) and `tower`
+    /// (ConcurrencyLimit + LoadShed).
+    #[arg(long, value_name = "GATE", default_value = "admission")]
+    gate: Gate,
+    /// With `--gate admission`: scrapes of `/metrics` and `/` that arrive
+    /// while a walk started at most MS ago runs share its result
+    /// (`admission_coalesced_total` counts them); 0 is off.
+    #[arg(long = "coalesce-ms", value_name = "MS", default_value = "0", value_parser = millis)]
+    coalesce: Duration,
+    /// Connections open at once; past it a newcomer evicts the connection
+    /// that has waited longest for a request head, or is closed at once
+    /// (the default is three quarters of the open-file limit, at most
+    /// 4096).
+    #[arg(long = "max-connections", value_name = "N", default_value_t = ConnectionLimits::new().get_max_connections(), value_parser = positive)]
+    max_connections: usize,
+    /// Time for a whole request head.
+    #[arg(long = "header-timeout-ms", value_name = "MS", default_value = "10000", value_parser = positive_millis)]
+    header_timeout: Duration,
+    /// Time a kept-alive connection with nothing in flight stays open.
+    #[arg(long = "idle-timeout-ms", value_name = "MS", default_value = "60000", value_parser = positive_millis)]
+    idle_timeout: Duration,
+    /// Time a response may wait for its client to take a byte.
+    #[arg(long = "write-timeout-ms", value_name = "MS", default_value = "10000", value_parser = positive_millis)]
+    write_timeout: Duration,
+    /// Bound on the bytes held by response bodies not yet sent, across
+    /// connections (a coalesced body counts once); past it scrapes are
+    /// refused `503` `RESPONSE_MEMORY_BOUND` without a walk.
+    #[arg(long = "max-held-mb", value_name = "MB", default_value = "256", value_parser = positive)]
+    max_held_mb: usize,
+    /// After the signal, keep serving this long (with `/readyz` `503` and
+    /// the agent saying `drain`) before the listener closes; the deadline
+    /// counts from its end.
+    #[arg(long = "drain-delay-ms", value_name = "MS", default_value = "0", value_parser = millis)]
+    drain_delay: Duration,
+    /// Answer HAProxy's agent checks here (`up ready W%` from the walk
+    /// pool's free slots, `drain` from the signal on); bind it where only
+    /// the balancer reaches it. Off when not given.
+    #[arg(long = "agent-check", value_name = "ADDR")]
+    agent_check: Option<SocketAddr>,
+    /// Honour the `x-admission-criticality` and budget headers as sent (by
+    /// default a `critical` claim is served as `default` and a budget never
+    /// lengthens a queued wait).
+    #[arg(long = "trust-peers")]
+    trust_peers: bool,
+    /// Publish the admission families through a second back-end too:
+    /// `metrics=ADDR` (the `metrics` facade, served on ADDR) or
+    /// `opentelemetry` (printed to stdout). Off when not given.
+    #[arg(long = "metrics-backend", value_name = "metrics=ADDR|opentelemetry")]
+    metrics_backend: Option<MetricsBackend>,
+}
 
-const CLI: Cli = Cli {
-    name: "exporter",
-    usage: USAGE,
-};
+const CLI: Cli = Cli { name: "exporter" };
 
-fn config(mut args: Args) -> Result<Config, ArgError> {
-    let defaults = Config::default();
-    let ms = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_millis);
-    let config = Config {
-        listen: args
-            .value::<SocketAddr>("listen")?
-            .unwrap_or(defaults.listen),
-        workers: args.value("workers")?.unwrap_or(defaults.workers),
-        series: args.value("series")?.unwrap_or(defaults.series),
-        walk_delay: ms(args.value("walk-delay-ms")?, defaults.walk_delay),
-        cardinality_interval: ms(
-            args.value("cardinality-interval-ms")?,
-            defaults.cardinality_interval,
-        ),
-        shutdown_deadline: ms(
-            args.value("shutdown-deadline-ms")?,
-            defaults.shutdown_deadline,
-        ),
-        gate: args.value::<Gate>("gate")?.unwrap_or(defaults.gate),
-        coalesce: match args.value::<u64>("coalesce-ms")? {
-            None => defaults.coalesce,
-            Some(0) => None,
-            Some(ms) => Some(Duration::from_millis(ms)),
-        },
-        connections: connection_limits(&mut args, defaults.connections)?,
-        drain_delay: ms(args.value("drain-delay-ms")?, defaults.drain_delay),
-        agent_check: args
-            .value::<SocketAddr>("agent-check")?
-            .or(defaults.agent_check),
-        trust_peers: args.flag("trust-peers") || defaults.trust_peers,
-        metrics_backend: args.value("metrics-backend")?.or(defaults.metrics_backend),
-        max_held: max_held(&mut args, defaults.max_held)?,
-    };
-    args.finish()?;
-    if config.coalesce.is_some() && config.gate != Gate::Admission {
-        return Err(ArgError::new(format!(
+fn config(flags: &Flags) -> Result<Config, String> {
+    let coalesce = (!flags.coalesce.is_zero()).then_some(flags.coalesce);
+    if coalesce.is_some() && flags.gate != Gate::Admission {
+        return Err(format!(
             "`--coalesce-ms` needs `--gate admission`, not `{}`",
-            config.gate
-        )));
+            flags.gate
+        ));
     }
-    Ok(config)
-}
-
-/// The connection flags over `limits`; zero is a usage error, not a panic.
-fn connection_limits(
-    args: &mut Args,
-    mut limits: ConnectionLimits,
-) -> Result<ConnectionLimits, ArgError> {
-    let zero = |name: &str| ArgError::new(format!("`--{name}` must be at least 1"));
-    match args.value::<usize>("max-connections")? {
-        Some(0) => return Err(zero("max-connections")),
-        Some(max) => limits = limits.max_connections(max),
-        None => {}
-    }
-    match args.value::<u64>("header-timeout-ms")? {
-        Some(0) => return Err(zero("header-timeout-ms")),
-        Some(ms) => limits = limits.header_read_timeout(Duration::from_millis(ms)),
-        None => {}
-    }
-    match args.value::<u64>("idle-timeout-ms")? {
-        Some(0) => return Err(zero("idle-timeout-ms")),
-        Some(ms) => limits = limits.idle_timeout(Duration::from_millis(ms)),
-        None => {}
-    }
-    match args.value::<u64>("write-timeout-ms")? {
-        Some(0) => return Err(zero("write-timeout-ms")),
-        Some(ms) => limits = limits.write_timeout(Duration::from_millis(ms)),
-        None => {}
-    }
-    Ok(limits)
-}
-
-/// `--max-held-mb` in bytes; zero is a usage error.
-fn max_held(args: &mut Args, default: usize) -> Result<usize, ArgError> {
-    match args.value::<usize>("max-held-mb")? {
-        Some(0) => Err(ArgError::new("`--max-held-mb` must be at least 1")),
-        Some(mb) => Ok(mb.saturating_mul(1 << 20)),
-        None => Ok(default),
-    }
+    Ok(Config {
+        listen: flags.listen,
+        workers: flags.walks.workers,
+        series: flags.walks.series,
+        walk_delay: flags.walks.walk_delay,
+        cardinality_interval: flags.cardinality_interval,
+        shutdown_deadline: flags.walks.shutdown_deadline,
+        gate: flags.gate,
+        coalesce,
+        connections: ConnectionLimits::new()
+            .max_connections(flags.max_connections)
+            .header_read_timeout(flags.header_timeout)
+            .idle_timeout(flags.idle_timeout)
+            .write_timeout(flags.write_timeout),
+        drain_delay: flags.drain_delay,
+        agent_check: flags.agent_check,
+        trust_peers: flags.trust_peers,
+        metrics_backend: flags.metrics_backend,
+        max_held: flags.max_held_mb.saturating_mul(1 << 20),
+    })
 }
 
 #[tokio::main]
 async fn main() {
-    let Some(config) = CLI.start(tracing::Level::INFO, config) else {
-        return;
-    };
+    let config = CLI.start(tracing::Level::INFO, |flags| config(&flags));
     let listener = match tokio::net::TcpListener::bind(config.listen).await {
         Ok(listener) => listener,
         Err(err) => CLI.fail(&format!("cannot listen on {}: {err}", config.listen)),
@@ -170,4 +164,22 @@ async fn main() {
     // Blocked worker threads cannot be joined; the report above says what
     // was left running, and the exit ends it.
     std::process::exit(0);
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    #[test]
+    fn no_flags_give_the_documented_defaults() {
+        let flags = Flags::try_parse_from(["exporter"]).unwrap();
+        assert_eq!(config(&flags).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn the_flag_definitions_are_consistent() {
+        <Flags as clap::CommandFactory>::command().debug_assert();
+    }
 }

@@ -16,58 +16,89 @@
 //! where `.ci/run` installs them; a missing one leaves its rows out, with a
 //! note.
 //!
-//! Flags: `--rate R` arrivals per second (default: twice the measured
-//! capacity of one replica), `--duration-ms MS` per row (4000),
-//! `--restart-duration-ms MS` per rolling-restart row (10000),
-//! `--timeout-ms MS` the client's timeout per request (5000), `--workers N`
-//! (2), `--series N` (1000), `--walk-delay-ms MS` (20), `--drain-delay-ms
-//! MS` (500), `--shutdown-deadline-ms MS` (2000), `--seed N` (1), and
-//! `--exporter PATH` (default: the `exporter` beside this binary, built
-//! first with the same profile when run by `cargo run`), and `--only TEXT`
-//! to run only the rows whose name contains TEXT (e.g. `envoy`).
+//! `--help` lists every flag with its meaning and default; `RUST_LOG`
+//! chooses the log lines (default `warn`). While it runs, a progress line
+//! on stderr (a terminal only) says which row of how many is under way and
+//! about how long is left.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use admission_examples::args::{ArgError, Args};
-use admission_examples::cli::Cli;
+use admission_examples::cli::{Cli, millis, positive, positive_millis, positive_number};
 use admission_examples::fleet::{self, FleetConfig, Front, Scenario, Tool};
+use admission_examples::progress::Progress;
 
-const USAGE: &str = "usage: fleet [--rate R] [--duration-ms MS] [--restart-duration-ms MS] \
-[--timeout-ms MS] [--workers N] [--series N] [--walk-delay-ms MS] [--drain-delay-ms MS] \
-[--shutdown-deadline-ms MS] [--seed N] [--exporter PATH] [--only TEXT]";
+/// The fleet demo: three `exporter` replicas stormed at twice one
+/// replica's capacity, directly, through a real HAProxy and a real Envoy,
+/// with and without a rolling restart.
+///
+/// One table on stdout; every child process is killed when the demo ends.
+/// HAProxy and Envoy are looked up on `PATH` and in
+/// `target/fleet-tools/bin`; a missing one leaves its rows out. `RUST_LOG`
+/// sets the log lines (default `warn`).
+#[derive(Debug, clap::Parser)]
+#[command(name = "fleet", args_override_self = true)]
+struct Flags {
+    /// Arrivals per second (default: twice the measured capacity of one
+    /// replica).
+    #[arg(long, value_name = "R", value_parser = positive_number)]
+    rate: Option<f64>,
+    /// Length of each row.
+    #[arg(long = "duration-ms", value_name = "MS", default_value = "4000", value_parser = positive_millis)]
+    duration: Duration,
+    /// Length of each rolling-restart row.
+    #[arg(long = "restart-duration-ms", value_name = "MS", default_value = "10000", value_parser = positive_millis)]
+    restart_duration: Duration,
+    /// The client's timeout per request.
+    #[arg(long = "timeout-ms", value_name = "MS", default_value = "5000", value_parser = positive_millis)]
+    timeout: Duration,
+    /// Walk workers per replica.
+    #[arg(long, value_name = "N", default_value = "2", value_parser = positive)]
+    workers: usize,
+    /// Series in each replica's registry.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    series: usize,
+    /// Extra time inside every walk.
+    #[arg(long = "walk-delay-ms", value_name = "MS", default_value = "20", value_parser = millis)]
+    walk_delay: Duration,
+    /// Each replica's `--drain-delay-ms`.
+    #[arg(long = "drain-delay-ms", value_name = "MS", default_value = "500", value_parser = millis)]
+    drain_delay: Duration,
+    /// Each replica's `--shutdown-deadline-ms`.
+    #[arg(long = "shutdown-deadline-ms", value_name = "MS", default_value = "2000", value_parser = positive_millis)]
+    shutdown_deadline: Duration,
+    /// Seed of the arrival schedules.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+    /// The `exporter` binary (default: the one beside this binary, built
+    /// first with the same profile when run by `cargo run`).
+    #[arg(long, value_name = "PATH")]
+    exporter: Option<PathBuf>,
+    /// Run only the rows whose name contains TEXT (e.g. `envoy`).
+    #[arg(long, value_name = "TEXT")]
+    only: Option<String>,
+}
 
-const CLI: Cli = Cli {
-    name: "fleet",
-    usage: USAGE,
-};
+const CLI: Cli = Cli { name: "fleet" };
 
 /// The settings, the rate when `--rate` was given, and `--only`.
-fn config(mut args: Args) -> Result<(FleetConfig, Option<f64>, Option<String>), ArgError> {
-    let ms = |v: Option<u64>, d: u64| Duration::from_millis(v.unwrap_or(d));
-    let rate = args.value::<f64>("rate")?;
-    let exporter = args.value::<PathBuf>("exporter")?;
-    let only = args.value::<String>("only")?;
+fn config(flags: Flags) -> Result<(FleetConfig, Option<f64>, Option<String>), String> {
     let config = FleetConfig {
-        exporter: exporter.unwrap_or_default(),
+        exporter: flags.exporter.unwrap_or_default(),
         haproxy: None,
         envoy: None,
-        workers: args.value("workers")?.unwrap_or(2),
-        series: args.value("series")?.unwrap_or(1000),
-        walk_delay: ms(args.value("walk-delay-ms")?, 20),
-        drain_delay: ms(args.value("drain-delay-ms")?, 500),
-        shutdown_deadline: ms(args.value("shutdown-deadline-ms")?, 2000),
-        duration: ms(args.value("duration-ms")?, 4000),
-        restart_duration: ms(args.value("restart-duration-ms")?, 10_000),
-        timeout: ms(args.value("timeout-ms")?, 5000),
+        workers: flags.workers,
+        series: flags.series,
+        walk_delay: flags.walk_delay,
+        drain_delay: flags.drain_delay,
+        shutdown_deadline: flags.shutdown_deadline,
+        duration: flags.duration,
+        restart_duration: flags.restart_duration,
+        timeout: flags.timeout,
         rate: 0.0,
-        seed: args.value("seed")?.unwrap_or(1),
+        seed: flags.seed,
     };
-    args.finish()?;
-    if rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
-        return Err(ArgError::new("`--rate` must be a positive number"));
-    }
-    Ok((config, rate, only))
+    Ok((config, flags.rate, flags.only))
 }
 
 /// The `exporter` beside this binary; under `cargo run` (which sets
@@ -101,9 +132,7 @@ fn sibling_exporter() -> Result<PathBuf, String> {
 
 #[tokio::main]
 async fn main() {
-    let Some((mut config, rate, only)) = CLI.start(tracing::Level::WARN, config) else {
-        return;
-    };
+    let (mut config, rate, only) = CLI.start(tracing::Level::WARN, config);
     if config.exporter.as_os_str().is_empty() {
         config.exporter = sibling_exporter().unwrap_or_else(|err| CLI.fail(&err));
     }
@@ -118,43 +147,56 @@ async fn main() {
         }
     }
 
+    let scenarios: Vec<Scenario> = Scenario::ALL
+        .into_iter()
+        .filter(|scenario| {
+            let available = match scenario.front {
+                Front::Direct => true,
+                Front::Haproxy { .. } => config.haproxy.is_some(),
+                Front::Envoy => config.envoy.is_some(),
+            };
+            let chosen = only
+                .as_deref()
+                .is_none_or(|only| scenario.name.contains(only));
+            available && chosen
+        })
+        .collect();
+    // The capacity measurement, then one step per row.
+    let progress = Progress::new("fleet", 1 + scenarios.len() as u64);
+
     let nominal = config.workers as f64 / config.walk_delay.as_secs_f64().max(0.001);
+    progress.start("measuring one replica's capacity");
     let capacity = match fleet::capacity(&config, nominal * 4.0, Duration::from_secs(2)).await {
         Ok(capacity) => capacity,
         Err(err) => {
+            progress.finish();
             eprintln!("fleet: measuring one replica's capacity: {err}");
             std::process::exit(1);
         }
     };
+    progress.done();
     config.rate = rate.unwrap_or(capacity * 2.0);
-    eprintln!(
+    progress.line(&format!(
         "fleet: one replica serves {capacity:.1} walks/s (open loop at {:.0}/s for 2 s); storming at {:.1}/s",
         nominal * 4.0,
         config.rate
-    );
+    ));
 
     let mut rows = Vec::new();
-    for scenario in Scenario::ALL {
-        let available = match scenario.front {
-            Front::Direct => true,
-            Front::Haproxy { .. } => config.haproxy.is_some(),
-            Front::Envoy => config.envoy.is_some(),
-        };
-        let chosen = only
-            .as_deref()
-            .is_none_or(|only| scenario.name.contains(only));
-        if !available || !chosen {
-            continue;
-        }
-        eprintln!("fleet: {} ...", scenario.name);
+    for scenario in scenarios {
+        progress.start(scenario.name);
+        progress.line(&format!("fleet: {} ...", scenario.name));
         match fleet::run(&config, scenario).await {
             Ok(row) => rows.push(row),
             Err(err) => {
+                progress.finish();
                 eprintln!("fleet: {}: {err}", scenario.name);
                 std::process::exit(1);
             }
         }
+        progress.done();
     }
+    progress.finish();
 
     println!(
         "fleet: {} workers per replica, {} ms walk delay, {} series; one replica's capacity {capacity:.1}/s \

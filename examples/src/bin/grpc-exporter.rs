@@ -13,15 +13,9 @@
 //! `--shutdown-deadline-ms` counted from the signal, logs `drained` or
 //! `abandoned`, and exits 0.
 //!
-//! Flags: `--listen ADDR` (default `127.0.0.1:50051`; port 0 picks one),
-//! `--workers N` (2), `--series N` (10000), `--walk-delay-ms MS` (0),
-//! `--work-slots N` (16), `--control-slots N` (4), `--shutdown-deadline-ms
-//! MS` (5000), `--progress-timeout-ms MS` (30000), `--max-connections N`
-//! (1024: at the cap the oldest connection that has not sent the HTTP/2
-//! preface is closed; keep it under `ulimit -n`), `--preface-timeout-ms
-//! MS` (5000) and `--gate admission|tonic` (admission; `tonic` is tonic's
-//! own per-connection limit and load shedding, the failure mode `storm
-//! --grpc` compares against). It prints `listening on ADDR` on stdout once
+//! `--help` lists every flag with its meaning and default (the registry
+//! and shutdown flags are the `exporter`'s); `RUST_LOG` chooses the log
+//! lines (default `info`). It prints `listening on ADDR` on stdout once
 //! bound; logs go to stderr.
 //!
 //! Try it with `grpcurl -plaintext -proto examples/src/grpc/registry.proto
@@ -30,54 +24,79 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use admission_examples::args::{ArgError, Args};
-use admission_examples::cli::Cli;
+use admission_examples::cli::{Cli, positive, positive_millis};
+use admission_examples::exporter::WalkFlags;
 use admission_examples::grpc::{self, Config, Gate};
 use admission_tonic::connections::ConnectionLimits;
 
-const USAGE: &str = "usage: grpc-exporter [--listen ADDR] [--workers N] [--series N] \
-[--walk-delay-ms MS] [--work-slots N] [--control-slots N] [--shutdown-deadline-ms MS] \
-[--gate admission|tonic] [--progress-timeout-ms MS] [--max-connections N] \
-[--preface-timeout-ms MS]";
+/// The gRPC registry exporter (tonic): `Registry/Walk` and `Registry/Stream`
+/// behind an admission pool, beside `grpc.health.v1.Health`.
+///
+/// A `Walk` while every worker is busy is refused at once with
+/// `UNAVAILABLE` and `grpc-retry-pushback-ms`; health checks are never
+/// refused. On SIGTERM or SIGINT health turns `NOT_SERVING`, the server
+/// drains under the shutdown deadline, logs `drained` or `abandoned`, and
+/// exits 0. `RUST_LOG` sets the log lines (default `info`).
+#[derive(Debug, clap::Parser)]
+#[command(name = "grpc-exporter", args_override_self = true)]
+struct Flags {
+    /// Where to listen (port 0 picks one; the address is printed as
+    /// `listening on ADDR`).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:50051")]
+    listen: SocketAddr,
+    #[command(flatten)]
+    walks: WalkFlags,
+    /// Request leases of class *work*, which `Walk` and `Stream` calls take
+    /// until their response ends: calls in flight, streams included.
+    #[arg(long = "work-slots", value_name = "N", default_value = "16", value_parser = positive)]
+    work_slots: usize,
+    /// Request leases of class *control* (health checks take none).
+    #[arg(long = "control-slots", value_name = "N", default_value = "4", value_parser = positive)]
+    control_slots: usize,
+    /// How long a `Walk` or `Stream` response may let a message lie unread
+    /// before its lease is taken back and the call ends.
+    #[arg(long = "progress-timeout-ms", value_name = "MS", default_value = "30000", value_parser = positive_millis)]
+    progress_timeout: Duration,
+    /// Connections open at once; at the cap the oldest connection that has
+    /// not sent the HTTP/2 preface is closed (keep it under `ulimit -n`).
+    #[arg(long = "max-connections", value_name = "N", default_value = "1024", value_parser = positive)]
+    max_connections: usize,
+    /// Time a new connection has to send the HTTP/2 preface.
+    #[arg(long = "preface-timeout-ms", value_name = "MS", default_value = "5000", value_parser = positive_millis)]
+    preface_timeout: Duration,
+    /// What stands in front of the walks: `admission`, or `tonic` (tonic's
+    /// own per-connection limit and load shedding, the failure mode `storm
+    /// --grpc` compares against).
+    #[arg(long, value_name = "GATE", default_value = "admission")]
+    gate: Gate,
+}
 
 const CLI: Cli = Cli {
     name: "grpc-exporter",
-    usage: USAGE,
 };
 
-fn config(mut args: Args) -> Result<Config, ArgError> {
-    let d = Config::default();
-    let ms = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_millis);
-    let config = Config {
-        listen: args.value::<SocketAddr>("listen")?.unwrap_or(d.listen),
-        workers: args.value("workers")?.unwrap_or(d.workers),
-        series: args.value("series")?.unwrap_or(d.series),
-        walk_delay: ms(args.value("walk-delay-ms")?, d.walk_delay),
-        work_slots: args.value("work-slots")?.unwrap_or(d.work_slots),
-        control_slots: args.value("control-slots")?.unwrap_or(d.control_slots),
-        shutdown_deadline: ms(args.value("shutdown-deadline-ms")?, d.shutdown_deadline),
-        gate: args.value::<Gate>("gate")?.unwrap_or(d.gate),
-        progress_timeout: ms(args.value("progress-timeout-ms")?, d.progress_timeout),
+fn config(flags: &Flags) -> Result<Config, String> {
+    Ok(Config {
+        listen: flags.listen,
+        workers: flags.walks.workers,
+        series: flags.walks.series,
+        walk_delay: flags.walks.walk_delay,
+        work_slots: flags.work_slots,
+        control_slots: flags.control_slots,
+        shutdown_deadline: flags.walks.shutdown_deadline,
+        gate: flags.gate,
+        progress_timeout: flags.progress_timeout,
         connections: ConnectionLimits {
-            max_connections: args
-                .value("max-connections")?
-                .unwrap_or(d.connections.max_connections),
-            preface_timeout: ms(
-                args.value("preface-timeout-ms")?,
-                d.connections.preface_timeout,
-            ),
-            ..d.connections
+            max_connections: flags.max_connections,
+            preface_timeout: flags.preface_timeout,
+            ..ConnectionLimits::default()
         },
-    };
-    args.finish()?;
-    Ok(config)
+    })
 }
 
 #[tokio::main]
 async fn main() {
-    let Some(config) = CLI.start(tracing::Level::INFO, config) else {
-        return;
-    };
+    let config = CLI.start(tracing::Level::INFO, |flags| config(&flags));
     let listener = match tokio::net::TcpListener::bind(config.listen).await {
         Ok(listener) => listener,
         Err(err) => CLI.fail(&format!("cannot listen on {}: {err}", config.listen)),
@@ -100,4 +119,22 @@ async fn main() {
     // Blocked worker threads cannot be joined; the report above says what
     // was left running, and the exit ends it.
     std::process::exit(0);
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    #[test]
+    fn no_flags_give_the_documented_defaults() {
+        let flags = Flags::try_parse_from(["grpc-exporter"]).unwrap();
+        assert_eq!(config(&flags).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn the_flag_definitions_are_consistent() {
+        <Flags as clap::CommandFactory>::command().debug_assert();
+    }
 }

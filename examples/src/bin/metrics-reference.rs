@@ -9,25 +9,22 @@ use std::path::Path;
 
 use admission_examples::metrics_reference::reference_markdown;
 
-const USAGE: &str = "usage: metrics-reference [--stdout]";
+/// Writes `docs/METRICS.md`, the metrics reference generated from
+/// `admission_core::metrics::METRICS`.
+#[derive(Debug, clap::Parser)]
+#[command(name = "metrics-reference", args_override_self = true)]
+struct Flags {
+    /// Print the reference on stdout instead of writing the file.
+    #[arg(long)]
+    stdout: bool,
+}
 
 fn main() {
+    let flags = <Flags as clap::Parser>::parse();
     let reference = reference_markdown();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.as_slice() {
-        [] => {}
-        [flag] if flag == "--stdout" => {
-            print!("{reference}");
-            return;
-        }
-        [flag] if flag == "--help" => {
-            println!("{USAGE}");
-            return;
-        }
-        _ => {
-            eprintln!("metrics-reference: unexpected arguments {args:?}\n{USAGE}");
-            std::process::exit(2);
-        }
+    if flags.stdout {
+        print!("{reference}");
+        return;
     }
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

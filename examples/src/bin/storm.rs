@@ -10,12 +10,10 @@
 //! that give up mid-walk. It prints progress on stderr and then one table
 //! on stdout. It ends by itself within 60 s on the defaults.
 //!
-//! Flags: `--clients N` (64), `--duration-ms MS` per phase (4000),
-//! `--walk-delay-ms MS` (20), `--series N` (10000), `--workers N` (2),
-//! `--give-up-ms MS` (5), `--refused-pause-ms MS` (10), `--max-requests N`
-//! per scraper per phase (10000), `--coalesce-ms MS` the staleness bound of
-//! the coalescing mode (1000; 0 leaves that mode out), and `--url URL` to
-//! storm any `http://` server instead (the patient phase only).
+//! `--help` lists every flag with its meaning and default, grouped by
+//! mode; a flag of another mode is a usage error. `RUST_LOG` chooses the
+//! log lines (default `warn`). `--url URL` storms any `http://` server
+//! instead (the patient phase only).
 //!
 //! `--grpc` storms the gRPC exporter instead (`grpc-exporter`, in-process):
 //! tonic clients calling `Registry/Walk`, one HTTP/2 connection each,
@@ -41,7 +39,9 @@
 //! gate side by side (`--point-ms` (3000) per point, `--timeout-ms` (100)),
 //! runs the criticality and deadline scenarios, prints the Markdown tables
 //! and the goals, and writes the picture to `--svg PATH`
-//! (`docs/overload.svg`). The exporter runs as a child pinned to CPU 0 and
+//! (`docs/overload.svg`). It takes about three minutes; a progress line on
+//! stderr (a terminal only) says which point of how many is under way and
+//! about how long is left. The exporter runs as a child pinned to CPU 0 and
 //! the generator on CPU 1 when `taskset` exists (`--no-pin` turns that
 //! off); the sweep is repeated unpinned unless `--pinned-only`.
 //!
@@ -59,25 +59,200 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use admission_examples::args::{ArgError, Args};
-use admission_examples::cli::Cli;
+use admission_examples::cli::{Cli, given, millis, positive, positive_millis, positive_number};
+use admission_examples::exporter::Gate;
 use admission_examples::storm::open_loop::{Mix, OpenLoop, Report};
 use admission_examples::storm::overload::{self, OverloadConfig, ServeSpec};
 use admission_examples::storm::retry_storm::{self, StormPlan};
 use admission_examples::storm::{self, StormConfig, Target, plot};
+use clap::ArgMatches;
 
-const USAGE: &str = "usage: storm [--clients N] [--duration-ms MS] [--walk-delay-ms MS] \
-[--series N] [--workers N] [--give-up-ms MS] [--refused-pause-ms MS] [--max-requests N] \
-[--coalesce-ms MS] [--url http://HOST:PORT/PATH] [--grpc]
-       storm --rate R [--url URL | --gate G] [--duration-ms MS] [--timeout-ms MS] \
-[--mix critical=W,default=W,sheddable=W] [--budget-ms MS] [--max-outstanding N] [--seed N]
-       storm --overload [--point-ms MS] [--timeout-ms MS] [--workers N] [--walk-delay-ms MS] \
-[--series N] [--svg PATH] [--no-pin] [--pinned-only] [--seed N]
-       storm --retry-storm [--workers N] [--walk-delay-ms MS] [--before-ms MS] [--trigger-ms MS] \
-[--trigger-multiple X] [--after-ms MS] [--amplification-ms MS] [--timeout-ms MS] [--svg PATH] [--seed N]";
+/// Help headings, one per mode.
+const STORM: &str = "Scrape storm (the default mode)";
+const RATE: &str = "Open loop (--rate R)";
+const OVERLOAD: &str = "Overload table (--overload)";
+const RETRY: &str = "Retry storm (--retry-storm)";
+
+/// The scrape-storm demo: the exporter in-process behind admission,
+/// admission with coalescing, an unbounded queue and tower's limit plus
+/// shed, under the same storm of scrapers; or open-loop load (`--rate`),
+/// the overload table (`--overload`) or the retry storm (`--retry-storm`).
+///
+/// Progress goes to stderr, the tables to stdout. `RUST_LOG` sets the log
+/// lines (default `warn`). Flags of one mode do not go with another.
+#[derive(Debug, clap::Parser)]
+#[command(name = "storm", args_override_self = true)]
+#[command(group = clap::ArgGroup::new("mode").args(["rate", "overload", "retry_storm", "serve_exporter"]))]
+struct Flags {
+    /// Concurrent scrapers.
+    #[arg(long, value_name = "N", default_value = "64", help_heading = STORM, value_parser = positive)]
+    clients: usize,
+    /// How long each scraper waits for an answer in the give-up phase.
+    #[arg(long = "give-up-ms", value_name = "MS", default_value = "5", help_heading = STORM, value_parser = millis)]
+    give_up: Duration,
+    /// Pause of a scraper after a refusal.
+    #[arg(long = "refused-pause-ms", value_name = "MS", default_value = "10", help_heading = STORM, value_parser = millis)]
+    refused_pause: Duration,
+    /// Requests per scraper per phase, at most.
+    #[arg(long = "max-requests", value_name = "N", default_value_t = 10_000, help_heading = STORM)]
+    max_requests: u64,
+    /// Staleness bound of the coalescing mode (0 leaves that mode out).
+    #[arg(long = "coalesce-ms", value_name = "MS", default_value = "1000", help_heading = STORM, value_parser = millis)]
+    coalesce: Duration,
+    /// Storm the gRPC exporter instead (tonic clients calling
+    /// `Registry/Walk`, one HTTP/2 connection each).
+    #[arg(long, help_heading = STORM, conflicts_with_all = ["url", "mode"])]
+    grpc: bool,
+    /// Storm (or, with `--rate`, load) any `http://HOST:PORT/PATH` instead
+    /// of an exporter of this process or a child.
+    #[arg(long, value_name = "URL", help_heading = STORM)]
+    url: Option<Target>,
+
+    /// Send open-loop load instead: Poisson arrivals at R requests per
+    /// second whatever the server answers, one connection per request.
+    #[arg(long, value_name = "R", help_heading = RATE, value_parser = positive_number, allow_negative_numbers = true)]
+    rate: Option<f64>,
+    /// The gate of the exporter child that `--rate` loads without `--url`:
+    /// `admission`, `admission-queue`, `queue` or `tower`.
+    #[arg(long, value_name = "GATE", default_value = "admission", help_heading = RATE, conflicts_with = "url")]
+    gate: Gate,
+    /// The shares of the `x-admission-criticality` header
+    /// (`critical=W,default=W,sheddable=W`); without it no header is sent.
+    #[arg(long, value_name = "LEVEL=W,...", help_heading = RATE)]
+    mix: Option<Mix>,
+    /// Send `x-admission-budget-ms: MS` with every request (none when not
+    /// given).
+    #[arg(long = "budget-ms", value_name = "MS", help_heading = RATE, value_parser = millis)]
+    budget: Option<Duration>,
+    /// Requests waiting at once, at most; the rest are counted as dropped.
+    #[arg(long = "max-outstanding", value_name = "N", default_value = "4096", help_heading = RATE, value_parser = positive)]
+    max_outstanding: usize,
+
+    /// Measure the capacity of a `--workers` pool, offer 0.5x to 10x of it
+    /// to every gate side by side, run the criticality and deadline
+    /// scenarios, and print the tables (about three minutes).
+    #[arg(long, help_heading = OVERLOAD)]
+    overload: bool,
+    /// How long each point's arrivals last.
+    #[arg(long = "point-ms", value_name = "MS", default_value = "3000", help_heading = OVERLOAD, value_parser = positive_millis)]
+    point: Duration,
+    /// Do not pin the exporter child to CPU 0 and this process to CPU 1.
+    #[arg(long = "no-pin", help_heading = OVERLOAD)]
+    no_pin: bool,
+    /// Do not repeat the sweep unpinned after the pinned one.
+    #[arg(long = "pinned-only", help_heading = OVERLOAD)]
+    pinned_only: bool,
+
+    /// Run the retry-storm scenario: 0.8x the capacity, a trigger at a
+    /// multiple of it, 0.8x again, once per client kind (naive,
+    /// `tower::retry` with a budget, `admission-client`), then 10x.
+    #[arg(long = "retry-storm", help_heading = RETRY)]
+    retry_storm: bool,
+    /// Time at 0.8x before the trigger.
+    #[arg(long = "before-ms", value_name = "MS", default_value = "5000", help_heading = RETRY, value_parser = millis)]
+    before: Duration,
+    /// Length of the trigger.
+    #[arg(long = "trigger-ms", value_name = "MS", default_value = "10000", help_heading = RETRY, value_parser = millis)]
+    trigger: Duration,
+    /// The trigger's load, as a multiple of the capacity.
+    #[arg(long = "trigger-multiple", value_name = "X", default_value = "3", help_heading = RETRY, value_parser = positive_number)]
+    trigger_multiple: f64,
+    /// Time at 0.8x after the trigger.
+    #[arg(long = "after-ms", value_name = "MS", default_value = "20000", help_heading = RETRY, value_parser = millis)]
+    after: Duration,
+    /// Length of the 10x run per client kind (0 leaves it out).
+    #[arg(long = "amplification-ms", value_name = "MS", default_value = "4000", help_heading = RETRY, value_parser = millis)]
+    amplification: Duration,
+
+    /// Walk worker threads of the exporter under load [default: 2;
+    /// --retry-storm: 32].
+    #[arg(long, value_name = "N", value_parser = positive)]
+    workers: Option<usize>,
+    /// Extra time inside every walk [default: 20; --retry-storm: 320].
+    #[arg(long = "walk-delay-ms", value_name = "MS", value_parser = millis)]
+    walk_delay: Option<Duration>,
+    /// Series in the exporter's registry.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    series: usize,
+    /// Length of each phase, or of the open-loop run [default: 4000;
+    /// --rate: 5000].
+    #[arg(long = "duration-ms", value_name = "MS", value_parser = positive_millis)]
+    duration: Option<Duration>,
+    /// The client's timeout per request, from its scheduled arrival
+    /// [default: 100; --retry-storm: 2000].
+    #[arg(long = "timeout-ms", value_name = "MS", value_parser = positive_millis)]
+    timeout: Option<Duration>,
+    /// Seed of the arrival schedules.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+    /// Where the picture goes [default: docs/overload.svg; --retry-storm:
+    /// docs/retry-storm.svg].
+    #[arg(long, value_name = "PATH")]
+    svg: Option<PathBuf>,
+
+    /// Serve one exporter and report its walks (the child of `--overload`
+    /// and `--rate`; not for users).
+    #[arg(long = "serve-exporter", hide = true)]
+    serve_exporter: bool,
+}
+
+/// The flags of each mode (clap ids; `workers` etc. are shared).
+const STORM_FLAGS: &[&str] = &[
+    "clients",
+    "duration",
+    "walk_delay",
+    "series",
+    "workers",
+    "give_up",
+    "refused_pause",
+    "max_requests",
+    "coalesce",
+    "url",
+    "grpc",
+];
+const RATE_FLAGS: &[&str] = &[
+    "rate",
+    "url",
+    "gate",
+    "workers",
+    "walk_delay",
+    "series",
+    "duration",
+    "timeout",
+    "mix",
+    "budget",
+    "max_outstanding",
+    "seed",
+];
+const OVERLOAD_FLAGS: &[&str] = &[
+    "overload",
+    "point",
+    "workers",
+    "walk_delay",
+    "series",
+    "timeout",
+    "no_pin",
+    "pinned_only",
+    "seed",
+    "svg",
+];
+const RETRY_FLAGS: &[&str] = &[
+    "retry_storm",
+    "workers",
+    "walk_delay",
+    "before",
+    "trigger",
+    "trigger_multiple",
+    "after",
+    "amplification",
+    "timeout",
+    "seed",
+    "svg",
+];
+const SERVE_FLAGS: &[&str] = &["serve_exporter", "gate", "workers", "walk_delay", "series"];
 
 /// What this run does.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 enum Mode {
     /// The closed-loop scrape storm (the default).
     Storm(StormConfig),
@@ -98,149 +273,127 @@ enum Mode {
     ServeExporter(ServeSpec),
 }
 
-fn mode(mut args: Args) -> Result<Mode, ArgError> {
-    if args.flag("serve-exporter") {
-        let spec = ServeSpec::from_args(&mut args)?;
-        args.finish()?;
-        return Ok(Mode::ServeExporter(spec));
+/// Fails on a flag given that `mode` does not take.
+fn only(matches: &ArgMatches, mode: &str, flags: &[&str]) -> Result<(), String> {
+    let command = <Flags as clap::CommandFactory>::command();
+    match given(&command, matches).find(|arg| !flags.contains(&arg.get_id().as_str())) {
+        None => Ok(()),
+        Some(arg) => Err(format!(
+            "`--{}` does not go with {mode}",
+            arg.get_long().unwrap_or(arg.get_id().as_str())
+        )),
     }
-    if args.flag("retry-storm") {
+}
+
+fn mode(flags: Flags, matches: &ArgMatches) -> Result<Mode, String> {
+    let spec = |flags: &Flags| ServeSpec {
+        gate: flags.gate,
+        workers: flags.workers.unwrap_or(2),
+        walk_delay: flags.walk_delay.unwrap_or(Duration::from_millis(20)),
+        series: flags.series,
+    };
+    if flags.serve_exporter {
+        only(matches, "`--serve-exporter`", SERVE_FLAGS)?;
+        return Ok(Mode::ServeExporter(spec(&flags)));
+    }
+    if flags.retry_storm {
+        only(matches, "`--retry-storm`", RETRY_FLAGS)?;
         let d = StormPlan::default();
-        let ms = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_millis);
         let plan = StormPlan {
-            workers: args.value("workers")?.unwrap_or(d.workers),
-            walk_delay: ms(args.value("walk-delay-ms")?, d.walk_delay),
-            before: ms(args.value("before-ms")?, d.before),
-            trigger: ms(args.value("trigger-ms")?, d.trigger),
-            trigger_multiple: args
-                .value("trigger-multiple")?
-                .unwrap_or(d.trigger_multiple),
-            after: ms(args.value("after-ms")?, d.after),
-            amplification: ms(args.value("amplification-ms")?, d.amplification),
-            timeout: ms(args.value("timeout-ms")?, d.timeout),
-            seed: args.value("seed")?.unwrap_or(d.seed),
+            workers: flags.workers.unwrap_or(d.workers),
+            walk_delay: flags.walk_delay.unwrap_or(d.walk_delay),
+            before: flags.before,
+            trigger: flags.trigger,
+            trigger_multiple: flags.trigger_multiple,
+            after: flags.after,
+            amplification: flags.amplification,
+            timeout: flags.timeout.unwrap_or(d.timeout),
+            seed: flags.seed,
             ..d
         };
-        let svg = args
-            .value::<PathBuf>("svg")?
-            .unwrap_or_else(|| PathBuf::from("docs/retry-storm.svg"));
-        args.finish()?;
-        if plan.workers == 0 || plan.walk_delay.is_zero() || plan.timeout.is_zero() {
-            return Err(ArgError::new(
-                "`--workers`, `--walk-delay-ms` and `--timeout-ms` must be positive",
-            ));
-        }
-        if !(plan.trigger_multiple.is_finite() && plan.trigger_multiple > 0.0) {
-            return Err(ArgError::new(
-                "`--trigger-multiple` must be a positive number",
-            ));
+        if plan.walk_delay.is_zero() {
+            return Err("`--walk-delay-ms` must be positive with `--retry-storm`".to_owned());
         }
         if plan.before + plan.trigger + plan.after > Duration::from_secs(300) {
-            return Err(ArgError::new(
-                "the storm's phases must add up to at most 300 s",
-            ));
+            return Err("the storm's phases must add up to at most 300 s".to_owned());
         }
+        let svg = flags
+            .svg
+            .unwrap_or_else(|| PathBuf::from("docs/retry-storm.svg"));
         return Ok(Mode::RetryStorm { plan, svg });
     }
-    if args.flag("overload") {
+    if flags.overload {
+        only(matches, "`--overload`", OVERLOAD_FLAGS)?;
         let d = OverloadConfig::default();
-        let ms = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_millis);
         let config = OverloadConfig {
-            point: ms(args.value("point-ms")?, d.point),
-            workers: args.value("workers")?.unwrap_or(d.workers),
-            walk_delay: ms(args.value("walk-delay-ms")?, d.walk_delay),
-            series: args.value("series")?.unwrap_or(d.series),
-            timeout: ms(args.value("timeout-ms")?, d.timeout),
+            point: flags.point,
+            workers: flags.workers.unwrap_or(d.workers),
+            walk_delay: flags.walk_delay.unwrap_or(d.walk_delay),
+            series: flags.series,
+            timeout: flags.timeout.unwrap_or(d.timeout),
             multiples: d.multiples,
-            pin: !args.flag("no-pin"),
-            unpinned_too: !args.flag("pinned-only"),
-            seed: args.value("seed")?.unwrap_or(d.seed),
+            pin: !flags.no_pin,
+            unpinned_too: !flags.pinned_only,
+            seed: flags.seed,
         };
-        let svg = args
-            .value::<PathBuf>("svg")?
+        let svg = flags
+            .svg
             .unwrap_or_else(|| PathBuf::from("docs/overload.svg"));
-        args.finish()?;
-        if config.workers == 0 || config.point.is_zero() {
-            return Err(ArgError::new(
-                "`--workers` and `--point-ms` must be positive",
-            ));
-        }
         return Ok(Mode::Overload { config, svg });
     }
-    if let Some(rate) = args.value::<f64>("rate")? {
-        if !(rate.is_finite() && rate > 0.0) {
-            return Err(ArgError::new(
-                "`--rate` must be a positive number of requests/s",
-            ));
+    if let Some(rate) = flags.rate {
+        only(matches, "`--rate`", RATE_FLAGS)?;
+        if flags.url.is_some() {
+            only(
+                matches,
+                "`--rate` and `--url` (they set the child exporter)",
+                &[
+                    "rate",
+                    "url",
+                    "duration",
+                    "timeout",
+                    "mix",
+                    "budget",
+                    "max_outstanding",
+                    "seed",
+                ],
+            )?;
         }
-        let url = args.value::<Target>("url")?;
-        let serve = match url {
-            Some(_) => None,
-            None => Some(ServeSpec::from_args(&mut args)?),
-        };
-        let target = url.unwrap_or_else(|| Target::local(([127, 0, 0, 1], 0).into(), "/metrics"));
+        let serve = flags.url.is_none().then(|| spec(&flags));
+        let target = flags
+            .url
+            .unwrap_or_else(|| Target::local(([127, 0, 0, 1], 0).into(), "/metrics"));
         let mut load = OpenLoop::new(target, rate);
-        if let Some(ms) = args.value::<u64>("duration-ms")? {
-            load.duration = Duration::from_millis(ms);
-        }
-        if let Some(ms) = args.value::<u64>("timeout-ms")? {
-            load.timeout = Duration::from_millis(ms);
-        }
-        if let Some(mix) = args.value::<Mix>("mix")? {
-            load.mix = mix;
-        }
-        load.budget = args.value::<u64>("budget-ms")?.map(Duration::from_millis);
-        if let Some(n) = args.value("max-outstanding")? {
-            load.max_outstanding = n;
-        }
-        if let Some(seed) = args.value("seed")? {
-            load.seed = seed;
-        }
-        args.finish()?;
+        load.duration = flags.duration.unwrap_or(load.duration);
+        load.timeout = flags.timeout.unwrap_or(load.timeout);
+        load.mix = flags.mix.unwrap_or(load.mix);
+        load.budget = flags.budget;
+        load.max_outstanding = flags.max_outstanding;
+        load.seed = flags.seed;
         return Ok(Mode::OpenLoop { load, serve });
     }
-    config(args).map(Mode::Storm)
-}
-
-const CLI: Cli = Cli {
-    name: "storm",
-    usage: USAGE,
-};
-
-fn config(mut args: Args) -> Result<StormConfig, ArgError> {
+    only(matches, "the scrape storm", STORM_FLAGS)?;
     let d = StormConfig::default();
-    let ms = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_millis);
-    let config = StormConfig {
-        clients: args.value("clients")?.unwrap_or(d.clients),
-        duration: ms(args.value("duration-ms")?, d.duration),
-        walk_delay: ms(args.value("walk-delay-ms")?, d.walk_delay),
-        series: args.value("series")?.unwrap_or(d.series),
-        workers: args.value("workers")?.unwrap_or(d.workers),
-        give_up: ms(args.value("give-up-ms")?, d.give_up),
-        refused_pause: ms(args.value("refused-pause-ms")?, d.refused_pause),
-        max_requests: args.value("max-requests")?.unwrap_or(d.max_requests),
-        coalesce: match args.value::<u64>("coalesce-ms")? {
-            None => d.coalesce,
-            Some(0) => None,
-            Some(ms) => Some(Duration::from_millis(ms)),
-        },
-        url: args.value::<Target>("url")?,
-        grpc: args.flag("grpc"),
-    };
-    args.finish()?;
-    if config.grpc && config.url.is_some() {
-        return Err(ArgError::new(
-            "`--grpc` storms the gRPC exporter; it takes no `--url`",
-        ));
-    }
-    Ok(config)
+    Ok(Mode::Storm(StormConfig {
+        clients: flags.clients,
+        duration: flags.duration.unwrap_or(d.duration),
+        walk_delay: flags.walk_delay.unwrap_or(d.walk_delay),
+        series: flags.series,
+        workers: flags.workers.unwrap_or(d.workers),
+        give_up: flags.give_up,
+        refused_pause: flags.refused_pause,
+        max_requests: flags.max_requests,
+        coalesce: (!flags.coalesce.is_zero()).then_some(flags.coalesce),
+        url: flags.url,
+        grpc: flags.grpc,
+    }))
 }
+
+const CLI: Cli = Cli { name: "storm" };
 
 #[tokio::main]
 async fn main() {
-    let Some(mode) = CLI.start(tracing::Level::WARN, mode) else {
-        return;
-    };
+    let mode = CLI.start_matched(tracing::Level::WARN, mode);
     let config = match mode {
         Mode::Storm(config) => config,
         Mode::ServeExporter(spec) => {
@@ -254,9 +407,6 @@ async fn main() {
         Mode::Overload { config, svg } => overload_run(&config, &svg).await,
         Mode::RetryStorm { plan, svg } => retry_storm_run(&plan, &svg).await,
     };
-    if config.clients == 0 {
-        CLI.fail(&"`--clients` must be at least 1");
-    }
     let mut rows = match storm::run(&config).await {
         Ok(rows) => rows,
         Err(err) => {
@@ -432,4 +582,99 @@ async fn retry_storm_run(plan: &StormPlan, svg: &std::path::Path) -> ! {
 fn die(err: &dyn std::fmt::Display) -> ! {
     eprintln!("storm: {err}");
     std::process::exit(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Mode, String> {
+        let matches = Flags::command()
+            .try_get_matches_from(std::iter::once("storm").chain(args.iter().copied()))
+            .map_err(|err| err.to_string())?;
+        let flags = <Flags as clap::FromArgMatches>::from_arg_matches(&matches).unwrap();
+        mode(flags, &matches)
+    }
+
+    #[test]
+    fn each_mode_without_flags_has_the_documented_defaults() {
+        assert_eq!(parse(&[]), Ok(Mode::Storm(StormConfig::default())));
+        assert_eq!(
+            parse(&["--overload"]),
+            Ok(Mode::Overload {
+                config: OverloadConfig::default(),
+                svg: PathBuf::from("docs/overload.svg")
+            })
+        );
+        assert_eq!(
+            parse(&["--retry-storm"]),
+            Ok(Mode::RetryStorm {
+                plan: StormPlan::default(),
+                svg: PathBuf::from("docs/retry-storm.svg")
+            })
+        );
+        let target = Target::local(([127, 0, 0, 1], 0).into(), "/metrics");
+        assert_eq!(
+            parse(&["--rate=50"]),
+            Ok(Mode::OpenLoop {
+                load: OpenLoop::new(target, 50.0),
+                serve: Some(ServeSpec {
+                    gate: Gate::Admission,
+                    workers: 2,
+                    walk_delay: Duration::from_millis(20),
+                    series: 10_000
+                })
+            })
+        );
+    }
+
+    #[test]
+    fn a_flag_of_another_mode_is_refused_by_name() {
+        assert_eq!(
+            parse(&["--overload", "--clients", "3"]).unwrap_err(),
+            "`--clients` does not go with `--overload`"
+        );
+        assert!(
+            parse(&["--point-ms", "5"])
+                .unwrap_err()
+                .contains("`--point-ms`")
+        );
+        assert!(
+            parse(&[
+                "--rate",
+                "5",
+                "--url",
+                "http://127.0.0.1:1/",
+                "--workers",
+                "3"
+            ])
+            .is_err()
+        );
+        assert!(
+            parse(&["--overload", "--retry-storm"]).is_err(),
+            "one mode at a time"
+        );
+        assert!(parse(&["--grpc", "--url", "http://127.0.0.1:1/"]).is_err());
+        assert!(parse(&["--clients", "0"]).is_err());
+    }
+
+    #[test]
+    fn flags_may_come_in_any_order_and_with_an_equals_sign() {
+        let Ok(Mode::Overload { config, .. }) =
+            parse(&["--workers=3", "--overload", "--point-ms", "500"])
+        else {
+            panic!("an overload run");
+        };
+        assert_eq!(
+            (config.workers, config.point),
+            (3, Duration::from_millis(500))
+        );
+    }
+
+    #[test]
+    fn the_flag_definitions_are_consistent() {
+        Flags::command().debug_assert();
+    }
 }

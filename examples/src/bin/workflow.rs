@@ -11,99 +11,105 @@
 //! stops the server and drains every pool under `--shutdown-deadline-ms`
 //! counted from the signal, logs `drained` or `abandoned`, and exits 0.
 //!
-//! Flags: `--listen ADDR` (default `127.0.0.1:8080`; port 0 picks one),
-//! `--work-slots N` (2), `--control-slots N` (4), `--cycle-ms MS` (200),
-//! `--native-capacities LIST` (`2,3`), `--shutdown-deadline-ms MS` (5000),
-//! `--http-workers N` (2), and actix-web's connection admission:
-//! `--max-connections N` (three quarters of the open-file limit, at most
-//! 4096, over all HTTP workers), `--header-timeout-ms MS` (5000: a request
-//! head must arrive in time, else `408`) and `--idle-timeout-ms MS` (5000,
-//! kept-alive connections). A client that closes its side (FIN) counts as
-//! gone. Behind a balancer: `GET /readyz` is `200` until the signal and
-//! `503` from it on, `--drain-delay-ms MS` (0) keeps serving that long
-//! after the signal before the listener closes (the deadline counts from
-//! its end), `--agent-check ADDR` answers HAProxy's agent checks there
-//! (`up ready W%` from the request pools' free slots, `drain` from the
-//! signal on), and every response carries `endpoint-load-metrics` (ORCA
-//! `TEXT`). Every error answer is a problem document with no request data in
-//! it, and malformed requests from clients are logged as one `WARN` line
-//! per 10 s at most, with a count. It prints `listening on ADDR` on stdout
-//! once bound; logs go to stderr.
+//! Connections are admitted by actix-web's own limits (`--max-connections`,
+//! `--header-timeout-ms`, `--idle-timeout-ms`); a client that closes its
+//! side (FIN) counts as gone. Behind a balancer: `GET /readyz` is `200`
+//! until the signal and `503` from it on, `--drain-delay-ms` keeps serving
+//! that long after the signal, `--agent-check ADDR` answers HAProxy's agent
+//! checks, and every response carries `endpoint-load-metrics` (ORCA
+//! `TEXT`). Every error answer is a problem document with no request data
+//! in it, and malformed requests from clients are logged as one `WARN` line
+//! per 10 s at most, with a count. `--help` lists every flag with its
+//! meaning and default; `RUST_LOG` chooses the log lines (default `info`).
+//! It prints `listening on ADDR` on stdout once bound; logs go to stderr.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use admission_examples::args::{ArgError, Args};
-use admission_examples::cli::Cli;
-use admission_examples::workflow::{Config, NativeCapacities, Workflow};
+use admission_examples::cli::{Cli, millis, positive, positive_millis};
+use admission_examples::workflow::{Config, NativeCapacities, Workflow, default_max_connections};
 
-const USAGE: &str = "usage: workflow [--listen ADDR] [--work-slots N] [--control-slots N] \
-[--cycle-ms MS] [--native-capacities N,N,...] [--shutdown-deadline-ms MS] [--http-workers N] \
-[--max-connections N] [--header-timeout-ms MS] [--idle-timeout-ms MS] [--drain-delay-ms MS] \
-[--agent-check ADDR]";
-
-const CLI: Cli = Cli {
-    name: "workflow",
-    usage: USAGE,
-};
-
-fn config(mut args: Args) -> Result<Config, ArgError> {
-    let defaults = Config::default();
-    let ms = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_millis);
-    let config = Config {
-        listen: args
-            .value::<SocketAddr>("listen")?
-            .unwrap_or(defaults.listen),
-        work_slots: args.value("work-slots")?.unwrap_or(defaults.work_slots),
-        control_slots: args
-            .value("control-slots")?
-            .unwrap_or(defaults.control_slots),
-        cycle: ms(args.value("cycle-ms")?, defaults.cycle),
-        native_capacities: args
-            .value::<NativeCapacities>("native-capacities")?
-            .unwrap_or(defaults.native_capacities),
-        shutdown_deadline: ms(
-            args.value("shutdown-deadline-ms")?,
-            defaults.shutdown_deadline,
-        ),
-        http_workers: args.value("http-workers")?.unwrap_or(defaults.http_workers),
-        max_connections: positive(&mut args, "max-connections")?
-            .unwrap_or(defaults.max_connections),
-        header_timeout: ms(
-            positive(&mut args, "header-timeout-ms")?,
-            defaults.header_timeout,
-        ),
-        idle_timeout: ms(
-            positive(&mut args, "idle-timeout-ms")?,
-            defaults.idle_timeout,
-        ),
-        drain_delay: ms(args.value("drain-delay-ms")?, defaults.drain_delay),
-        agent_check: args
-            .value::<SocketAddr>("agent-check")?
-            .or(defaults.agent_check),
-    };
-    args.finish()?;
-    Ok(config)
+/// The incident-3 workflow service (actix-web): request leases by class,
+/// `503` + `Retry-After` when a class is full, and four background loops
+/// in reserved slots that request load cannot refuse.
+///
+/// `POST /operations?work_ms=MS` takes a *work* lease, `GET
+/// /operations/{id}` a *control* lease; `GET /healthz` and `GET /status`
+/// are never refused. On SIGTERM or SIGINT it drains every pool under the
+/// shutdown deadline, logs `drained` or `abandoned`, and exits 0.
+/// `RUST_LOG` sets the log lines (default `info`).
+#[derive(Debug, clap::Parser)]
+#[command(name = "workflow", args_override_self = true)]
+struct Flags {
+    /// Where to listen (port 0 picks one; the address is printed as
+    /// `listening on ADDR`).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Request leases of class *work* (`POST /operations`).
+    #[arg(long = "work-slots", value_name = "N", default_value_t = 2)]
+    work_slots: usize,
+    /// Request leases of class *control* (`GET /operations/{id}`).
+    #[arg(long = "control-slots", value_name = "N", default_value_t = 4)]
+    control_slots: usize,
+    /// Period of each background loop's cycle.
+    #[arg(long = "cycle-ms", value_name = "MS", default_value = "200", value_parser = millis)]
+    cycle: Duration,
+    /// Slots of the native dispatcher's pools, one pool per number.
+    #[arg(
+        long = "native-capacities",
+        value_name = "N,N,...",
+        default_value = "2,3"
+    )]
+    native_capacities: NativeCapacities,
+    /// How long shutdown may take, counted from the signal (after the
+    /// drain delay).
+    #[arg(long = "shutdown-deadline-ms", value_name = "MS", default_value = "5000", value_parser = millis)]
+    shutdown_deadline: Duration,
+    /// actix-web's HTTP worker threads.
+    #[arg(long = "http-workers", value_name = "N", default_value_t = 2)]
+    http_workers: usize,
+    /// Connections open at once, over all HTTP workers (the default is
+    /// three quarters of the open-file limit, at most 4096).
+    #[arg(long = "max-connections", value_name = "N", default_value_t = default_max_connections(), value_parser = positive)]
+    max_connections: usize,
+    /// Time for a request head to arrive, else `408`.
+    #[arg(long = "header-timeout-ms", value_name = "MS", default_value = "5000", value_parser = positive_millis)]
+    header_timeout: Duration,
+    /// Time a kept-alive connection stays open with nothing in flight.
+    #[arg(long = "idle-timeout-ms", value_name = "MS", default_value = "5000", value_parser = positive_millis)]
+    idle_timeout: Duration,
+    /// After the signal, keep serving this long (with `/readyz` `503` and
+    /// the agent saying `drain`) before the listener closes; the deadline
+    /// counts from its end.
+    #[arg(long = "drain-delay-ms", value_name = "MS", default_value = "0", value_parser = millis)]
+    drain_delay: Duration,
+    /// Answer HAProxy's agent checks here (`up ready W%` from the request
+    /// pools' free slots, `drain` from the signal on). Off when not given.
+    #[arg(long = "agent-check", value_name = "ADDR")]
+    agent_check: Option<SocketAddr>,
 }
 
-/// `--name N`, which must be at least 1.
-fn positive<T>(args: &mut Args, name: &str) -> Result<Option<T>, ArgError>
-where
-    T: std::str::FromStr + PartialEq + Default,
-    T::Err: std::fmt::Display,
-{
-    match args.value::<T>(name)? {
-        Some(zero) if zero == T::default() => {
-            Err(ArgError::new(format!("`--{name}` must be at least 1")))
-        }
-        value => Ok(value),
-    }
+const CLI: Cli = Cli { name: "workflow" };
+
+fn config(flags: Flags) -> Result<Config, String> {
+    Ok(Config {
+        listen: flags.listen,
+        work_slots: flags.work_slots,
+        control_slots: flags.control_slots,
+        cycle: flags.cycle,
+        native_capacities: flags.native_capacities,
+        shutdown_deadline: flags.shutdown_deadline,
+        http_workers: flags.http_workers,
+        max_connections: flags.max_connections,
+        header_timeout: flags.header_timeout,
+        idle_timeout: flags.idle_timeout,
+        drain_delay: flags.drain_delay,
+        agent_check: flags.agent_check,
+    })
 }
 
 fn main() {
-    let Some(config) = CLI.start(tracing::Level::INFO, config) else {
-        return;
-    };
+    let config = CLI.start(tracing::Level::INFO, config);
     let listen = config.listen;
     let workflow = match Workflow::new(config) {
         Ok(workflow) => workflow,
@@ -126,4 +132,22 @@ fn main() {
     // Blocked worker threads cannot be joined; the report above says what
     // was left running, and the exit ends it.
     std::process::exit(0);
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    #[test]
+    fn no_flags_give_the_documented_defaults() {
+        let flags = Flags::try_parse_from(["workflow"]).unwrap();
+        assert_eq!(config(flags).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn the_flag_definitions_are_consistent() {
+        <Flags as clap::CommandFactory>::command().debug_assert();
+    }
 }

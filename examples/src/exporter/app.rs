@@ -21,8 +21,9 @@ use tower::ServiceBuilder;
 use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::load_shed::LoadShedLayer;
 
-use super::backend::{Backend, WalkError};
-use super::walk::{RegistryStats, WalkGauge, Walked, Walker};
+use super::backend::{Backend, WalkError, Walked};
+use super::held::HeldBytes;
+use crate::walk::{RegistryStats, WalkGauge, Walker};
 
 /// The exposition content type `prometheus-client` encodes.
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -32,6 +33,8 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
 pub(crate) struct App {
     pub(crate) backend: Backend,
     pub(crate) walker: Walker,
+    /// The bytes walk bodies hold, against `--max-held-mb`.
+    pub(crate) held: HeldBytes,
     pub(crate) gauge: WalkGauge,
     pub(crate) cardinality: Gauge,
     pub(crate) workers: usize,
@@ -68,10 +71,10 @@ impl App {
     /// a scrape (fail-fast) is refused without a walk while bodies not
     /// yet read hold the memory bound.
     pub(crate) async fn walk(&self, admission: Admission) -> Result<Walked, WalkError> {
-        if admission != Admission::Wait && self.walker.held().is_full() {
+        if admission != Admission::Wait && self.held.is_full() {
             return Err(WalkError::MemoryBound);
         }
-        self.backend.walk(&self.walker, admission).await
+        self.backend.walk(&self.walker, &self.held, admission).await
     }
 
     fn render(&self, stats: RegistryStats) -> String {

@@ -14,7 +14,23 @@ use axum::response::{IntoResponse, Response};
 
 use super::Gate;
 use super::queue::UnboundedQueue;
-use super::walk::{Departure, Walked, Walker};
+use bytes::Bytes;
+
+use super::held::HeldBytes;
+use crate::walk::{Departure, RegistryStats, Walker};
+
+/// One full walk's output, shared by every caller of the walk: cloning it
+/// clones a pointer to the text, never the text.
+#[derive(Debug, Clone)]
+pub(crate) struct Walked {
+    /// The whole registry as exposition text, served as the `/metrics`
+    /// body, counted as held until its last share is dropped.
+    pub(crate) text: Bytes,
+    /// What the text holds, for the status page and the cardinality loop;
+    /// counted once per walk on the walking thread, so no caller rescans
+    /// the text on a runtime thread.
+    pub(crate) stats: RegistryStats,
+}
 
 /// What coalesced walks are keyed by: the walk itself, not the route.
 ///
@@ -158,12 +174,21 @@ impl Backend {
     pub(crate) async fn walk(
         &self,
         walker: &Walker,
+        held: &HeldBytes,
         admission: Admission,
     ) -> Result<Walked, WalkError> {
-        let walker = walker.clone();
+        let (walker, held) = (walker.clone(), held.clone());
         let caller = Departure::default();
         let watched = caller.clone();
-        let work = move || walker.walk(&watched);
+        // `Bytes` takes the string's buffer over (no copy) and counts it as
+        // held until its last share is dropped.
+        let work = move || {
+            let (text, stats) = walker.walk(&watched)?;
+            Ok(Walked {
+                text: held.hold(text),
+                stats,
+            })
+        };
         // Dropped unanswered (the client left), it marks the walk's time
         // from then on as orphaned.
         let waiting = caller.waiting();

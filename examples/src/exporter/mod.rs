@@ -27,12 +27,13 @@ mod backend;
 mod backends;
 mod config;
 mod connections;
+mod flags;
 mod held;
 mod queue;
 mod serve;
-mod walk;
 
 pub use self::backend::WalkError;
 pub use self::config::{Config, DEFAULT_MAX_HELD, Gate, MetricsBackend, UnknownGate};
+pub use self::flags::WalkFlags;
 pub use self::serve::{Exporter, LOAD_REPORT_ROUTES, Stopped, serve};
-pub use self::walk::{RegistryStats, WalkGauge};
+pub use crate::walk::{RegistryStats, WalkGauge};

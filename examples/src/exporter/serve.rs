@@ -27,8 +27,9 @@ use super::app::{App, router};
 use super::backend::Backend;
 use super::connections::ConnectionMetrics;
 use super::held::HeldBytes;
-use super::walk::{WalkGauge, Walker, demo_registry};
 use super::{Config, Gate};
+use crate::stop::Serving;
+use crate::walk::{WalkGauge, Walker, demo_registry};
 
 /// A built exporter, not yet serving.
 ///
@@ -167,7 +168,13 @@ impl Exporter {
         )
         .map_err(io::Error::other)?;
         let shutdown = Shutdown::new(config.shutdown_deadline).map_err(io::Error::other)?;
-        let mut registry = demo_registry(config.series, &gauge, &cardinality);
+        let mut registry = demo_registry("exporter_demo_events", config.series);
+        gauge.register(&mut registry);
+        registry.register(
+            "exporter_cardinality_series",
+            "Series counted by the last background cardinality walk.",
+            cardinality.clone(),
+        );
         let connections = ConnectionMetrics::default();
         connections.register(&mut registry);
         if let Some(pool) = backend.pool() {
@@ -183,10 +190,11 @@ impl Exporter {
         }
         let held = HeldBytes::new(config.max_held);
         register_held(&mut registry, &held);
-        let walker = Walker::new(registry, config.walk_delay, gauge.clone(), held);
+        let walker = Walker::new(registry, config.walk_delay, gauge.clone());
         let app = Arc::new(App {
             backend,
             walker,
+            held,
             gauge,
             cardinality,
             workers: config.workers,
@@ -267,19 +275,9 @@ impl Exporter {
             .with_graceful_shutdown(stop_accepting.clone().cancelled_owned());
         let counted = server.connections();
         connections.attach(counted.clone());
-        let mut server = tokio::spawn(server.into_future());
+        let mut server = Serving::spawn(server.into_future(), stop_accepting);
 
-        let signalled = tokio::select! {
-            () = shutdown_signal => Instant::now(),
-            ended = &mut server => {
-                let _ = shutdown.shutdown().await;
-                return Err(match ended {
-                    Ok(Ok(())) => io::Error::other("the server stopped before any signal"),
-                    Ok(Err(err)) => err,
-                    Err(join) => io::Error::other(join),
-                });
-            }
-        };
+        let signalled = server.until(shutdown_signal, &shutdown).await?;
         // The preStop delay: not ready at once, still serving (and
         // accepting) so the balancer looks and routes elsewhere first.
         readiness.withdraw_for(config.drain_delay).await;
@@ -288,26 +286,26 @@ impl Exporter {
             deadline_ms = config.shutdown_deadline.as_millis() as u64,
             "shutdown signal: no new connections; draining by the deadline"
         );
-        stop_accepting.cancel();
-        let discarded = match &app.backend {
-            Backend::Queue(queue) => queue.close(),
-            Backend::Admission(_) | Backend::Coalesced(_) | Backend::Tower => 0,
-        };
-        let (served, report) = tokio::join!(
-            tokio::time::timeout_at(deadline, &mut server),
-            shutdown.shutdown_by(deadline)
-        );
-        let connections_cut = served.is_err();
-        if connections_cut {
-            server.abort();
-        }
+        let mut discarded = 0;
+        let drained = server
+            .drain(
+                &shutdown,
+                deadline,
+                || {
+                    if let Backend::Queue(queue) = &app.backend {
+                        discarded = queue.close();
+                    }
+                },
+                || (),
+            )
+            .await;
         if let Some(agent) = agent {
             agent.abort();
         }
         Ok(Stopped {
             gate: config.gate,
-            report,
-            connections_cut,
+            report: drained.report,
+            connections_cut: drained.cut.is_some(),
             discarded,
             deadline: config.shutdown_deadline,
             took: signalled.elapsed(),

@@ -32,7 +32,6 @@ mod proto;
 mod retry;
 mod serve;
 mod service;
-mod walk;
 
 pub use self::config::{Config, Gate, UnknownGate};
 pub use self::proto::{
@@ -41,4 +40,4 @@ pub use self::proto::{
 pub use self::retry::RetryingClient;
 pub use self::serve::{GrpcExporter, OpenAtDeadline, Stopped, serve};
 pub use self::service::{App, Parts};
-pub use self::walk::WalkGauge;
+pub use crate::walk::WalkGauge;

@@ -19,16 +19,17 @@ use admission_core::{Pool, RequestPools, Shutdown};
 use admission_http::body::ProgressTimeout;
 use admission_tonic::AdmissionLayer;
 use admission_tonic::connections::ConnectionStats;
+use futures_util::TryFutureExt as _;
 use tokio::net::TcpListener;
-use tokio::time::Instant;
 use tonic::transport::Server;
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 
 use super::proto::RegistryServer;
 use super::service::{App, Backend};
-use super::walk::{WalkGauge, Walker, demo_registry};
 use super::{Config, Gate};
+use crate::stop::Serving;
+use crate::walk::{WalkGauge, Walker, demo_registry};
 
 /// A built gRPC exporter, not yet serving.
 ///
@@ -150,7 +151,7 @@ impl GrpcExporter {
         let requests =
             RequestPools::new(config.work_slots, config.control_slots).map_err(io::Error::other)?;
         let shutdown = Shutdown::new(config.shutdown_deadline).map_err(io::Error::other)?;
-        let mut registry = demo_registry(config.series);
+        let mut registry = demo_registry("grpc_exporter_demo_events", config.series);
         let backend = match config.gate {
             Gate::Admission => {
                 let pool = Pool::new("registry", config.workers).map_err(io::Error::other)?;
@@ -245,66 +246,56 @@ impl GrpcExporter {
         let registry = RegistryServer::new(app);
         let builder = config.connections.server(Server::builder());
         let stopped = stop_accepting.clone().cancelled_owned();
-        let server = match config.gate {
-            Gate::Admission => tokio::spawn(
+        let mut server = match config.gate {
+            Gate::Admission => Serving::spawn(
                 builder
                     .layer(layer)
                     .add_service(health)
                     .add_service(registry)
-                    .serve_with_incoming_shutdown(incoming, stopped),
+                    .serve_with_incoming_shutdown(incoming, stopped)
+                    .map_err(io::Error::other),
+                stop_accepting,
             ),
-            Gate::TonicLimit => tokio::spawn(
+            Gate::TonicLimit => Serving::spawn(
                 builder
                     .concurrency_limit_per_connection(config.workers)
                     .load_shed(true)
                     .add_service(health)
                     .add_service(registry)
-                    .serve_with_incoming_shutdown(incoming, stopped),
+                    .serve_with_incoming_shutdown(incoming, stopped)
+                    .map_err(io::Error::other),
+                stop_accepting,
             ),
         };
-        let mut server = server;
 
-        let signalled = tokio::select! {
-            () = shutdown_signal => Instant::now(),
-            ended = &mut server => {
-                let _ = shutdown.shutdown().await;
-                return Err(match ended {
-                    Ok(Ok(())) => io::Error::other("the server stopped before any signal"),
-                    Ok(Err(err)) => io::Error::other(err),
-                    Err(join) => io::Error::other(join),
-                });
-            }
-        };
+        let signalled = server.until(shutdown_signal, &shutdown).await?;
         let deadline = signalled + config.shutdown_deadline;
         tracing::info!(
             deadline_ms = config.shutdown_deadline.as_millis() as u64,
             "shutdown signal: NOT_SERVING, no new connections; draining by the deadline"
         );
         not_serving(&reporter).await;
-        stop_accepting.cancel();
-        // Connections that never sent a preface would hold the graceful
-        // shutdown to its deadline.
-        connections.close_silent();
-        let (served, report) = tokio::join!(
-            tokio::time::timeout_at(deadline, &mut server),
-            shutdown.shutdown_by(deadline)
-        );
-        let connections_cut = served.is_err();
-        let open_at_deadline = connections_cut.then(|| OpenAtDeadline {
-            walks: registry_pool
-                .as_ref()
-                .map_or(0, |pool| pool.stats().running),
-            leased_calls: requests.pool(admission_core::Class::Work).stats().in_use,
-            connections: connections.stats().open,
-        });
-        if connections_cut {
-            server.abort();
-        }
+        let drained = server
+            .drain(
+                &shutdown,
+                deadline,
+                // Connections that never sent a preface would hold the
+                // graceful shutdown to its deadline.
+                || connections.close_silent(),
+                || OpenAtDeadline {
+                    walks: registry_pool
+                        .as_ref()
+                        .map_or(0, |pool| pool.stats().running),
+                    leased_calls: requests.pool(admission_core::Class::Work).stats().in_use,
+                    connections: connections.stats().open,
+                },
+            )
+            .await;
         Ok(Stopped {
             gate: config.gate,
-            report,
-            connections_cut,
-            open_at_deadline,
+            report: drained.report,
+            connections_cut: drained.cut.is_some(),
+            open_at_deadline: drained.cut,
             connections: connections.stats(),
             deadline: config.shutdown_deadline,
             took: signalled.elapsed(),

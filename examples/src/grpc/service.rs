@@ -13,7 +13,7 @@ use admission_tonic::Rejection;
 use tonic::{Request, Response, Status};
 
 use super::proto::{Exposition, WalkRequest};
-use super::walk::{Walked, Walker};
+use crate::walk::{Departure, Walker};
 
 /// Lines per `Stream` message when the request says 0.
 const DEFAULT_LINES: usize = 1000;
@@ -40,11 +40,8 @@ impl App {
         &self,
         _call: Request<WalkRequest>,
     ) -> Result<Response<Exposition>, Status> {
-        let walked = self.full_walk().await?;
-        Ok(Response::new(Exposition {
-            text: walked.text,
-            series: walked.series,
-        }))
+        let (text, series) = self.full_walk().await?;
+        Ok(Response::new(Exposition { text, series }))
     }
 
     /// `Stream`: one walk (holding a worker only while it runs), then its
@@ -58,18 +55,26 @@ impl App {
             0 => DEFAULT_LINES,
             n => n as usize,
         };
-        let walked = self.full_walk().await?;
-        Ok(Response::new(Parts::new(walked, lines)))
+        let (text, series) = self.full_walk().await?;
+        Ok(Response::new(Parts::new(text, series, lines)))
     }
 
-    async fn full_walk(&self) -> Result<Walked, Status> {
+    /// One walk through the gate: its text and its sample lines. The
+    /// walk's time after a cancelled call is not told apart (the service
+    /// keeps no departure), so it all counts as busy.
+    async fn full_walk(&self) -> Result<(String, u64), Status> {
         let walker = self.walker.clone();
+        let work = move || {
+            walker
+                .walk(&Departure::default())
+                .map(|(text, stats)| (text, stats.series as u64))
+        };
         match &self.backend {
             Backend::Admission(pool) => Ok(pool
-                .run(move || walker.walk(), Admission::FailFast)
+                .run(work, Admission::FailFast)
                 .await
                 .map_err(Rejection::from)?),
-            Backend::Blocking => match tokio::task::spawn_blocking(move || walker.walk()).await {
+            Backend::Blocking => match tokio::task::spawn_blocking(work).await {
                 Ok(Ok(walked)) => Ok(walked),
                 // A code, never the error's or the panic's message.
                 Ok(Err(_)) => Err(Status::internal(admission_http::WORK_FAILED)),
@@ -90,12 +95,12 @@ pub struct Parts {
 }
 
 impl Parts {
-    fn new(walked: Walked, lines: usize) -> Parts {
+    fn new(text: String, series: u64, lines: usize) -> Parts {
         Parts {
-            text: walked.text,
+            text,
             at: 0,
             lines: lines.max(1),
-            series: walked.series,
+            series,
         }
     }
 }

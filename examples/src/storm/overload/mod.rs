@@ -26,6 +26,7 @@ use super::client::Scraper;
 use super::open_loop::{Criticality, Mix, OpenLoop, Report};
 use super::{Phase, Target};
 use crate::exporter::Gate;
+use crate::progress::Progress;
 
 /// The overload run's settings; [`OverloadConfig::default`] gives the
 /// binary's defaults.
@@ -133,7 +134,9 @@ pub struct Overload {
     pub deadline: Vec<Point>,
 }
 
-/// Runs the whole overload measurement. Progress goes to stderr.
+/// Runs the whole overload measurement. Progress goes to stderr: a line
+/// per point, and (on a terminal) a bar with the point under way, how
+/// many of how many, and about how long is left.
 ///
 /// # Cancel safety
 ///
@@ -151,19 +154,26 @@ pub async fn run(config: &OverloadConfig) -> io::Result<Overload> {
     if let Some(p) = &pinning {
         p.pin_self()?;
     }
+    let sweeps = if pinning.is_some() && config.unpinned_too {
+        2
+    } else {
+        1
+    };
+    let progress = Progress::new("overload", steps(config, sweeps));
     let server_cpu = pinning.as_ref().map(|_| 0);
-    let sweep = sweep(config, server_cpu).await?;
+    let sweep = sweep(config, server_cpu, &progress).await?;
     let capacity = sweep.capacity;
-    let criticality = criticality(config, server_cpu, capacity).await?;
-    let deadline = deadline(config, server_cpu, capacity).await?;
+    let criticality = criticality(config, server_cpu, capacity, &progress).await?;
+    let deadline = deadline(config, server_cpu, capacity, &progress).await?;
     let unpinned = match (&pinning, config.unpinned_too) {
         (Some(p), true) => {
             p.unpin_self()?;
-            eprintln!("overload: the sweep again, unpinned");
-            Some(self::sweep(config, None).await?)
+            progress.line("overload: the sweep again, unpinned");
+            Some(self::sweep(config, None, &progress).await?)
         }
         _ => None,
     };
+    progress.finish();
     if let Some(p) = &pinning {
         p.unpin_self()?;
     }
@@ -176,9 +186,38 @@ pub async fn run(config: &OverloadConfig) -> io::Result<Overload> {
     })
 }
 
-async fn sweep(config: &OverloadConfig, cpu: Option<usize>) -> io::Result<Sweep> {
+/// The steps of a run of `sweeps` sweeps: per sweep the capacity and one
+/// point per multiple and gate, then the criticality and deadline points.
+fn steps(config: &OverloadConfig, sweeps: u64) -> u64 {
+    let per_sweep = 1 + (config.multiples.len() * SWEEP_GATES.len()) as u64;
+    sweeps * per_sweep + (CRITICALITY_GATES.len() + 2 * DEADLINE_GATES.len()) as u64
+}
+
+/// The gates of the criticality scenario, and whether requests announce
+/// their budget.
+const CRITICALITY_GATES: [(&str, Gate, bool); 4] = [
+    ("tower limit+shed", Gate::TowerLimit, false),
+    ("admission fail-fast", Gate::Admission, false),
+    (QUEUE_GATE, Gate::AdmissionQueue, false),
+    // As behind Envoy, which tells each request's timeout.
+    (QUEUE_GATE, Gate::AdmissionQueue, true),
+];
+
+/// The gates of the deadline scenario, each without and with the budget.
+const DEADLINE_GATES: [(&str, Gate); 2] = [
+    ("admission fail-fast", Gate::Admission),
+    (QUEUE_GATE, Gate::AdmissionQueue),
+];
+
+async fn sweep(
+    config: &OverloadConfig,
+    cpu: Option<usize>,
+    progress: &Progress,
+) -> io::Result<Sweep> {
+    progress.start("measuring the capacity");
     let capacity = measure_capacity(config, cpu).await?;
-    eprintln!(
+    progress.done();
+    progress.line(&format!(
         "overload: capacity {capacity:.1} walks/s ({} workers, {} ms walk delay){}",
         config.workers,
         config.walk_delay.as_millis(),
@@ -187,13 +226,13 @@ async fn sweep(config: &OverloadConfig, cpu: Option<usize>) -> io::Result<Sweep>
         } else {
             ", unpinned"
         }
-    );
+    ));
     let mut points = Vec::new();
     for &multiple in &config.multiples {
         for (label, gate) in SWEEP_GATES {
             let mut load = open_loop(config, multiple * capacity);
             load.timeout = config.timeout;
-            let point = one(config, cpu, label, gate, multiple, load).await?;
+            let point = one(config, cpu, label, gate, multiple, load, progress).await?;
             points.push(point);
         }
     }
@@ -209,16 +248,11 @@ async fn criticality(
     config: &OverloadConfig,
     cpu: Option<usize>,
     capacity: f64,
+    progress: &Progress,
 ) -> io::Result<Vec<Point>> {
     let (critical, sheddable) = (0.5, 10.0);
     let mut points = Vec::new();
-    for (label, gate, budget) in [
-        ("tower limit+shed", Gate::TowerLimit, false),
-        ("admission fail-fast", Gate::Admission, false),
-        (QUEUE_GATE, Gate::AdmissionQueue, false),
-        // As behind Envoy, which tells each request's timeout.
-        (QUEUE_GATE, Gate::AdmissionQueue, true),
-    ] {
+    for (label, gate, budget) in CRITICALITY_GATES {
         let mut load = open_loop(config, (critical + sheddable) * capacity);
         load.timeout = config.timeout;
         load.budget = budget.then_some(config.timeout);
@@ -227,7 +261,18 @@ async fn criticality(
             (Criticality::Sheddable, sheddable),
         ])
         .map_err(io::Error::other)?;
-        points.push(one(config, cpu, label, gate, critical + sheddable, load).await?);
+        points.push(
+            one(
+                config,
+                cpu,
+                label,
+                gate,
+                critical + sheddable,
+                load,
+                progress,
+            )
+            .await?,
+        );
     }
     Ok(points)
 }
@@ -238,18 +283,16 @@ async fn deadline(
     config: &OverloadConfig,
     cpu: Option<usize>,
     capacity: f64,
+    progress: &Progress,
 ) -> io::Result<Vec<Point>> {
     let timeout = config.walk_delay * 3 / 2;
     let mut points = Vec::new();
-    for (label, gate) in [
-        ("admission fail-fast", Gate::Admission),
-        (QUEUE_GATE, Gate::AdmissionQueue),
-    ] {
+    for (label, gate) in DEADLINE_GATES {
         for budget in [false, true] {
             let mut load = open_loop(config, 5.0 * capacity);
             load.timeout = timeout;
             load.budget = budget.then_some(timeout);
-            points.push(one(config, cpu, label, gate, 5.0, load).await?);
+            points.push(one(config, cpu, label, gate, 5.0, load, progress).await?);
         }
     }
     Ok(points)
@@ -297,11 +340,14 @@ async fn one(
     gate: Gate,
     multiple: f64,
     load: OpenLoop,
+    progress: &Progress,
 ) -> io::Result<Point> {
     let (rate, mixed, budget) = (load.rate, load.mix.sends_header(), load.budget.is_some());
+    progress.start(&format!("{label} at {multiple}x"));
     let (report, walks) = against_child(load, &spec(config, gate), cpu).await?;
+    progress.done();
     let total = report.total();
-    eprintln!(
+    progress.line(&format!(
         "overload: {label} at {multiple}x ({rate:.0}/s{}{}): goodput {:.1}/s, refused {}, \
          timed out {}, errors {}, dropped {}, max walks {}",
         if mixed { ", mixed" } else { "" },
@@ -312,7 +358,7 @@ async fn one(
         total.errors,
         total.dropped,
         walks.peak,
-    );
+    ));
     Ok(Point {
         gate: label,
         multiple,

@@ -19,7 +19,6 @@ use tokio::net::TcpListener;
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::time::{Instant, timeout};
 
-use crate::args::{ArgError, Args};
 use crate::exporter::{Config, Exporter, Gate};
 
 /// How long a child may take to start or to stop.
@@ -79,7 +78,19 @@ impl WalkStats {
     }
 }
 
-/// What the child serves.
+/// What the child serves (`storm --serve-exporter --gate G --workers N
+/// --walk-delay-ms MS --series N`, which the parent passes).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admission_examples::exporter::Gate;
+/// use admission_examples::storm::overload::ServeSpec;
+///
+/// let spec = ServeSpec { gate: Gate::TowerLimit, workers: 2, walk_delay: Duration::from_millis(5), series: 10 };
+/// assert_eq!(spec.clone(), spec);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServeSpec {
     /// The gate in front of the walks.
@@ -93,35 +104,6 @@ pub struct ServeSpec {
 }
 
 impl ServeSpec {
-    /// Reads `--gate` (admission), `--workers` (2), `--walk-delay-ms` (20)
-    /// and `--series` (10000) from `args`.
-    ///
-    /// # Errors
-    ///
-    /// An [`ArgError`] when a value does not parse.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use admission_examples::args::Args;
-    /// use admission_examples::exporter::Gate;
-    /// use admission_examples::storm::overload::ServeSpec;
-    ///
-    /// let mut args = Args::parse(["--gate", "tower", "--walk-delay-ms", "5"].map(String::from)).unwrap();
-    /// let spec = ServeSpec::from_args(&mut args).unwrap();
-    /// assert_eq!((spec.gate, spec.workers), (Gate::TowerLimit, 2));
-    /// assert_eq!(spec.walk_delay, Duration::from_millis(5));
-    /// ```
-    pub fn from_args(args: &mut Args) -> Result<ServeSpec, ArgError> {
-        Ok(ServeSpec {
-            gate: args.value("gate")?.unwrap_or_default(),
-            workers: args.value("workers")?.unwrap_or(2),
-            walk_delay: Duration::from_millis(args.value("walk-delay-ms")?.unwrap_or(20)),
-            series: args.value("series")?.unwrap_or(10_000),
-        })
-    }
-
     /// The child's flags after `--serve-exporter`.
     fn args(&self) -> Vec<String> {
         vec![

@@ -1,9 +1,12 @@
-//! The demo registry and the full walk over it.
+//! The demo registry and the full walk over it, shared by the HTTP
+//! [`exporter`](crate::exporter) and the [`grpc`](crate::grpc) one.
 //!
-//! This module owns the registry's contents, the walk (encode the whole
+//! This module owns the registry's demo family, the walk (encode the whole
 //! registry to exposition text, after the configured extra delay, and count
-//! it) and the gauge that counts walks. The walk runs on whatever thread the
-//! gate gives it; it must never run on a runtime thread.
+//! it) and [`WalkGauge`], which counts walks. The walk runs on whatever
+//! thread the gate gives it; it must never run on a runtime thread, and it
+//! never decides how its text is served (the exporter counts it as held,
+//! the gRPC service sends it in messages).
 
 use std::fmt;
 use std::sync::atomic::AtomicU64;
@@ -11,22 +14,29 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::held::HeldBytes;
-
 /// Walks running right now, the most ever seen at once, walks queued and
 /// not started (only the unbounded queue has any), and walks that ran;
 /// and the time walks held a thread, in all and after their caller left.
 ///
-/// The counts are exported as `exporter_walks_running`,
+/// The exporter exports the counts as `exporter_walks_running`,
 /// `exporter_walks_peak`, `exporter_walks_queued` and
-/// `exporter_walks_started_total`. Clones share them.
+/// `exporter_walks_started_total`; the gRPC exporter only reads them.
+/// Clones share them.
+///
+/// # Examples
+///
+/// ```
+/// use admission_examples::exporter::WalkGauge;
+///
+/// let gauge = WalkGauge::default();
+/// assert_eq!((gauge.running(), gauge.peak(), gauge.started()), (0, 0, 0));
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct WalkGauge {
     running: Gauge,
@@ -212,29 +222,17 @@ impl RegistryStats {
     }
 }
 
-/// One full walk's output, shared by every caller of the walk: cloning it
-/// clones a pointer to the text, never the text.
-#[derive(Debug, Clone)]
-pub(crate) struct Walked {
-    /// The whole registry as exposition text, served as the `/metrics` body.
-    pub(crate) text: Bytes,
-    /// What the text holds, for the status page and the cardinality loop;
-    /// counted once per walk on the walking thread, so no caller rescans
-    /// the text on a runtime thread.
-    pub(crate) stats: RegistryStats,
-}
-
 /// The registry and what a walk over it costs.
 #[derive(Debug, Clone)]
 pub(crate) struct Walker {
     registry: Arc<Registry>,
     delay: Duration,
     gauge: WalkGauge,
-    held: HeldBytes,
 }
 
-/// The demo families: `series` counters labelled `series="series-{i}"`.
-pub(crate) fn demo_registry(series: usize, gauge: &WalkGauge, cardinality: &Gauge) -> Registry {
+/// A registry holding the demo family `name`: `series` counters labelled
+/// `series="series-{i}"`.
+pub(crate) fn demo_registry(name: &str, series: usize) -> Registry {
     let mut registry = Registry::default();
     let events = Family::<Vec<(String, String)>, Counter>::default();
     for i in 0..series {
@@ -242,62 +240,52 @@ pub(crate) fn demo_registry(series: usize, gauge: &WalkGauge, cardinality: &Gaug
         events.get_or_create(&labels).inc_by(i as u64);
     }
     registry.register(
-        "exporter_demo_events",
+        name,
         "Demo series standing in for a large registry.",
         events,
-    );
-    registry.register(
-        "exporter_walks_running",
-        "Full registry walks running right now.",
-        gauge.running.clone(),
-    );
-    registry.register(
-        "exporter_walks_peak",
-        "The most full registry walks ever seen running at once.",
-        gauge.peak.clone(),
-    );
-    registry.register(
-        "exporter_walks_queued",
-        "Full registry walks queued and not started.",
-        gauge.queued.clone(),
-    );
-    registry.register(
-        "exporter_walks_started",
-        "Full registry walks started on a thread (coalesced callers share one).",
-        gauge.started.clone(),
-    );
-    registry.register(
-        "exporter_cardinality_series",
-        "Series counted by the last background cardinality walk.",
-        cardinality.clone(),
     );
     registry
 }
 
+impl WalkGauge {
+    /// Exports the counts into `registry` as `exporter_walks_*`.
+    pub(crate) fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "exporter_walks_running",
+            "Full registry walks running right now.",
+            self.running.clone(),
+        );
+        registry.register(
+            "exporter_walks_peak",
+            "The most full registry walks ever seen running at once.",
+            self.peak.clone(),
+        );
+        registry.register(
+            "exporter_walks_queued",
+            "Full registry walks queued and not started.",
+            self.queued.clone(),
+        );
+        registry.register(
+            "exporter_walks_started",
+            "Full registry walks started on a thread (coalesced callers share one).",
+            self.started.clone(),
+        );
+    }
+}
+
 impl Walker {
-    pub(crate) fn new(
-        registry: Registry,
-        delay: Duration,
-        gauge: WalkGauge,
-        held: HeldBytes,
-    ) -> Walker {
+    pub(crate) fn new(registry: Registry, delay: Duration, gauge: WalkGauge) -> Walker {
         Walker {
             registry: Arc::new(registry),
             delay,
             gauge,
-            held,
         }
     }
 
-    /// The bytes the walks' bodies hold, against the bound.
-    pub(crate) fn held(&self) -> &HeldBytes {
-        &self.held
-    }
-
     /// One full walk for `caller`: the extra delay, then the whole
-    /// registry as exposition text, and its statistics. Blocks the calling
-    /// thread.
-    pub(crate) fn walk(&self, caller: &Departure) -> Result<Walked, fmt::Error> {
+    /// registry as exposition text, and its statistics (counted here, on
+    /// the walking thread). Blocks the calling thread.
+    pub(crate) fn walk(&self, caller: &Departure) -> Result<(String, RegistryStats), fmt::Error> {
         let _walking = self.gauge.enter(caller);
         if !self.delay.is_zero() {
             std::thread::sleep(self.delay);
@@ -305,11 +293,6 @@ impl Walker {
         let mut text = String::new();
         encode(&mut text, &self.registry)?;
         let stats = RegistryStats::of(&text);
-        // `Bytes` takes the string's buffer over (no copy) and counts it
-        // as held until its last share is dropped.
-        Ok(Walked {
-            text: self.held.hold(text),
-            stats,
-        })
+        Ok((text, stats))
     }
 }
