@@ -13,7 +13,7 @@ use crate::throttle::AdaptiveThrottle;
 /// The retry policy of a [`RetryLayer`](crate::RetryLayer).
 ///
 /// Defaults: 3 attempts (the first included); a Linkerd budget (20%, 10/s,
-/// 10 s); an adaptive throttle with K = 2 over 2 s; back-off from 25 ms,
+/// 10 s); an adaptive throttle with K = 2 over 1 s; back-off from 25 ms,
 /// doubling, jittered in its upper half, at most 1 s; the server's hint in
 /// place of the back-off; idempotent methods and gRPC `UNAVAILABLE`
 /// retried; bodies kept up to 64 KiB; no deadline of its own (the caller's
@@ -56,7 +56,7 @@ impl Default for RetryPolicy {
             max_backoff: Duration::from_secs(1),
             budget: Some(RetryBudget::linkerd_default()),
             throttle: Some(
-                AdaptiveThrottle::new(2.0, Duration::from_secs(2)).expect("a valid default"),
+                AdaptiveThrottle::new(2.0, Duration::from_secs(1)).expect("a valid default"),
             ),
             timeout: None,
             min_attempt: Duration::from_millis(1),

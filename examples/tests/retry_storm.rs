@@ -31,7 +31,10 @@ async fn the_retry_storm_runs_each_client_kind_and_draws_its_tables() {
     assert_eq!(run.ingress_storms.len(), 3);
     assert_eq!(run.overloads.len(), 3);
     assert_eq!(
-        run.short_work.iter().map(|(fine, _)| *fine).collect::<Vec<_>>(),
+        run.short_work
+            .iter()
+            .map(|(fine, _)| *fine)
+            .collect::<Vec<_>>(),
         [false, true]
     );
     for r in run

@@ -514,25 +514,35 @@ pub fn render(run: &StormRun) -> String {
         .chain(run.short_work.iter().map(|(_, r)| r))
         .flat_map(|r| r.hinted.iter().copied())
         .collect();
-    if !hinted.is_empty() {
+    let (seconds, millis): (Vec<_>, Vec<_>) = hinted
+        .into_iter()
+        .partition(|(h, _)| *h >= Duration::from_secs(1));
+    for (which, hinted) in [
+        ("hints of 1 s or more", seconds),
+        ("hints under 1 s", millis),
+    ] {
+        if hinted.is_empty() {
+            continue;
+        }
         let early = hinted.iter().filter(|(h, w)| w < h).count();
+        let late = |(h, w): &(Duration, Duration)| w.saturating_sub(*h).as_secs_f64();
         #[expect(clippy::cast_precision_loss, reason = "small counts")]
-        let mean_late = hinted
-            .iter()
-            .map(|(h, w)| (w.as_secs_f64() - h.as_secs_f64()) / h.as_secs_f64().max(1e-3))
-            .sum::<f64>()
-            / hinted.len() as f64;
-        let max_late = hinted
-            .iter()
-            .map(|(h, w)| w.saturating_sub(*h))
-            .max()
-            .unwrap_or_default();
+        let (mean_share, mean_late) = (
+            hinted
+                .iter()
+                .map(|p| late(p) / p.0.as_secs_f64().max(1e-3))
+                .sum::<f64>()
+                / hinted.len() as f64,
+            hinted.iter().map(late).sum::<f64>() / hinted.len() as f64,
+        );
+        let max_late = hinted.iter().map(late).fold(0.0, f64::max);
         let _ = writeln!(
             out,
-            "\nhonest waits (admission-client): {} retries after a hint, {early} earlier than it, on average {:.1}% of the hint after it, at most {:.1} ms after",
+            "\nhonest waits (admission-client, {which}): {} retries after a hint, {early} earlier than it, on average {:.1}% of the hint ({:.2} ms) after it, at most {:.1} ms after",
             hinted.len(),
-            mean_late * 100.0,
-            max_late.as_secs_f64() * 1e3
+            mean_share * 100.0,
+            mean_late * 1e3,
+            max_late * 1e3
         );
     }
     out
