@@ -9,8 +9,11 @@
 //! stall: only a frame handed over and not asked after.
 
 use std::fmt;
+use std::future::poll_fn;
+use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use admission_core::Lease;
@@ -165,10 +168,18 @@ impl Watched {
         let (stop, stopped) = oneshot::channel();
         let watched = Arc::clone(&state);
         runtime.spawn(async move {
-            tokio::select! {
-                _ = stopped => {}
-                () = watch(&watched, bound.get()) => {}
-            }
+            // Whichever ends first: the body (its sender dropped) or the
+            // watch. Polled by hand, so no `select!` (and no proc-macro).
+            let mut stopped = stopped;
+            let mut watching = pin!(watch(&watched, bound.get()));
+            poll_fn(|cx| {
+                if Pin::new(&mut stopped).poll(cx).is_ready() || watching.as_mut().poll(cx).is_ready() {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            })
+            .await;
         });
         Ok(Watched { state, _stop: stop })
     }
