@@ -82,7 +82,8 @@
 //! A complete app: the layer over every route and a `/metrics` handler
 //! whose registry walk runs on a bounded pool. It is served here with
 //! [`tower::ServiceExt::oneshot`](https://docs.rs/tower/0.5/tower/trait.ServiceExt.html#method.oneshot);
-//! in production, [`admission_axum::serve`](serve())`(listener, router).await`.
+//! in production, [`admission_axum::serve`](serve())`(listener, router).await`
+//! (feature `serve`) or `axum::serve` (axum's `tokio` feature).
 //!
 //! ```
 //! use admission_axum::{AdmissionLayer, Rejection};

@@ -173,7 +173,9 @@ impl Watched {
             let mut stopped = stopped;
             let mut watching = pin!(watch(&watched, bound.get()));
             poll_fn(|cx| {
-                if Pin::new(&mut stopped).poll(cx).is_ready() || watching.as_mut().poll(cx).is_ready() {
+                if Pin::new(&mut stopped).poll(cx).is_ready()
+                    || watching.as_mut().poll(cx).is_ready()
+                {
                     Poll::Ready(())
                 } else {
                     Poll::Pending
