@@ -236,3 +236,44 @@ async fn watch(state: &State, bound: Duration) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use admission_core::{Class, RequestPools};
+
+    use super::{ProgressTimeout, Watched};
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn dropping_the_body_ends_its_watchdog_at_once() {
+        let pools = RequestPools::new(1, 1).unwrap();
+        let lease = pools.try_lease(Class::Work).unwrap();
+        let bound = ProgressTimeout::new(Duration::from_secs(3600)).unwrap();
+        let metrics = tokio::runtime::Handle::current().metrics();
+
+        let watched = Watched::start(lease, bound).unwrap();
+        tokio::task::yield_now().await;
+        assert_eq!(metrics.num_alive_tasks(), 1, "the watchdog runs");
+        assert_eq!(pools.pool(Class::Work).stats().in_use, 1);
+
+        drop(watched);
+        assert_eq!(
+            pools.pool(Class::Work).stats().in_use,
+            0,
+            "the lease goes with the body"
+        );
+        // The watchdog sees its stop at its next poll, not at its hour-long timer.
+        for _ in 0..10 {
+            if metrics.num_alive_tasks() == 0 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            metrics.num_alive_tasks(),
+            0,
+            "the watchdog ended with the body"
+        );
+    }
+}
