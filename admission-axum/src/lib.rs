@@ -28,12 +28,12 @@
 //!   `pool.run(work, Admission::FailFast).await?`.
 //! * [`macro@admitted`] (feature `macros`, on by default): a lease for one
 //!   handler.
-//! * [`serve()`]: `axum::serve` with connection admission, for what
-//!   request admission cannot see: a bound on open connections with
-//!   eviction of the oldest waiting one, header-read, idle and
-//!   write-progress timeouts, so a client holding connections with
-//!   unfinished requests (slowloris) or never reading its responses cannot
-//!   take the process off the air. The pieces are a
+//! * [`serve()`] (feature `serve`, off by default): `axum::serve` with
+//!   connection admission, for what request admission cannot see: a bound
+//!   on open connections with eviction of the oldest waiting one,
+//!   header-read, idle and write-progress timeouts, so a client holding
+//!   connections with unfinished requests (slowloris) or never reading its
+//!   responses cannot take the process off the air. The pieces are a
 //!   [`serve::Listener`] that `axum::serve` accepts and [`serve::track`].
 //!   See the [`serve`](mod@serve) module.
 //!
@@ -82,7 +82,8 @@
 //! A complete app: the layer over every route and a `/metrics` handler
 //! whose registry walk runs on a bounded pool. It is served here with
 //! [`tower::ServiceExt::oneshot`](https://docs.rs/tower/0.5/tower/trait.ServiceExt.html#method.oneshot);
-//! in production, [`admission_axum::serve`](serve())`(listener, router).await`.
+//! in production, [`admission_axum::serve`](serve())`(listener, router).await`
+//! (feature `serve`) or `axum::serve` (axum's `tokio` feature).
 //!
 //! ```
 //! use admission_axum::{AdmissionLayer, Rejection};
@@ -181,6 +182,8 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod rejection;
+#[cfg(feature = "serve")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serve")))]
 pub mod serve;
 
 #[cfg(feature = "balancer")]
@@ -192,9 +195,12 @@ pub use admission_http::{
 };
 
 pub use crate::rejection::Rejection;
+#[cfg(feature = "serve")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serve")))]
 pub use crate::serve::serve;
 
 #[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use admission_macros::admitted_axum as admitted;
 
 /// What `#[admitted]` generates code against; not part of the API.

@@ -126,6 +126,7 @@ async fn a_layer_directly_around_a_layer_holds_one_slot() {
 /// admission (`AdmissionLayer`): the two bounds compose. A held request holds
 /// its one work slot, the next is refused with `503` + `Retry-After` over the
 /// same server, and the slot comes back when the held one is answered.
+#[cfg(feature = "serve")]
 #[tokio::test]
 async fn connection_admission_and_the_layer_compose() {
     let pools = RequestPools::new(1, 1).unwrap();

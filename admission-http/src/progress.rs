@@ -9,8 +9,11 @@
 //! stall: only a frame handed over and not asked after.
 
 use std::fmt;
+use std::future::poll_fn;
+use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use admission_core::Lease;
@@ -165,10 +168,20 @@ impl Watched {
         let (stop, stopped) = oneshot::channel();
         let watched = Arc::clone(&state);
         runtime.spawn(async move {
-            tokio::select! {
-                _ = stopped => {}
-                () = watch(&watched, bound.get()) => {}
-            }
+            // Whichever ends first: the body (its sender dropped) or the
+            // watch. Polled by hand, so no `select!` (and no proc-macro).
+            let mut stopped = stopped;
+            let mut watching = pin!(watch(&watched, bound.get()));
+            poll_fn(|cx| {
+                if Pin::new(&mut stopped).poll(cx).is_ready()
+                    || watching.as_mut().poll(cx).is_ready()
+                {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            })
+            .await;
         });
         Ok(Watched { state, _stop: stop })
     }
@@ -221,5 +234,46 @@ async fn watch(state: &State, bound: Duration) {
             );
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use admission_core::{Class, RequestPools};
+
+    use super::{ProgressTimeout, Watched};
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn dropping_the_body_ends_its_watchdog_at_once() {
+        let pools = RequestPools::new(1, 1).unwrap();
+        let lease = pools.try_lease(Class::Work).unwrap();
+        let bound = ProgressTimeout::new(Duration::from_secs(3600)).unwrap();
+        let metrics = tokio::runtime::Handle::current().metrics();
+
+        let watched = Watched::start(lease, bound).unwrap();
+        tokio::task::yield_now().await;
+        assert_eq!(metrics.num_alive_tasks(), 1, "the watchdog runs");
+        assert_eq!(pools.pool(Class::Work).stats().in_use, 1);
+
+        drop(watched);
+        assert_eq!(
+            pools.pool(Class::Work).stats().in_use,
+            0,
+            "the lease goes with the body"
+        );
+        // The watchdog sees its stop at its next poll, not at its hour-long timer.
+        for _ in 0..10 {
+            if metrics.num_alive_tasks() == 0 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            metrics.num_alive_tasks(),
+            0,
+            "the watchdog ended with the body"
+        );
     }
 }

@@ -75,8 +75,8 @@
 //! `ADMISSION_STREAM_STALLED` at its next poll (a stream reset). Streams
 //! meant to live long should not share *work*: give them a class of their
 //! own, or, when they cost nothing while idle, name their service in
-//! [`AdmissionLayer::unleased`]. [`connections`] bounds the connections
-//! themselves.
+//! [`AdmissionLayer::unleased`]. [`connections`] (feature `connections`,
+//! off by default) bounds the connections themselves.
 //!
 //! # One set of pools per server
 //!
@@ -142,6 +142,8 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod classify;
+#[cfg(feature = "connections")]
+#[cfg_attr(docsrs, doc(cfg(feature = "connections")))]
 pub mod connections;
 pub mod future;
 mod layer;
