@@ -2,7 +2,8 @@
 //! one-second spike, straight and behind the ingress, and a one-second 10x
 //! run against real exporters on 127.0.0.1, in about 25 s. Only what holds
 //! on a loaded machine is asserted: every hinted retry waited its hint, the
-//! budgeted clients send fewer attempts than the naive one at 10x, the
+//! budgeted clients stay within their bounds at 10x (1.1 and 1.5 tries a
+//! call), the
 //! naive client gets no more done behind the ingress after the spike than
 //! `admission-client`, and the tables and the plots are drawn.
 
@@ -63,9 +64,21 @@ async fn the_retry_storm_runs_each_client_kind_and_draws_its_tables() {
             .expect("each kind ran")
             .amplification()
     };
-    let naive = amplification(Kind::Naive);
-    assert!(amplification(Kind::Admission) < naive, "{naive}");
-    assert!(amplification(Kind::TowerTps) < naive, "{naive}");
+    // Bounds a starved generator cannot break (it only sends fewer tries):
+    // admission-client within the 1.1, TpsBudget well under the
+    // naive client's 4 (its 20% plus the 10/s it may keep, and what tower
+    // #857 over-allocates, measured at 1.22-1.28). The naive client is not
+    // compared here: on a loaded machine its deadline, not its retries, can
+    // cap what it sends.
+    let (admission, tower) = (
+        amplification(Kind::Admission),
+        amplification(Kind::TowerTps),
+    );
+    assert!(
+        admission <= 1.1,
+        "admission-client sent {admission} tries a call"
+    );
+    assert!(tower <= 1.5, "TpsBudget sent {tower} tries a call");
 
     let good_after = |kind| {
         let r = run
