@@ -1,4 +1,5 @@
-//! The progress line of the long runs (`storm --overload`, `fleet`).
+//! The progress line of the long runs (`storm --overload`, `storm
+//! --retry-storm`, `fleet`).
 //!
 //! This module owns [`Progress`]: one `indicatif` bar on stderr saying
 //! which step of how many is under way, the time spent and the time left,

@@ -32,6 +32,7 @@ pub use self::clients::{Kind, Seconds};
 use self::ingress::Ingress;
 pub use self::ingress::IngressPlan;
 use crate::exporter::{Config, Exporter, Gate};
+use crate::progress::Progress;
 use crate::storm::plot::timeline_svg;
 
 /// What the scenario runs.
@@ -246,26 +247,41 @@ pub async fn run(plan: &StormPlan) -> std::io::Result<StormRun> {
             steady
         }
     };
+    let steps = 6
+        + if plan.amplification.is_zero() { 0 } else { 3 }
+        + if plan.short_work.length.is_zero() {
+            0
+        } else {
+            2
+        };
+    let progress = Progress::new("retry storm", steps);
+    let step = |what: String| {
+        progress.line(&format!("storm: {what}"));
+        progress.start(&what);
+    };
     let mut storms = Vec::new();
     let mut ingress_storms = Vec::new();
     let mut overloads = Vec::new();
     for kind in Kind::ALL {
-        eprintln!("storm: retry storm, {}", kind.name());
+        step(format!("retry storm, {}", kind.name()));
         storms.push(one(plan, kind, plan.length(), &storm_rate, Setup::of(plan)).await?);
+        progress.done();
     }
     for kind in Kind::ALL {
-        eprintln!("storm: retry storm behind the ingress, {}", kind.name());
+        step(format!("retry storm behind the ingress, {}", kind.name()));
         let setup = Setup {
             ingress: Some(plan.ingress),
             ..Setup::of(plan)
         };
         ingress_storms.push(one(plan, kind, plan.length(), &storm_rate, setup).await?);
+        progress.done();
     }
     if !plan.amplification.is_zero() {
         for kind in Kind::ALL {
-            eprintln!("storm: 10x overload, {}", kind.name());
+            step(format!("10x overload, {}", kind.name()));
             let rate = |_| 10.0 * capacity;
             overloads.push(one(plan, kind, plan.amplification, &rate, Setup::of(plan)).await?);
+            progress.done();
         }
     }
     let mut short_work = Vec::new();
@@ -273,14 +289,12 @@ pub async fn run(plan: &StormPlan) -> std::io::Result<StormRun> {
         let short = plan.short_work;
         let rate = |_| plan.steady_multiple * short.capacity();
         for fine_hint in [false, true] {
-            eprintln!(
-                "storm: short work, admission-client reading {}",
-                if fine_hint {
-                    "the ms hint"
-                } else {
-                    "Retry-After only"
-                }
-            );
+            let reads = if fine_hint {
+                "the ms hint"
+            } else {
+                "Retry-After only"
+            };
+            step(format!("short work, admission-client reading {reads}"));
             let setup = Setup {
                 workers: short.workers,
                 walk_delay: short.walk_delay,
@@ -289,8 +303,10 @@ pub async fn run(plan: &StormPlan) -> std::io::Result<StormRun> {
             };
             let run = one(plan, Kind::Admission, short.length, &rate, setup).await?;
             short_work.push((fine_hint, run));
+            progress.done();
         }
     }
+    progress.finish();
     Ok(StormRun {
         plan: plan.clone(),
         storms,
