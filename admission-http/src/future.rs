@@ -140,7 +140,16 @@ where
                 StateReplace::Admitted {
                     lease, progress, ..
                 } => Poll::Ready(output.map(|response| {
-                    response.map(|body| LeasedBody::new(body, lease).progress_timeout(progress))
+                    // A lease an outer layer took is that layer's body's to
+                    // hold under its own bound; a second hold here would
+                    // keep the slot to the longer of the two bounds.
+                    response.map(|body| {
+                        if lease.is_inherited() {
+                            LeasedBody::unleased(body)
+                        } else {
+                            LeasedBody::new(body, lease).progress_timeout(progress)
+                        }
+                    })
                 })),
                 _ => unreachable!("the state was `Admitted`"),
             };

@@ -177,3 +177,45 @@ async fn an_unread_response_gives_its_lease_back_at_the_layers_progress_bound() 
         "the stalled body ends with an error"
     );
 }
+
+/// Two layers on the same pools (a router-wide one and one on a route, or
+/// one layer stacked by mistake) hold one slot, and the outer layer's body
+/// owns it: an unread response gives the slot back at the outer layer's
+/// progress bound, not at the inner one's (the default 30 s here).
+#[tokio::test(start_paused = true)]
+async fn stacked_layers_give_the_shared_slot_back_at_the_outer_progress_bound() {
+    use admission_http::body::ProgressTimeout;
+    use bytes::Bytes;
+    use http_body::Frame;
+    use http_body_util::{BodyExt as _, StreamBody};
+
+    let pools = RequestPools::new(1, 1).unwrap();
+    let bound = ProgressTimeout::new(std::time::Duration::from_millis(50)).unwrap();
+    let inner = AdmissionLayer::class(pools.clone(), Class::Work);
+    let outer = AdmissionLayer::class(pools.clone(), Class::Work).progress_timeout(bound);
+    let service = outer.layer(inner.layer(tower::service_fn(|_req: Request<()>| async {
+        let frames =
+            ["first", "second"].map(|text| Ok::<_, Infallible>(Frame::data(Bytes::from(text))));
+        Ok::<_, Infallible>(Response::new(StreamBody::new(futures_util::stream::iter(
+            frames,
+        ))))
+    })));
+    let mut body = service.oneshot(Request::new(())).await.unwrap().into_body();
+    body.frame().await.unwrap().unwrap();
+    assert_eq!(
+        pools.pool(Class::Work).stats().in_use,
+        1,
+        "one slot for both layers"
+    );
+
+    tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+    assert_eq!(
+        pools.pool(Class::Work).stats().in_use,
+        0,
+        "returned at the outer layer's bound"
+    );
+    assert!(
+        body.frame().await.unwrap().is_err(),
+        "the stalled body ends with an error"
+    );
+}

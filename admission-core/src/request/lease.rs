@@ -37,6 +37,8 @@ use crate::pool::{Pool, Slot};
 pub struct Lease {
     share: Arc<Share>,
     class: Class,
+    /// Shared from the request's own scope rather than taken.
+    inherited: bool,
 }
 
 /// The request's side of the lease: every `Lease` clone. Work that inherits
@@ -70,7 +72,39 @@ impl Lease {
                 timed,
             }),
             class,
+            inherited: false,
         }
+    }
+
+    /// This lease as a request that already holds it gets it again.
+    pub(crate) fn inherited(&self) -> Self {
+        Lease {
+            inherited: true,
+            ..self.clone()
+        }
+    }
+
+    /// Whether the request already held this lease when it asked for it
+    /// (an outer layer or handler scope took it; this one shares it), so
+    /// that whoever took it first decides when the response lets it go.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, RequestPools};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let requests = RequestPools::new(1, 1).unwrap();
+    /// let lease = requests.try_lease(Class::Work).unwrap();
+    /// assert!(!lease.is_inherited());
+    /// let again = lease.scope(async { requests.try_lease(Class::Work).unwrap() }).await;
+    /// assert!(again.is_inherited(), "the same slot, not a second one");
+    /// assert_eq!(requests.pool(Class::Work).stats().in_use, 1);
+    /// # }
+    /// ```
+    pub fn is_inherited(&self) -> bool {
+        self.inherited
     }
 
     /// The class this lease was taken from.

@@ -102,7 +102,7 @@ pub(crate) fn current_caller() -> Caller {
 /// already holds it takes no second slot of the same class.
 pub(crate) fn inherited(pool: &Pool) -> Option<Lease> {
     with_current(|context| match context {
-        Context::Lease(lease) if lease.pool().same_pool(pool) => Some(lease.clone()),
+        Context::Lease(lease) if lease.pool().same_pool(pool) => Some(lease.inherited()),
         _ => None,
     })
 }
