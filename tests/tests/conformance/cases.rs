@@ -49,10 +49,12 @@ fn assert_refused(answer: &Reply, pool: &str) {
     assert_refused_as(answer, pool, SATURATED);
 }
 
-/// A refusal naming `code` and `pool`, with a retry hint of at least 1 s.
-/// Over HTTP: `503`, `Retry-After`, a problem document that must not be
-/// cached. Over gRPC: `UNAVAILABLE`, the code and the pool in the message,
-/// `grpc-retry-pushback-ms` in whole seconds.
+/// A refusal naming `code` and `pool`, with a retry hint. Over HTTP:
+/// `503`, `Retry-After` (whole seconds, at least 1) and the same hint in
+/// `x-admission-retry-after-ms` (rounded up, it gives `Retry-After`), a
+/// problem document that must not be cached. Over gRPC: `UNAVAILABLE`, the
+/// code and the pool in the message, `grpc-retry-pushback-ms` (the
+/// millisecond hint, at least 1).
 #[track_caller]
 fn assert_refused_as(answer: &Reply, pool: &str, code: &str) {
     match answer {
@@ -72,8 +74,8 @@ fn assert_refused_as(answer: &Reply, pool: &str, code: &str) {
             );
             match Pushback::from_status(status) {
                 Some(Pushback::RetryAfter(wait)) => assert!(
-                    wait.as_millis() >= 1000 && wait.as_millis() % 1000 == 0,
-                    "the pushback is the retry hint, whole seconds of at least 1: {wait:?}"
+                    wait.as_millis() >= 1,
+                    "the pushback is the millisecond retry hint, at least 1 ms: {wait:?}"
                 ),
                 other => panic!("a refusal sends `grpc-retry-pushback-ms`, got {other:?}"),
             }
@@ -93,6 +95,14 @@ fn assert_http_refused(answer: &Answer, pool: &str, code: &str) {
         .parse()
         .expect("`retry-after` is whole seconds");
     assert!(retry_after >= 1, "`retry-after` is at least 1 s");
+    let millis: u32 = answer
+        .header("x-admission-retry-after-ms")
+        .parse()
+        .expect("`x-admission-retry-after-ms` is whole milliseconds");
+    assert!(
+        millis >= 1 && millis.div_ceil(1000).max(1) == retry_after,
+        "the millisecond hint ({millis}) rounds up to `retry-after` ({retry_after})"
+    );
     assert_eq!(
         answer.header("content-type"),
         PROBLEM_JSON,
@@ -759,7 +769,10 @@ fn status_facts(answer: &Reply) -> (String, Option<String>, Option<u64>) {
         .and_then(|(_, rest)| rest.split_once('`'))
         .map(|(pool, _)| pool.to_owned());
     let retry = match Pushback::from_status(status) {
-        Some(Pushback::RetryAfter(wait)) => Some(wait.as_secs()),
+        // In the seconds `Retry-After` rounds the same hint up to.
+        Some(Pushback::RetryAfter(wait)) => {
+            Some(u64::try_from(wait.as_millis().div_ceil(1000).max(1)).unwrap_or(u64::MAX))
+        }
         _ => None,
     };
     (code, pool, retry)
