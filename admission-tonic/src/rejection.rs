@@ -51,7 +51,10 @@ use tonic::metadata::{MetadataMap, MetadataValue};
 /// let refused = walk(&registry, Request::new(())).await.unwrap_err();
 /// assert_eq!(refused.code(), Code::Unavailable);
 /// assert!(refused.message().starts_with("ADMISSION_SATURATED: pool `registry`"));
-/// assert_eq!(refused.metadata().get("grpc-retry-pushback-ms").unwrap(), "1000");
+/// // The walk took microseconds: the pushback is the pool's millisecond
+/// // hint (`Retry-After` would have to say 1 s).
+/// let pushback = refused.metadata().get("grpc-retry-pushback-ms").unwrap();
+/// assert!(pushback.to_str().unwrap().parse::<u32>().unwrap() < 1000);
 /// # }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]

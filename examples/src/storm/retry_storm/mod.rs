@@ -2,7 +2,7 @@
 //! load on this project's exporter (behind admission, fail-fast) at 0.8x
 //! its capacity, a trigger (3x for 10 s), then 0.8x again for 20 s; once
 //! per client kind, each against a fresh exporter; the same again with an
-//! [ingress](ingress) in front of the exporter that spends a worker's turn
+//! ingress ([`IngressPlan`]) in front of the exporter that spends a worker's turn
 //! on every attempt (so retries cost capacity); then 10x overload from
 //! cold for the amplification table. Every figure is per second of
 //! scheduled arrival, so goodput never exceeds what was offered.
