@@ -95,7 +95,8 @@ pub enum HeaderText {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     status: u16,
-    retry_after: Option<u32>,
+    /// The retry hint in milliseconds, for refusals; `Retry-After` is it
+    /// rounded up to whole seconds.
     retry_after_ms: Option<u32>,
     refusal: Option<&'static str>,
     body: String,
@@ -110,20 +111,19 @@ impl Problem {
     /// whatever `status` says, with no `Retry-After`.
     pub fn refusal(refusal: &Refusal, status: HttpRefusalStatus) -> Problem {
         let code = refusal.code();
-        let (status, retry_after) = if code == Code::Reentrant {
+        let (status, retry_after_ms) = if code == Code::Reentrant {
             (500, None)
         } else {
-            (status.code(), Some(refusal.retry_after_secs()))
+            (status.code(), Some(refusal.retry_after_millis()))
         };
         let mut problem = Problem::new(
             code.as_str(),
             code.title(),
             status,
             Some((refusal.pool(), refusal.criticality())),
-            retry_after,
+            retry_after_ms,
         );
         problem.refusal = Some(code.as_str());
-        problem.retry_after_ms = retry_after.map(|_| refusal.retry_after_millis());
         problem
     }
 
@@ -153,7 +153,7 @@ impl Problem {
                 Code::ShuttingDown.title(),
                 code,
                 None,
-                Some(1),
+                Some(1000),
             ),
             // Failed, and any kind of end core adds later: a failure,
             // never its message.
@@ -188,14 +188,13 @@ impl Problem {
         title: &'static str,
         status: u16,
         pool: Option<(&str, Criticality)>,
-        retry_after: Option<u32>,
+        retry_after_ms: Option<u32>,
     ) -> Problem {
         Problem {
             status,
-            retry_after,
-            retry_after_ms: None,
+            retry_after_ms,
             refusal: None,
-            body: write_body(code, title, status, pool, retry_after),
+            body: write_body(code, title, status, pool, retry_after_ms.map(whole_secs)),
         }
     }
 
@@ -206,7 +205,7 @@ impl Problem {
 
     /// The `Retry-After` value in whole seconds, for refusals.
     pub fn retry_after(&self) -> Option<u32> {
-        self.retry_after
+        self.retry_after_ms.map(whole_secs)
     }
 
     /// The headers every adapter sends, in this order: `content-type`,
@@ -240,14 +239,12 @@ impl Problem {
             ("cache-control", HeaderText::Static(NO_STORE)),
         ]
         .into_iter()
-        .chain(
-            self.retry_after
-                .map(|secs| ("retry-after", HeaderText::Number(secs))),
-        )
-        .chain(
-            self.retry_after_ms
-                .map(|ms| (crate::RETRY_AFTER_MS_HEADER, HeaderText::Number(ms))),
-        )
+        .chain(self.retry_after_ms.into_iter().flat_map(|ms| {
+            [
+                ("retry-after", HeaderText::Number(whole_secs(ms))),
+                (crate::RETRY_AFTER_MS_HEADER, HeaderText::Number(ms)),
+            ]
+        }))
         .chain(
             self.refusal
                 .map(|code| (crate::REFUSAL_HEADER, HeaderText::Static(code))),
@@ -297,6 +294,12 @@ impl Problem {
         }
         response
     }
+}
+
+/// A hint in milliseconds as `Retry-After`'s whole seconds: rounded up, at
+/// least 1 (what [`Refusal::retry_after_secs`] gives for the same hint).
+fn whole_secs(millis: u32) -> u32 {
+    millis.div_ceil(1000).max(1)
 }
 
 /// The problem's header names as `http`'s constants; any other name is

@@ -61,6 +61,33 @@ async fn a_retry_after_of_one_second_is_waited_for_then_the_answer_is_served() {
 }
 
 #[tokio::test]
+async fn an_admission_servers_millisecond_hint_is_waited_instead_of_its_whole_second() {
+    // What an admission server sends for 30 ms work: `Retry-After` must say
+    // 1 s, `x-admission-retry-after-ms` says 30.
+    let server = Scripted::start(vec![
+        Answer::refused(&[("retry-after", "1"), ("x-admission-retry-after-ms", "30")]),
+        Answer::ok(),
+    ])
+    .await;
+    let client = RetryLayer::new(quick()).unwrap().layer(bare());
+    let response = client.oneshot(get(&server)).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let arrivals = server.arrivals();
+    assert_eq!(arrivals.len(), 2);
+    let gap = arrivals[1].at - arrivals[0].at;
+    assert!(
+        gap >= Duration::from_millis(30),
+        "retried {gap:?} after, before the hint"
+    );
+    assert!(
+        gap < Duration::from_millis(900),
+        "{gap:?}: the millisecond hint, not the whole second"
+    );
+    let retries = &response.extensions().get::<Retries>().unwrap().0;
+    assert_eq!(retries[0].hint, Some(Duration::from_millis(30)));
+}
+
+#[tokio::test]
 async fn a_hint_longer_than_the_policy_waits_for_ends_the_call_with_the_refusal() {
     let server = Scripted::start(vec![
         Answer::refused(&[("retry-after", "3600")]),

@@ -38,8 +38,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-pub(crate) use crate::refusal::secs_of;
-
 use crate::loom::sync::Mutex;
 use crate::loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 // The statistics beside the seqlock are single values, each read alone:
@@ -545,6 +543,7 @@ fn ceil_millis(micros: u64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::refusal::secs_of;
 
     const SEC: u64 = 1_000_000;
 
