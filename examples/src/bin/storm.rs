@@ -224,6 +224,18 @@ const RATE_FLAGS: &[&str] = &[
     "max_outstanding",
     "seed",
 ];
+/// `--rate` against `--url`: [`RATE_FLAGS`] less those that set the child
+/// exporter.
+const RATE_URL_FLAGS: &[&str] = &[
+    "rate",
+    "url",
+    "duration",
+    "timeout",
+    "mix",
+    "budget",
+    "max_outstanding",
+    "seed",
+];
 const OVERLOAD_FLAGS: &[&str] = &[
     "overload",
     "point",
@@ -347,16 +359,7 @@ fn mode(flags: Flags, matches: &ArgMatches) -> Result<Mode, String> {
             only(
                 matches,
                 "`--rate` and `--url` (they set the child exporter)",
-                &[
-                    "rate",
-                    "url",
-                    "duration",
-                    "timeout",
-                    "mix",
-                    "budget",
-                    "max_outstanding",
-                    "seed",
-                ],
+                RATE_URL_FLAGS,
             )?;
         }
         let serve = flags.url.is_none().then(|| spec(&flags));
