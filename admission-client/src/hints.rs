@@ -8,6 +8,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use admission_core::Refusal;
 use admission_http::{REFUSAL_HEADER, RETRY_AFTER_MS_HEADER, RETRY_PUSHBACK_MS};
 use http::HeaderMap;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
@@ -106,7 +107,8 @@ fn http_hint(headers: &HeaderMap, now: SystemTime) -> Hint {
     };
     match coarse {
         Hint::After(coarse) => {
-            let rounded = Duration::from_secs(fine.as_millis().div_ceil(1000).max(1) as u64);
+            let ms = u32::try_from(fine.as_millis()).unwrap_or(u32::MAX);
+            let rounded = Duration::from_secs(u64::from(Refusal::whole_secs(ms)));
             Hint::After(if coarse <= rounded { fine } else { coarse })
         }
         Hint::None | Hint::Stop => Hint::After(fine),

@@ -237,7 +237,27 @@ impl Refusal {
     /// The retry hint in whole seconds, at least 1: what `Retry-After`
     /// sends ([`retry_after_millis`](Self::retry_after_millis) rounded up).
     pub fn retry_after_secs(&self) -> u32 {
-        secs_of(self.retry_after_ms)
+        Self::whole_secs(self.retry_after_ms)
+    }
+
+    /// A hint of `millis` milliseconds as the whole seconds of
+    /// `Retry-After`: rounded up, at least 1. The one rounding every
+    /// adapter and admission-client use, so the seconds and the
+    /// milliseconds a refusal sends always agree.
+    ///
+    /// ```
+    /// use admission_core::Refusal;
+    ///
+    /// assert_eq!(Refusal::whole_secs(0), 1);
+    /// assert_eq!(Refusal::whole_secs(20), 1);
+    /// assert_eq!(Refusal::whole_secs(1000), 1);
+    /// assert_eq!(Refusal::whole_secs(1001), 2);
+    /// ```
+    #[inline]
+    #[must_use]
+    pub const fn whole_secs(millis: u32) -> u32 {
+        let secs = millis.div_ceil(1000);
+        if secs == 0 { 1 } else { secs }
     }
 
     /// The retry hint as a [`Duration`] of whole seconds.
@@ -281,13 +301,6 @@ impl fmt::Display for Refusal {
 }
 
 impl std::error::Error for Refusal {}
-
-/// A hint in milliseconds as the whole seconds of `Retry-After`: rounded
-/// up, at least 1.
-#[inline]
-pub(crate) fn secs_of(millis: u32) -> u32 {
-    millis.div_ceil(1000).max(1)
-}
 
 /// An interned pool name: its number in the process's table of names, so
 /// that a [`Refusal`] fits one word (and `Result<Slot, Refusal>` two,

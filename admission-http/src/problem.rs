@@ -194,7 +194,13 @@ impl Problem {
             status,
             retry_after_ms,
             refusal: None,
-            body: write_body(code, title, status, pool, retry_after_ms.map(whole_secs)),
+            body: write_body(
+                code,
+                title,
+                status,
+                pool,
+                retry_after_ms.map(Refusal::whole_secs),
+            ),
         }
     }
 
@@ -205,7 +211,7 @@ impl Problem {
 
     /// The `Retry-After` value in whole seconds, for refusals.
     pub fn retry_after(&self) -> Option<u32> {
-        self.retry_after_ms.map(whole_secs)
+        self.retry_after_ms.map(Refusal::whole_secs)
     }
 
     /// The headers every adapter sends, in this order: `content-type`,
@@ -241,7 +247,7 @@ impl Problem {
         .into_iter()
         .chain(self.retry_after_ms.into_iter().flat_map(|ms| {
             [
-                ("retry-after", HeaderText::Number(whole_secs(ms))),
+                ("retry-after", HeaderText::Number(Refusal::whole_secs(ms))),
                 (crate::RETRY_AFTER_MS_HEADER, HeaderText::Number(ms)),
             ]
         }))
@@ -294,12 +300,6 @@ impl Problem {
         }
         response
     }
-}
-
-/// A hint in milliseconds as `Retry-After`'s whole seconds: rounded up, at
-/// least 1 (what [`Refusal::retry_after_secs`] gives for the same hint).
-fn whole_secs(millis: u32) -> u32 {
-    millis.div_ceil(1000).max(1)
 }
 
 /// The problem's header names as `http`'s constants; any other name is

@@ -543,7 +543,7 @@ fn ceil_millis(micros: u64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::refusal::secs_of;
+    use crate::Refusal;
 
     const SEC: u64 = 1_000_000;
 
@@ -573,21 +573,21 @@ mod tests {
 
         /// The hints below in whole seconds, as `Retry-After` sends them.
         fn secs(&self, in_use: impl FnOnce() -> usize) -> u32 {
-            secs_of(self.millis(in_use))
+            Refusal::whole_secs(self.millis(in_use))
         }
 
         fn secs_when(&self, now: impl FnOnce() -> u64, in_use: impl FnOnce() -> usize) -> u32 {
-            secs_of(self.millis_when(now, in_use))
+            Refusal::whole_secs(self.millis_when(now, in_use))
         }
 
         fn secs_at(&self, now: u64, in_use: impl FnOnce() -> usize) -> u32 {
-            secs_of(self.millis_at(now, in_use))
+            Refusal::whole_secs(self.millis_at(now, in_use))
         }
     }
 
     impl Rule {
         fn secs(self, micros: u64) -> u32 {
-            secs_of(self.millis(micros))
+            Refusal::whole_secs(self.millis(micros))
         }
     }
 
@@ -761,7 +761,10 @@ mod tests {
         times.ran(25 * SEC, 200 * SEC);
         times.ran(25 * SEC, 200 * SEC);
         assert_eq!(times.typical(), Duration::from_secs(1), "the median holds");
-        assert_eq!(secs_of(times.idle_ms.load(Ordering::Relaxed)), 1);
+        assert_eq!(
+            Refusal::whole_secs(times.idle_ms.load(Ordering::Relaxed)),
+            1
+        );
         // Everyone refused while 1 s work runs is told 1 s, not 12 (the
         // exponentially weighted mean gave 12, then 7, 5, 3).
         let _a = times.start(300 * SEC);

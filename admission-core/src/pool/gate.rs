@@ -784,7 +784,7 @@ impl Pool {
     /// # }
     /// ```
     pub fn retry_after_secs(&self) -> u32 {
-        crate::refusal::secs_of(self.retry_after_millis())
+        crate::Refusal::whole_secs(self.retry_after_millis())
     }
 
     /// The hint before it is rounded to seconds, what
