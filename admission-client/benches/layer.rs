@@ -5,11 +5,28 @@
 //! `tokio::time::timeout` of the same 2 s is timed too (the layer's
 //! deadline arms one timer per call, as that does). A second group times
 //! the layer over an in-memory service, its own cost with no socket.
+//!
+//! A third variant of the bare client also sends the time left in
+//! `x-admission-budget-ms`, as the layer does on every attempt (the header
+//! costs the client's encoding and the server's parsing): the fair
+//! baseline for a caller that carries its deadline.
+//!
+//! Criterion times the variants one after another, and on a shared 2-core
+//! machine the bare client alone drifts by more than the layer costs. With
+//! `ADMISSION_BENCH_PAIRED=N` the bench instead runs five rounds of N calls
+//! per variant, interleaved in one process, prints each round's mean and
+//! exits (`ADMISSION_BENCH_PAIRED=20000 target/release/deps/layer-* --bench`).
+//!
+//! With `ADMISSION_BENCH_URL` set (say `http://127.0.0.1:9464/healthz`)
+//! the loopback group calls that server instead of its own, so the server
+//! and the bench can be pinned to different cores (`taskset -c 1` for the
+//! server, `taskset -c 0` for the bench).
 
 use std::convert::Infallible;
 use std::time::Duration;
 
 use admission_client::{RetryLayer, RetryPolicy};
+use admission_http::BUDGET_HEADER;
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::{Request, Response};
@@ -26,24 +43,11 @@ fn bench(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("a runtime");
-    let uri: http::Uri = runtime.block_on(async {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
-        let addr = listener.local_addr().expect("an address");
-        tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(
-                    TokioIo::new(stream),
-                    service_fn(|_: Request<Incoming>| async {
-                        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
-                    }),
-                ));
-            }
-        });
-        format!("http://{addr}/").parse().expect("a URI")
-    });
+    let external = std::env::var("ADMISSION_BENCH_URL").ok();
+    let uri: http::Uri = match external {
+        Some(url) => url.parse().expect("ADMISSION_BENCH_URL is a URI"),
+        None => serve_here(&runtime),
+    };
     let bare = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
     let layered = RetryLayer::new(RetryPolicy::default().timeout(Duration::from_secs(2)))
         .expect("a valid policy")
@@ -53,6 +57,21 @@ fn bench(c: &mut Criterion) {
             .body(Full::default())
             .expect("a request")
     };
+
+    let carried = || {
+        let mut request = request();
+        request
+            .headers_mut()
+            .insert(BUDGET_HEADER, http::HeaderValue::from(1999u64));
+        request
+    };
+    if let Some(n) = std::env::var("ADMISSION_BENCH_PAIRED")
+        .ok()
+        .and_then(|n| n.parse::<u32>().ok())
+    {
+        paired(&runtime, n, &bare, &layered, &request, &carried);
+        return;
+    }
 
     let mut group = c.benchmark_group("get_over_loopback");
     group.bench_function("bare", |b| {
@@ -67,6 +86,17 @@ fn bench(c: &mut Criterion) {
         b.to_async(&runtime).iter(|| async {
             let response =
                 tokio::time::timeout(Duration::from_secs(2), bare.clone().oneshot(request()))
+                    .await
+                    .expect("in time")
+                    .expect("an answer");
+            response.into_body().collect().await.expect("a body");
+        });
+    });
+    // ... and carrying its deadline in the header the layer sends.
+    group.bench_function("bare_with_timeout_and_budget", |b| {
+        b.to_async(&runtime).iter(|| async {
+            let response =
+                tokio::time::timeout(Duration::from_secs(2), bare.clone().oneshot(carried()))
                     .await
                     .expect("in time")
                     .expect("an answer");
@@ -104,6 +134,72 @@ fn bench(c: &mut Criterion) {
         });
     });
     group.finish();
+}
+
+/// Five rounds of `n` calls per variant, interleaved, each round's mean
+/// printed in microseconds.
+fn paired<S, L>(
+    runtime: &tokio::runtime::Runtime,
+    n: u32,
+    bare: &S,
+    layered: &L,
+    request: &dyn Fn() -> Request<Full<Bytes>>,
+    carried: &dyn Fn() -> Request<Full<Bytes>>,
+) where
+    S: tower::Service<Request<Full<Bytes>>, Response = Response<Incoming>> + Clone,
+    S::Error: std::fmt::Debug,
+    L: tower::Service<Request<Full<Bytes>>, Response = Response<Incoming>> + Clone,
+    L::Error: std::fmt::Debug,
+{
+    for round in 1..=5 {
+        let mut line = format!("round {round} (µs a call):");
+        for variant in ["bare", "bare_with_timeout_and_budget", "retry_layer"] {
+            let start = std::time::Instant::now();
+            runtime.block_on(async {
+                for _ in 0..n {
+                    let response = match variant {
+                        "bare" => bare.clone().oneshot(request()).await.expect("an answer"),
+                        "retry_layer" => {
+                            layered.clone().oneshot(request()).await.expect("an answer")
+                        }
+                        _ => tokio::time::timeout(
+                            Duration::from_secs(2),
+                            bare.clone().oneshot(carried()),
+                        )
+                        .await
+                        .expect("in time")
+                        .expect("an answer"),
+                    };
+                    response.into_body().collect().await.expect("a body");
+                }
+            });
+            let micros = start.elapsed().as_secs_f64() * 1e6 / f64::from(n);
+            line += &format!(" {variant} {micros:.2}");
+        }
+        println!("{line}");
+    }
+}
+
+/// A hyper server on a port of this process's own, answering `ok`.
+fn serve_here(runtime: &tokio::runtime::Runtime) -> http::Uri {
+    runtime.block_on(async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let addr = listener.local_addr().expect("an address");
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(
+                    TokioIo::new(stream),
+                    service_fn(|_: Request<Incoming>| async {
+                        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+                    }),
+                ));
+            }
+        });
+        format!("http://{addr}/").parse().expect("a URI")
+    })
 }
 
 criterion_group!(benches, bench);
