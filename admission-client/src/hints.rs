@@ -10,8 +10,15 @@ use std::time::{Duration, SystemTime};
 
 use admission_core::Refusal;
 use admission_http::{REFUSAL_HEADER, RETRY_AFTER_MS_HEADER, RETRY_PUSHBACK_MS};
-use http::HeaderMap;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderMap, HeaderName};
+
+// The names read from answers, made once (a name given as text is parsed
+// and checked on each lookup).
+static RETRY_AFTER_MS: HeaderName = HeaderName::from_static(RETRY_AFTER_MS_HEADER);
+static PUSHBACK: HeaderName = HeaderName::from_static(RETRY_PUSHBACK_MS);
+static REFUSAL: HeaderName = HeaderName::from_static(REFUSAL_HEADER);
+static GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 
 /// What the server said about a retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +91,7 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Hint {
 /// ```
 pub fn retry_after_ms(headers: &HeaderMap) -> Hint {
     headers
-        .get(RETRY_AFTER_MS_HEADER)
+        .get(&RETRY_AFTER_MS)
         .and_then(|value| millis(value.as_bytes()))
         .map_or(Hint::None, Hint::After)
 }
@@ -135,7 +142,7 @@ fn http_hint(headers: &HeaderMap, now: SystemTime) -> Hint {
 /// }
 /// ```
 pub fn pushback(headers: &HeaderMap) -> Hint {
-    let Some(value) = headers.get(RETRY_PUSHBACK_MS) else {
+    let Some(value) = headers.get(&PUSHBACK) else {
         return Hint::None;
     };
     millis(value.as_bytes()).map_or(Hint::Stop, Hint::After)
@@ -174,17 +181,23 @@ pub(crate) fn judge(
         .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
     if is_grpc && status.is_success() {
         let code = headers
-            .get("grpc-status")
+            .get(&GRPC_STATUS)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u16>().ok())
             .unwrap_or(0);
         let refused = matches!(code, UNAVAILABLE | RESOURCE_EXHAUSTED | DEADLINE_EXCEEDED);
+        // DEADLINE_EXCEEDED (ADMISSION_BUDGET_TOO_SHORT among them) is
+        // never retried with the same deadline, nor with a shorter one.
+        let retryable = code != 0 && code != DEADLINE_EXCEEDED && grpc_codes.contains(&code);
         return Verdict {
             accepted: !refused,
-            // DEADLINE_EXCEEDED (ADMISSION_BUDGET_TOO_SHORT among them) is
-            // never retried with the same deadline, nor with a shorter one.
-            retryable: code != 0 && code != DEADLINE_EXCEEDED && grpc_codes.contains(&code),
-            hint: pushback(headers),
+            retryable,
+            // The hint is read only where a retry may follow it.
+            hint: if retryable {
+                pushback(headers)
+            } else {
+                Hint::None
+            },
         };
     }
     let refused = status == http::StatusCode::SERVICE_UNAVAILABLE
@@ -192,15 +205,20 @@ pub(crate) fn judge(
     // Read only for a refusal: an answer is not looked through for it.
     let too_short = || {
         headers
-            .get(REFUSAL_HEADER)
+            .get(&REFUSAL)
             .is_some_and(|v| v.as_bytes() == b"ADMISSION_BUDGET_TOO_SHORT")
     };
     let gateway =
         status == http::StatusCode::BAD_GATEWAY || status == http::StatusCode::GATEWAY_TIMEOUT;
+    let retryable = (refused || gateway) && !too_short();
     Verdict {
         accepted: !(refused || gateway),
-        retryable: (refused || gateway) && !too_short(),
-        hint: http_hint(headers, now),
+        retryable,
+        hint: if retryable {
+            http_hint(headers, now)
+        } else {
+            Hint::None
+        },
     }
 }
 
