@@ -6,10 +6,13 @@
 //! deadline arms one timer per call, as that does). A second group times
 //! the layer over an in-memory service, its own cost with no socket.
 //!
-//! A third variant of the bare client also sends the time left in
-//! `x-admission-budget-ms`, as the layer does on every attempt (the header
-//! costs the client's encoding and the server's parsing): the fair
-//! baseline for a caller that carries its deadline.
+//! The layer is timed with that deadline and, as
+//! `retry_layer_no_deadline`, under the default policy (nothing carried,
+//! the like-for-like pair with the bare client). A third variant of the
+//! bare client also sends the time left in `x-admission-budget-ms`, as the
+//! layer does on every attempt (the header costs the client's encoding
+//! and the server's parsing): the fair baseline for a caller that carries
+//! its deadline.
 //!
 //! Criterion times the variants one after another, and on a shared 2-core
 //! machine the bare client alone drifts by more than the layer costs. With
@@ -52,6 +55,12 @@ fn bench(c: &mut Criterion) {
     let layered = RetryLayer::new(RetryPolicy::default().timeout(Duration::from_secs(2)))
         .expect("a valid policy")
         .layer(bare.clone());
+    // The default policy, with no timeout: nothing is carried (no header,
+    // no timer) unless the caller's scope has a deadline, so the like for
+    // like pair with the bare client.
+    let undated = RetryLayer::new(RetryPolicy::default())
+        .expect("a valid policy")
+        .layer(bare.clone());
     let request = || {
         Request::get(uri.clone())
             .body(Full::default())
@@ -69,7 +78,7 @@ fn bench(c: &mut Criterion) {
         .ok()
         .and_then(|n| n.parse::<u32>().ok())
     {
-        paired(&runtime, n, &bare, &layered, &request, &carried);
+        paired(&runtime, n, &bare, [&layered, &undated], &request, &carried);
         return;
     }
 
@@ -109,6 +118,12 @@ fn bench(c: &mut Criterion) {
             response.into_body().collect().await.expect("a body");
         });
     });
+    group.bench_function("retry_layer_no_deadline", |b| {
+        b.to_async(&runtime).iter(|| async {
+            let response = undated.clone().oneshot(request()).await.expect("an answer");
+            response.into_body().collect().await.expect("a body");
+        });
+    });
     group.finish();
 
     // The layer's own work, with no socket to hide it: an in-memory
@@ -136,13 +151,14 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-/// Five rounds of `n` calls per variant, interleaved, each round's mean
-/// printed in microseconds.
+/// Five rounds of `n` calls per variant (the bare client, the bare client
+/// carrying its deadline, the layer with a deadline and without), interleaved,
+/// each round's mean printed in microseconds.
 fn paired<S, L>(
     runtime: &tokio::runtime::Runtime,
     n: u32,
     bare: &S,
-    layered: &L,
+    [layered, undated]: [&L; 2],
     request: &dyn Fn() -> Request<Full<Bytes>>,
     carried: &dyn Fn() -> Request<Full<Bytes>>,
 ) where
@@ -153,7 +169,12 @@ fn paired<S, L>(
 {
     for round in 1..=5 {
         let mut line = format!("round {round} (µs a call):");
-        for variant in ["bare", "bare_with_timeout_and_budget", "retry_layer"] {
+        for variant in [
+            "bare",
+            "bare_with_timeout_and_budget",
+            "retry_layer",
+            "retry_layer_no_deadline",
+        ] {
             let start = std::time::Instant::now();
             runtime.block_on(async {
                 for _ in 0..n {
@@ -161,6 +182,9 @@ fn paired<S, L>(
                         "bare" => bare.clone().oneshot(request()).await.expect("an answer"),
                         "retry_layer" => {
                             layered.clone().oneshot(request()).await.expect("an answer")
+                        }
+                        "retry_layer_no_deadline" => {
+                            undated.clone().oneshot(request()).await.expect("an answer")
                         }
                         _ => tokio::time::timeout(
                             Duration::from_secs(2),
