@@ -4,7 +4,8 @@
 //! The goal is at most 1.1x the bare client; the bare client within a
 //! `tokio::time::timeout` of the same 2 s is timed too (the layer's
 //! deadline arms one timer per call, as that does). A second group times
-//! the layer over an in-memory service, its own cost with no socket.
+//! the layer over an in-memory service, its own cost with no socket, and a
+//! third over one that is pending once before it answers.
 //!
 //! The layer is timed with that deadline and, as
 //! `retry_layer_no_deadline`, under the default policy (nothing carried,
@@ -142,6 +143,44 @@ fn bench(c: &mut Criterion) {
     group.bench_function("retry_layer", |b| {
         b.to_async(&runtime).iter(|| async {
             layered_memory
+                .clone()
+                .oneshot(request())
+                .await
+                .expect("an answer")
+        });
+    });
+    group.finish();
+
+    // The same, over a service that is pending once before it answers (as
+    // a socket is): the layer then also takes its Pending path (the
+    // deadline's timer armed, the clock read again).
+    let later = tower::service_fn(|_: Request<Full<Bytes>>| async {
+        tokio::task::yield_now().await;
+        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+    });
+    let layered_later = RetryLayer::new(RetryPolicy::default().timeout(Duration::from_secs(2)))
+        .expect("a valid policy")
+        .layer(later);
+    let undated_later = RetryLayer::new(RetryPolicy::default())
+        .expect("a valid policy")
+        .layer(later);
+    let mut group = c.benchmark_group("in_memory_pending_once");
+    group.bench_function("bare", |b| {
+        b.to_async(&runtime)
+            .iter(|| async { later.oneshot(request()).await.expect("an answer") });
+    });
+    group.bench_function("retry_layer", |b| {
+        b.to_async(&runtime).iter(|| async {
+            layered_later
+                .clone()
+                .oneshot(request())
+                .await
+                .expect("an answer")
+        });
+    });
+    group.bench_function("retry_layer_no_deadline", |b| {
+        b.to_async(&runtime).iter(|| async {
+            undated_later
                 .clone()
                 .oneshot(request())
                 .await
