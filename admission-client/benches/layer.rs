@@ -1,19 +1,19 @@
-//! What the retry layer costs when nothing fails: a GET to a hyper server
-//! on 127.0.0.1 through hyper-util's client, bare and under `RetryLayer`
-//! (default policy: budget, throttle, a 2 s deadline carried), in one run.
-//! The goal is at most 1.1x the bare client; the bare client within a
-//! `tokio::time::timeout` of the same 2 s is timed too (the layer's
-//! deadline arms one timer per call, as that does). A second group times
-//! the layer over an in-memory service, its own cost with no socket, and a
-//! third over one that is pending once before it answers.
+//! What the retry layer costs when nothing fails (goal: at most 1.1x the
+//! bare client), in three groups:
 //!
-//! The layer is timed with that deadline and, as
-//! `retry_layer_no_deadline`, under the default policy (nothing carried,
-//! the like-for-like pair with the bare client). A third variant of the
-//! bare client also sends the time left in `x-admission-budget-ms`, as the
-//! layer does on every attempt (the header costs the client's encoding
-//! and the server's parsing): the fair baseline for a caller that carries
-//! its deadline.
+//! * `get_over_loopback`: a GET to a hyper server on 127.0.0.1 through
+//!   hyper-util's client. Bare; bare within a 2 s `tokio::time::timeout`
+//!   (one timer per call, as the layer's deadline arms); bare within that
+//!   timeout and sending `x-admission-budget-ms` (what the layer sends on
+//!   each attempt, so the header's encoding and parsing are in both: the
+//!   fair baseline for a caller that carries its deadline); under
+//!   `RetryLayer` with a 2 s deadline; and under the default policy
+//!   (`retry_layer_no_deadline`: nothing carried, like for like with the
+//!   bare client).
+//! * `in_memory`: the layer over a service that answers at once, its own
+//!   work with no socket.
+//! * `in_memory_pending_once`: over a service that is pending once before
+//!   it answers, so the layer takes the path a socket makes it take.
 //!
 //! Criterion times the variants one after another, and on a shared 2-core
 //! machine the bare client alone drifts by more than the layer costs. With
