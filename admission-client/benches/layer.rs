@@ -29,7 +29,7 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use admission_client::{RetryLayer, RetryPolicy};
+use admission_client::{RetryLayer, RetryPolicy, RetryService};
 use admission_http::BUDGET_HEADER;
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -38,206 +38,214 @@ use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tower::{Layer as _, ServiceExt as _};
+
+/// The calls timed over loopback, in the order criterion and the paired
+/// mode time them.
+#[derive(Clone, Copy)]
+enum Call {
+    Bare,
+    /// The bare client as a careful caller uses it, within the same 2 s
+    /// the layer is given: one timer per call, as the layer arms.
+    BareWithTimeout,
+    /// ... and carrying its deadline in the header the layer sends.
+    BareWithTimeoutAndBudget,
+    RetryLayer,
+    /// The default policy, with no timeout: nothing is carried (no header,
+    /// no timer) unless the caller's scope has a deadline, so the
+    /// like-for-like pair with the bare client.
+    RetryLayerNoDeadline,
+}
+
+impl Call {
+    const ALL: [Call; 5] = [
+        Call::Bare,
+        Call::BareWithTimeout,
+        Call::BareWithTimeoutAndBudget,
+        Call::RetryLayer,
+        Call::RetryLayerNoDeadline,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Call::Bare => "bare",
+            Call::BareWithTimeout => "bare_with_timeout",
+            Call::BareWithTimeoutAndBudget => "bare_with_timeout_and_budget",
+            Call::RetryLayer => "retry_layer",
+            Call::RetryLayerNoDeadline => "retry_layer_no_deadline",
+        }
+    }
+}
+
+type Bare = Client<HttpConnector, Full<Bytes>>;
+
+/// The clients of the loopback group, over one server.
+struct Loopback {
+    uri: http::Uri,
+    bare: Bare,
+    layered: RetryService<Bare>,
+    undated: RetryService<Bare>,
+}
+
+impl Loopback {
+    fn new(uri: http::Uri) -> Loopback {
+        let bare = Client::builder(TokioExecutor::new()).build_http();
+        Loopback {
+            uri,
+            layered: layer(
+                RetryPolicy::default().timeout(Duration::from_secs(2)),
+                bare.clone(),
+            ),
+            undated: layer(RetryPolicy::default(), bare.clone()),
+            bare,
+        }
+    }
+
+    /// One GET as `call` makes it, its body read to the end.
+    async fn call(&self, call: Call) {
+        let request = get(&self.uri);
+        let response = match call {
+            Call::Bare => self.bare.clone().oneshot(request).await.expect("an answer"),
+            Call::BareWithTimeout | Call::BareWithTimeoutAndBudget => {
+                let mut request = request;
+                if matches!(call, Call::BareWithTimeoutAndBudget) {
+                    request
+                        .headers_mut()
+                        .insert(BUDGET_HEADER, http::HeaderValue::from(1999u64));
+                }
+                tokio::time::timeout(Duration::from_secs(2), self.bare.clone().oneshot(request))
+                    .await
+                    .expect("in time")
+                    .expect("an answer")
+            }
+            Call::RetryLayer => self
+                .layered
+                .clone()
+                .oneshot(request)
+                .await
+                .expect("an answer"),
+            Call::RetryLayerNoDeadline => self
+                .undated
+                .clone()
+                .oneshot(request)
+                .await
+                .expect("an answer"),
+        };
+        response.into_body().collect().await.expect("a body");
+    }
+}
+
+fn layer<S>(policy: RetryPolicy, inner: S) -> RetryService<S> {
+    RetryLayer::new(policy)
+        .expect("a valid policy")
+        .layer(inner)
+}
+
+fn get(uri: &http::Uri) -> Request<Full<Bytes>> {
+    Request::get(uri.clone())
+        .body(Full::default())
+        .expect("a request")
+}
 
 fn bench(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a runtime");
-    let external = std::env::var("ADMISSION_BENCH_URL").ok();
-    let uri: http::Uri = match external {
-        Some(url) => url.parse().expect("ADMISSION_BENCH_URL is a URI"),
-        None => serve_here(&runtime),
+    let uri = match std::env::var("ADMISSION_BENCH_URL") {
+        Ok(url) => url.parse().expect("ADMISSION_BENCH_URL is a URI"),
+        Err(_) => serve_here(&runtime),
     };
-    let bare = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-    let layered = RetryLayer::new(RetryPolicy::default().timeout(Duration::from_secs(2)))
-        .expect("a valid policy")
-        .layer(bare.clone());
-    // The default policy, with no timeout: nothing is carried (no header,
-    // no timer) unless the caller's scope has a deadline, so the like for
-    // like pair with the bare client.
-    let undated = RetryLayer::new(RetryPolicy::default())
-        .expect("a valid policy")
-        .layer(bare.clone());
-    let request = || {
-        Request::get(uri.clone())
-            .body(Full::default())
-            .expect("a request")
-    };
-
-    let carried = || {
-        let mut request = request();
-        request
-            .headers_mut()
-            .insert(BUDGET_HEADER, http::HeaderValue::from(1999u64));
-        request
-    };
+    let loopback = Loopback::new(uri);
     if let Some(n) = std::env::var("ADMISSION_BENCH_PAIRED")
         .ok()
         .and_then(|n| n.parse::<u32>().ok())
     {
-        paired(&runtime, n, &bare, [&layered, &undated], &request, &carried);
+        paired(&runtime, n, &loopback);
         return;
     }
 
     let mut group = c.benchmark_group("get_over_loopback");
-    group.bench_function("bare", |b| {
-        b.to_async(&runtime).iter(|| async {
-            let response = bare.clone().oneshot(request()).await.expect("an answer");
-            response.into_body().collect().await.expect("a body");
+    for call in Call::ALL {
+        group.bench_function(call.name(), |b| {
+            b.to_async(&runtime).iter(|| loopback.call(call));
         });
-    });
-    // The bare client as a careful caller uses it, within the same 2 s
-    // the layer is given: one timer per call, as the layer arms.
-    group.bench_function("bare_with_timeout", |b| {
-        b.to_async(&runtime).iter(|| async {
-            let response =
-                tokio::time::timeout(Duration::from_secs(2), bare.clone().oneshot(request()))
-                    .await
-                    .expect("in time")
-                    .expect("an answer");
-            response.into_body().collect().await.expect("a body");
-        });
-    });
-    // ... and carrying its deadline in the header the layer sends.
-    group.bench_function("bare_with_timeout_and_budget", |b| {
-        b.to_async(&runtime).iter(|| async {
-            let response =
-                tokio::time::timeout(Duration::from_secs(2), bare.clone().oneshot(carried()))
-                    .await
-                    .expect("in time")
-                    .expect("an answer");
-            response.into_body().collect().await.expect("a body");
-        });
-    });
-    group.bench_function("retry_layer", |b| {
-        b.to_async(&runtime).iter(|| async {
-            let response = layered.clone().oneshot(request()).await.expect("an answer");
-            response.into_body().collect().await.expect("a body");
-        });
-    });
-    group.bench_function("retry_layer_no_deadline", |b| {
-        b.to_async(&runtime).iter(|| async {
-            let response = undated.clone().oneshot(request()).await.expect("an answer");
-            response.into_body().collect().await.expect("a body");
-        });
-    });
+    }
     group.finish();
 
     // The layer's own work, with no socket to hide it: an in-memory
     // service that answers at once.
-    let answer = tower::service_fn(|_: Request<Full<Bytes>>| async {
-        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
-    });
-    let layered_memory = RetryLayer::new(RetryPolicy::default().timeout(Duration::from_secs(2)))
-        .expect("a valid policy")
-        .layer(answer);
-    let mut group = c.benchmark_group("in_memory");
-    group.bench_function("bare", |b| {
-        b.to_async(&runtime)
-            .iter(|| async { answer.oneshot(request()).await.expect("an answer") });
-    });
-    group.bench_function("retry_layer", |b| {
-        b.to_async(&runtime).iter(|| async {
-            layered_memory
-                .clone()
-                .oneshot(request())
-                .await
-                .expect("an answer")
-        });
-    });
-    group.finish();
-
+    in_memory(
+        c,
+        &runtime,
+        "in_memory",
+        &tower::service_fn(|_: Request<Full<Bytes>>| async {
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+        }),
+    );
     // The same, over a service that is pending once before it answers (as
     // a socket is): the layer then also takes its Pending path (the
     // deadline's timer armed, the clock read again).
-    let later = tower::service_fn(|_: Request<Full<Bytes>>| async {
-        tokio::task::yield_now().await;
-        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
-    });
-    let layered_later = RetryLayer::new(RetryPolicy::default().timeout(Duration::from_secs(2)))
-        .expect("a valid policy")
-        .layer(later);
-    let undated_later = RetryLayer::new(RetryPolicy::default())
-        .expect("a valid policy")
-        .layer(later);
-    let mut group = c.benchmark_group("in_memory_pending_once");
+    in_memory(
+        c,
+        &runtime,
+        "in_memory_pending_once",
+        &tower::service_fn(|_: Request<Full<Bytes>>| async {
+            tokio::task::yield_now().await;
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+        }),
+    );
+}
+
+/// `service` bare, under the layer with a 2 s deadline and under the
+/// default policy.
+fn in_memory<S>(c: &mut Criterion, runtime: &tokio::runtime::Runtime, name: &str, service: &S)
+where
+    S: tower::Service<Request<Full<Bytes>>, Response = Response<Full<Bytes>>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+{
+    let uri: http::Uri = "http://in-memory/".parse().expect("a URI");
+    let layered = layer(
+        RetryPolicy::default().timeout(Duration::from_secs(2)),
+        service.clone(),
+    );
+    let undated = layer(RetryPolicy::default(), service.clone());
+    let mut group = c.benchmark_group(name);
     group.bench_function("bare", |b| {
-        b.to_async(&runtime)
-            .iter(|| async { later.oneshot(request()).await.expect("an answer") });
+        b.to_async(runtime)
+            .iter(|| service.clone().oneshot(get(&uri)));
     });
     group.bench_function("retry_layer", |b| {
-        b.to_async(&runtime).iter(|| async {
-            layered_later
-                .clone()
-                .oneshot(request())
-                .await
-                .expect("an answer")
-        });
+        b.to_async(runtime)
+            .iter(|| layered.clone().oneshot(get(&uri)));
     });
     group.bench_function("retry_layer_no_deadline", |b| {
-        b.to_async(&runtime).iter(|| async {
-            undated_later
-                .clone()
-                .oneshot(request())
-                .await
-                .expect("an answer")
-        });
+        b.to_async(runtime)
+            .iter(|| undated.clone().oneshot(get(&uri)));
     });
     group.finish();
 }
 
-/// Five rounds of `n` calls per variant (the bare client, the bare client
-/// carrying its deadline, the layer with a deadline and without), interleaved,
-/// each round's mean printed in microseconds.
-fn paired<S, L>(
-    runtime: &tokio::runtime::Runtime,
-    n: u32,
-    bare: &S,
-    [layered, undated]: [&L; 2],
-    request: &dyn Fn() -> Request<Full<Bytes>>,
-    carried: &dyn Fn() -> Request<Full<Bytes>>,
-) where
-    S: tower::Service<Request<Full<Bytes>>, Response = Response<Incoming>> + Clone,
-    S::Error: std::fmt::Debug,
-    L: tower::Service<Request<Full<Bytes>>, Response = Response<Incoming>> + Clone,
-    L::Error: std::fmt::Debug,
-{
+/// Five rounds of `n` calls of each loopback variant, interleaved, each
+/// round's mean printed in microseconds.
+fn paired(runtime: &tokio::runtime::Runtime, n: u32, loopback: &Loopback) {
     for round in 1..=5 {
         let mut line = format!("round {round} (µs a call):");
-        for variant in [
-            "bare",
-            "bare_with_timeout_and_budget",
-            "retry_layer",
-            "retry_layer_no_deadline",
-        ] {
+        for call in Call::ALL {
             let start = std::time::Instant::now();
             runtime.block_on(async {
                 for _ in 0..n {
-                    let response = match variant {
-                        "bare" => bare.clone().oneshot(request()).await.expect("an answer"),
-                        "retry_layer" => {
-                            layered.clone().oneshot(request()).await.expect("an answer")
-                        }
-                        "retry_layer_no_deadline" => {
-                            undated.clone().oneshot(request()).await.expect("an answer")
-                        }
-                        _ => tokio::time::timeout(
-                            Duration::from_secs(2),
-                            bare.clone().oneshot(carried()),
-                        )
-                        .await
-                        .expect("in time")
-                        .expect("an answer"),
-                    };
-                    response.into_body().collect().await.expect("a body");
+                    loopback.call(call).await;
                 }
             });
             let micros = start.elapsed().as_secs_f64() * 1e6 / f64::from(n);
-            line += &format!(" {variant} {micros:.2}");
+            line += &format!(" {} {micros:.2}", call.name());
         }
         println!("{line}");
     }
