@@ -414,6 +414,16 @@ mod tests {
         let body: serde_json::Value = serde_json::from_str(problem.body()).unwrap();
         assert_eq!(problem.status(), 503);
         assert_eq!(problem.retry_after(), Some(1));
+        // The millisecond hint says the same second: a client reading it
+        // does not come back sooner than `Retry-After` tells one that does
+        // not.
+        assert!(
+            problem
+                .headers()
+                .any(|h| h == ("x-admission-retry-after-ms", HeaderText::Number(1000))),
+            "{:?}",
+            problem.headers().collect::<Vec<_>>()
+        );
         assert_eq!(body["code"], "ADMISSION_SHUTTING_DOWN");
         assert_eq!(body["retry_after"], 1);
         assert_eq!(body["status"], 503);

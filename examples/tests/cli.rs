@@ -230,7 +230,7 @@ fn short_help_works_too() {
 
 #[test]
 fn unknown_flags_and_bad_values_exit_2_with_a_precise_message() {
-    let cases: [(&str, &[&str], &str); 9] = [
+    let cases: [(&str, &[&str], &str); 11] = [
         (
             env!("CARGO_BIN_EXE_exporter"),
             &["--workers", "x"],
@@ -260,6 +260,24 @@ fn unknown_flags_and_bad_values_exit_2_with_a_precise_message() {
             env!("CARGO_BIN_EXE_storm"),
             &["--overload", "--clients", "3"],
             "`--clients` does not go with `--overload`",
+        ),
+        (
+            env!("CARGO_BIN_EXE_storm"),
+            &["--rate", "10", "--clients", "3"],
+            "`--clients` does not go with `--rate`",
+        ),
+        // Against `--url` there is no child exporter to set.
+        (
+            env!("CARGO_BIN_EXE_storm"),
+            &[
+                "--rate",
+                "10",
+                "--url",
+                "http://127.0.0.1:1/metrics",
+                "--workers",
+                "3",
+            ],
+            "`--workers` does not go with `--rate` and `--url`",
         ),
         (
             env!("CARGO_BIN_EXE_storm"),

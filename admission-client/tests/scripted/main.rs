@@ -38,16 +38,22 @@ fn get(server: &Scripted) -> Request<Full<Bytes>> {
     Request::get(server.url()).body(Full::default()).unwrap()
 }
 
-#[tokio::test]
-async fn a_retry_after_of_one_second_is_waited_for_then_the_answer_is_served() {
-    let server =
-        Scripted::start(vec![Answer::refused(&[("retry-after", "1")]), Answer::ok()]).await;
+/// A GET through the layer against `refusal` then `200`: the gap between
+/// the two arrivals and the hint the layer recorded for its retry.
+async fn refused_then_served(refusal: Answer) -> (Duration, Option<Duration>) {
+    let server = Scripted::start(vec![refusal, Answer::ok()]).await;
     let client = RetryLayer::new(quick()).unwrap().layer(bare());
     let response = client.oneshot(get(&server)).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     let arrivals = server.arrivals();
     assert_eq!(arrivals.len(), 2);
-    let gap = arrivals[1].at - arrivals[0].at;
+    let retries = &response.extensions().get::<Retries>().unwrap().0;
+    (arrivals[1].at - arrivals[0].at, retries[0].hint)
+}
+
+#[tokio::test]
+async fn a_retry_after_of_one_second_is_waited_for_then_the_answer_is_served() {
+    let (gap, hint) = refused_then_served(Answer::refused(&[("retry-after", "1")])).await;
     assert!(
         gap >= Duration::from_secs(1),
         "retried {gap:?} after, before the hint"
@@ -56,25 +62,18 @@ async fn a_retry_after_of_one_second_is_waited_for_then_the_answer_is_served() {
         gap < Duration::from_secs(3),
         "{gap:?}: a generous bound on a loaded machine"
     );
-    let retries = &response.extensions().get::<Retries>().unwrap().0;
-    assert_eq!(retries[0].hint, Some(Duration::from_secs(1)));
+    assert_eq!(hint, Some(Duration::from_secs(1)));
 }
 
 #[tokio::test]
 async fn an_admission_servers_millisecond_hint_is_waited_instead_of_its_whole_second() {
     // What an admission server sends for 30 ms work: `Retry-After` must say
     // 1 s, `x-admission-retry-after-ms` says 30.
-    let server = Scripted::start(vec![
-        Answer::refused(&[("retry-after", "1"), ("x-admission-retry-after-ms", "30")]),
-        Answer::ok(),
-    ])
+    let (gap, hint) = refused_then_served(Answer::refused(&[
+        ("retry-after", "1"),
+        ("x-admission-retry-after-ms", "30"),
+    ]))
     .await;
-    let client = RetryLayer::new(quick()).unwrap().layer(bare());
-    let response = client.oneshot(get(&server)).await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let arrivals = server.arrivals();
-    assert_eq!(arrivals.len(), 2);
-    let gap = arrivals[1].at - arrivals[0].at;
     assert!(
         gap >= Duration::from_millis(30),
         "retried {gap:?} after, before the hint"
@@ -83,8 +82,7 @@ async fn an_admission_servers_millisecond_hint_is_waited_instead_of_its_whole_se
         gap < Duration::from_millis(900),
         "{gap:?}: the millisecond hint, not the whole second"
     );
-    let retries = &response.extensions().get::<Retries>().unwrap().0;
-    assert_eq!(retries[0].hint, Some(Duration::from_millis(30)));
+    assert_eq!(hint, Some(Duration::from_millis(30)));
 }
 
 #[tokio::test]
@@ -108,16 +106,7 @@ async fn a_hint_longer_than_the_policy_waits_for_ends_the_call_with_the_refusal(
 async fn an_http_date_retry_after_is_waited_for() {
     // Two seconds ahead, in whole seconds: the wait is between one and two.
     let when = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(2));
-    let server = Scripted::start(vec![
-        Answer::refused_owned(vec![("retry-after", when)]),
-        Answer::ok(),
-    ])
-    .await;
-    let client = RetryLayer::new(quick()).unwrap().layer(bare());
-    let response = client.oneshot(get(&server)).await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let arrivals = server.arrivals();
-    let gap = arrivals[1].at - arrivals[0].at;
+    let (gap, _) = refused_then_served(Answer::refused_owned(vec![("retry-after", when)])).await;
     assert!(
         gap >= Duration::from_millis(900) && gap < Duration::from_secs(4),
         "{gap:?}"

@@ -210,22 +210,7 @@ const STORM_FLAGS: &[&str] = &[
     "url",
     "grpc",
 ];
-const RATE_FLAGS: &[&str] = &[
-    "rate",
-    "url",
-    "gate",
-    "workers",
-    "walk_delay",
-    "series",
-    "duration",
-    "timeout",
-    "mix",
-    "budget",
-    "max_outstanding",
-    "seed",
-];
-/// `--rate` against `--url`: [`RATE_FLAGS`] less those that set the child
-/// exporter.
+/// `--rate`'s flags against `--url`.
 const RATE_URL_FLAGS: &[&str] = &[
     "rate",
     "url",
@@ -236,6 +221,8 @@ const RATE_URL_FLAGS: &[&str] = &[
     "max_outstanding",
     "seed",
 ];
+/// What `--rate` also takes without `--url`: the child exporter's settings.
+const CHILD_EXPORTER_FLAGS: &[&str] = &["gate", "workers", "walk_delay", "series"];
 const OVERLOAD_FLAGS: &[&str] = &[
     "overload",
     "point",
@@ -354,7 +341,11 @@ fn mode(flags: Flags, matches: &ArgMatches) -> Result<Mode, String> {
         return Ok(Mode::Overload { config, svg });
     }
     if let Some(rate) = flags.rate {
-        only(matches, "`--rate`", RATE_FLAGS)?;
+        only(
+            matches,
+            "`--rate`",
+            &[RATE_URL_FLAGS, CHILD_EXPORTER_FLAGS].concat(),
+        )?;
         if flags.url.is_some() {
             only(
                 matches,
