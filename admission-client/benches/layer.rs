@@ -21,6 +21,10 @@
 //! per variant, interleaved in one process, prints each round's mean and
 //! exits (`ADMISSION_BENCH_PAIRED=20000 target/release/deps/layer-* --bench`).
 //!
+//! `ADMISSION_BENCH_CALLS=bare,retry_layer_no_deadline` limits the paired
+//! rounds to the variants named (for `valgrind --tool=callgrind`, one
+//! variant a run).
+//!
 //! With `ADMISSION_BENCH_URL` set (say `http://127.0.0.1:9464/healthz`)
 //! the loopback group calls that server instead of its own, so the server
 //! and the bench can be pinned to different cores (`taskset -c 1` for the
@@ -164,6 +168,9 @@ fn bench(c: &mut Criterion) {
         .ok()
         .and_then(|n| n.parse::<u32>().ok())
     {
+        if std::env::var("SIZES").is_ok() {
+            sizes(&loopback);
+        }
         paired(&runtime, n, &loopback);
         return;
     }
@@ -235,9 +242,17 @@ where
 /// Five rounds of `n` calls of each loopback variant, interleaved, each
 /// round's mean printed in microseconds.
 fn paired(runtime: &tokio::runtime::Runtime, n: u32, loopback: &Loopback) {
+    let only = std::env::var("ADMISSION_BENCH_CALLS").ok();
+    let calls: Vec<Call> = Call::ALL
+        .into_iter()
+        .filter(|call| {
+            only.as_deref()
+                .is_none_or(|only| only.split(',').any(|name| name == call.name()))
+        })
+        .collect();
     for round in 1..=5 {
         let mut line = format!("round {round} (µs a call):");
-        for call in Call::ALL {
+        for &call in &calls {
             let start = std::time::Instant::now();
             runtime.block_on(async {
                 for _ in 0..n {
@@ -275,3 +290,26 @@ fn serve_here(runtime: &tokio::runtime::Runtime) -> http::Uri {
 
 criterion_group!(benches, bench);
 criterion_main!(benches);
+#[allow(dead_code)]
+fn sizes(l: &Loopback) {
+    use tower::Service as _;
+    eprintln!("client {}", std::mem::size_of::<Bare>());
+    eprintln!(
+        "retry service {}",
+        std::mem::size_of::<RetryService<Bare>>()
+    );
+    eprintln!(
+        "bare oneshot {}",
+        std::mem::size_of_val(&l.bare.clone().oneshot(get(&l.uri)))
+    );
+    eprintln!(
+        "layer oneshot {}",
+        std::mem::size_of_val(&l.undated.clone().oneshot(get(&l.uri)))
+    );
+    eprintln!(
+        "bare future {}",
+        std::mem::size_of_val(&l.bare.clone().call(get(&l.uri)))
+    );
+    eprintln!("parts {}", std::mem::size_of::<http::request::Parts>());
+    eprintln!("request {}", std::mem::size_of::<Request<Full<Bytes>>>());
+}

@@ -19,13 +19,14 @@ use admission_http::{
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderName, HeaderValue, Method, Request, Response};
+use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep, sleep_until};
 use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::body::{ReplayBody, keep};
 use crate::error::{ConfigError, Error};
-use crate::hints::{Hint, judge};
+use crate::hints::{Hint, Verdict, judge};
 use crate::policy::RetryPolicy;
 use crate::throttle::random_unit;
 
@@ -145,90 +146,353 @@ where
 {
     type Response = Response<R>;
     type Error = Error<S::Error>;
-    type Future = BoxFuture<Result<Response<R>, Error<S::Error>>>;
+    type Future = RetryFuture<S, B>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(Error::Inner)
     }
 
+    /// Makes the first attempt at once when the body is at hand (the
+    /// common case: a request that may not be retried, or one with an
+    /// empty body), on the service made ready; the caller's `admission`
+    /// scope is read here. A retryable request with a body to read is
+    /// made by the future, once the body is read whole.
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let (parts, body) = request.into_parts();
+        // The call's clock reading: the deadline, the books, the throttle
+        // and the first attempt's time left are read from it, and so is
+        // the answer's arrival when nothing was waited for in between.
+        let now = Instant::now();
+        let plan = Plan::of(&parts, &self.policy, now);
+        let eligible = self.policy.max_attempts > 1
+            && (plan.grpc
+                || self.policy.any_method
+                || parts.extensions.get::<RetryAnyway>().is_some()
+                || idempotent(&parts.method));
+        if eligible && !body.is_end_stream() {
+            // The ready service goes to the loop; its clone stays here.
+            let clone = self.inner.clone();
+            let ready = std::mem::replace(&mut self.inner, clone);
+            let kept = Kept {
+                service: ready,
+                parts,
+                body: Bytes::new(),
+            };
+            return RetryFuture::looping(run(kept, plan, Start::Body(body), None, now));
+        }
+        let left = match open(&self.policy, now)
+            .and_then(|()| time_left(plan.deadline, now, self.policy.min_attempt))
+        {
+            Ok(left) => left,
+            Err(error) => {
+                return RetryFuture {
+                    state: State::Refused { error: Some(error) },
+                };
+            }
+        };
+        // A retryable call keeps the caller's head and a clone of the
+        // service for its retries; the first attempt takes a copy.
+        let (mut head, kept) = if eligible {
+            let kept = Kept {
+                service: self.inner.clone(),
+                parts: parts.clone(),
+                body: Bytes::new(),
+            };
+            (parts, Some(Box::new(kept)))
+        } else {
+            (parts, None)
+        };
+        carry(&mut head.headers, left, plan.criticality, plan.grpc);
+        let attempt = self.inner.call(Request::from_parts(head, body));
+        RetryFuture {
+            state: State::First {
+                attempt,
+                plan,
+                kept,
+                timer: None,
+                now,
+                waited: false,
+            },
+        }
+    }
+}
+
+/// What a call fixes when it is made: its policy, deadline, criticality
+/// and whether it is a gRPC call.
+#[derive(Clone)]
+struct Plan {
+    policy: Arc<RetryPolicy>,
+    deadline: Option<Instant>,
+    criticality: Criticality,
+    grpc: bool,
+}
+
+impl Plan {
+    fn of(parts: &http::request::Parts, policy: &Arc<RetryPolicy>, now: Instant) -> Plan {
+        let caller = Caller::current();
+        Plan {
+            deadline: deadline(parts, &caller, policy, now),
+            criticality: parts
+                .extensions
+                .get::<Criticality>()
+                .copied()
+                .unwrap_or(caller.criticality()),
+            grpc: parts
+                .headers
+                .get(CONTENT_TYPE)
+                .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc")),
+            policy: policy.clone(),
+        }
+    }
+}
+
+/// What a retryable call keeps to be made again: a clone of the service
+/// (made ready before each retry), the caller's head and the body's bytes.
+struct Kept<S> {
+    service: S,
+    parts: http::request::Parts,
+    body: Bytes,
+}
+
+/// Where the loop starts.
+enum Start<B, A> {
+    /// With a body to read whole before the first attempt.
+    Body(B),
+    /// With the first attempt's answer, judged.
+    Answered(A, Verdict),
+}
+
+pin_project! {
+    /// The future of a call through [`RetryService`]: the first attempt,
+    /// polled in place, and the retries after it (boxed, off the path of
+    /// a call that succeeds).
+    ///
     /// # Cancel safety
     ///
     /// Dropping the future cancels the attempt under way (or the wait) and
     /// makes no other.
-    fn call(&mut self, request: Request<B>) -> Self::Future {
-        // The ready service answers the first attempt; its clone, made
-        // ready again, the later ones.
-        let clone = self.inner.clone();
-        let ready = std::mem::replace(&mut self.inner, clone);
-        Box::pin(run(ready, self.policy.clone(), request))
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use admission_client::{RetryFuture, RetryLayer, RetryPolicy};
+    /// use bytes::Bytes;
+    /// use http::{Request, Response};
+    /// use http_body_util::Empty;
+    /// use tower::{Layer, Service, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let mut client = RetryLayer::new(RetryPolicy::default()).unwrap().layer(service_fn(
+    ///     |_: Request<Empty<Bytes>>| async { Ok::<_, Infallible>(Response::new(())) },
+    /// ));
+    /// let call: RetryFuture<_, Empty<Bytes>> =
+    ///     client.ready().await.unwrap().call(Request::new(Empty::new()));
+    /// assert_eq!(call.await.unwrap().status(), 200);
+    /// # }
+    /// ```
+    pub struct RetryFuture<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        #[pin]
+        state: State<S, B>,
     }
 }
 
-/// The call: the attempt loop over the request taken apart. An `async`
-/// block, not an `async fn`: the future then holds the head once (an
-/// `async fn` keeps its arguments and their moved copies side by side).
-#[expect(
-    clippy::too_many_lines,
-    reason = "one loop, read top to bottom, is clearer than its pieces apart"
-)]
+pin_project! {
+    #[project = StateProj]
+    enum State<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        // Refused before any attempt: throttled, or no time left.
+        Refused { error: Option<Error<S::Error>> },
+        // The first attempt, made by `call`.
+        First {
+            #[pin]
+            attempt: S::Future,
+            plan: Plan,
+            kept: Option<Box<Kept<S>>>,
+            timer: Option<Pin<Box<Sleep>>>,
+            now: Instant,
+            waited: bool,
+        },
+        // The loop: retries, or a body to read first.
+        Loop { future: BoxFuture<Result<S::Response, Error<S::Error>>> },
+    }
+}
+
+impl<S, B> RetryFuture<S, B>
+where
+    S: Service<Request<B>>,
+{
+    fn looping(
+        future: impl Future<Output = Result<S::Response, Error<S::Error>>> + Send + 'static,
+    ) -> Self {
+        RetryFuture {
+            state: State::Loop {
+                future: Box::pin(future),
+            },
+        }
+    }
+}
+
+impl<S, B> std::fmt::Debug for RetryFuture<S, B>
+where
+    S: Service<Request<B>>,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RetryFuture").finish_non_exhaustive()
+    }
+}
+
+impl<S, B, R> Future for RetryFuture<S, B>
+where
+    S: Service<Request<B>, Response = Response<R>> + Send + 'static,
+    S::Future: Send,
+    S::Error: Send,
+    B: ReplayBody + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    R: Send + 'static,
+{
+    type Output = Result<Response<R>, Error<S::Error>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        let future = match state.as_mut().project() {
+            StateProj::Refused { error } => {
+                return Poll::Ready(Err(error.take().expect("polled after it finished")));
+            }
+            StateProj::Loop { future } => return future.as_mut().poll(cx),
+            StateProj::First {
+                attempt,
+                plan,
+                kept,
+                timer,
+                now,
+                waited,
+            } => {
+                let Poll::Ready(answer) = poll_attempt(attempt, plan.deadline, timer, cx) else {
+                    *waited = true;
+                    return Poll::Pending;
+                };
+                let Some(answer) = answer else {
+                    record(&plan.policy, Instant::now(), false);
+                    return Poll::Ready(Err(Error::DeadlineExceeded));
+                };
+                let arrived = if *waited { Instant::now() } else { *now };
+                let verdict = verdict(&answer, &plan.policy);
+                record(&plan.policy, arrived, verdict.accepted);
+                match kept.take() {
+                    Some(kept) if verdict.retryable => Box::pin(run(
+                        *kept,
+                        plan.clone(),
+                        Start::Answered(answer, verdict),
+                        timer.take(),
+                        arrived,
+                    )),
+                    _ => return Poll::Ready(answer.map_err(Error::Inner)),
+                }
+            }
+        };
+        state.set(State::Loop { future });
+        let StateProj::Loop { future } = state.project() else {
+            unreachable!("just set")
+        };
+        future.as_mut().poll(cx)
+    }
+}
+
+/// The loop over a retryable call: its body read whole (when it starts
+/// with one), then attempts until one is final, as the policy, the
+/// budget, the hints and the deadline allow. An `async` block, not an
+/// `async fn`: the future then holds the head once (an `async fn` keeps
+/// its arguments and their moved copies side by side).
 fn run<S, B, R>(
-    mut service: S,
-    policy: Arc<RetryPolicy>,
-    request: Request<B>,
+    kept: Kept<S>,
+    plan: Plan,
+    start: Start<B, Result<Response<R>, S::Error>>,
+    mut timer: Option<Pin<Box<Sleep>>>,
+    mut now: Instant,
 ) -> impl Future<Output = Result<Response<R>, Error<S::Error>>>
 where
     S: Service<Request<B>, Response = Response<R>>,
     B: ReplayBody,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let (mut parts, body) = request.into_parts();
+    let Kept {
+        mut service,
+        mut parts,
+        body: mut kept,
+    } = kept;
+    let Plan {
+        policy,
+        deadline,
+        criticality,
+        grpc,
+    } = plan;
     async move {
-        // The call's clock reading: the deadline, the books, the throttle
-        // and the first attempt's time left are read from it, and so is
-        // the answer's arrival when nothing was waited for in between (no
-        // time passed but the layer's own work).
-        let mut now = Instant::now();
-        let caller = Caller::current();
-        let deadline = deadline(&parts, &caller, &policy, now);
-        let criticality = parts
-            .extensions
-            .get::<Criticality>()
-            .copied()
-            .unwrap_or(caller.criticality());
-        let grpc = parts
-            .headers
-            .get(CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
-        let eligible = policy.max_attempts > 1
-            && (grpc
-                || policy.any_method
-                || parts.extensions.get::<RetryAnyway>().is_some()
-                || idempotent(&parts.method));
-        // A body sent once is moved into the only attempt; a retryable one
-        // is kept as bytes and rebuilt for each.
-        let (mut once, kept) = if eligible {
-            let (kept, at_once) = keep(body, policy.replay_limit).await?;
-            if !at_once {
-                now = Instant::now();
+        let (mut attempt, mut answered) = match start {
+            Start::Body(body) => {
+                let (bytes, at_once) = keep(body, policy.replay_limit).await?;
+                kept = bytes;
+                if !at_once {
+                    now = Instant::now();
+                }
+                open(&policy, now)?;
+                (0u32, None)
             }
-            (None, kept)
-        } else {
-            (Some(body), Bytes::new())
+            Start::Answered(answer, verdict) => (1, Some((answer, verdict))),
         };
-        if let Some(budget) = &policy.budget {
-            budget.deposit_at(now);
-        }
-        if let Some(throttle) = &policy.throttle
-            && !throttle.admit_at(now)
-        {
-            return Err(Error::Throttled);
-        }
-        // The deadline's timer, made only when an attempt does not answer
-        // at once, and then kept for the call's later attempts.
-        let mut timer: Option<Pin<Box<Sleep>>> = None;
         let mut retries = Vec::new();
-        let mut attempt = 0u32;
         loop {
+            if let Some((last, verdict)) = answered.take() {
+                let finish = |last: Result<Response<R>, S::Error>, retries: Vec<Retry>| {
+                    last.map(|mut response| {
+                        if !retries.is_empty() {
+                            response.extensions_mut().insert(Retries(retries));
+                        }
+                        response
+                    })
+                    .map_err(Error::Inner)
+                };
+                if !verdict.retryable || attempt >= policy.max_attempts {
+                    return finish(last, retries);
+                }
+                let (wait, hint) = match verdict.hint {
+                    Hint::Stop => return finish(last, retries),
+                    Hint::After(hint) if hint > policy.max_hint => return finish(last, retries),
+                    // Never earlier than the hint; up to 5% later, so the
+                    // callers one refusal told the same thing do not return
+                    // at one instant.
+                    Hint::After(hint) => (hint + hint.mul_f64(0.05 * random_unit()), Some(hint)),
+                    Hint::None => (backoff(&policy, attempt), None),
+                };
+                // A retry's wait counts from a fresh reading: never less than
+                // the hint, whatever the attempt took.
+                let arrived = Instant::now();
+                if let Some(deadline) = deadline
+                    && arrived + wait + policy.min_attempt > deadline
+                {
+                    return finish(last, retries);
+                }
+                if let Some(budget) = &policy.budget
+                    && !budget.try_withdraw()
+                {
+                    return finish(last, retries);
+                }
+                drop(last);
+                // Boxed: inline it would widen the loop's future by a timer.
+                Box::pin(sleep_until(arrived + wait)).await;
+                now = Instant::now();
+                retries.push(Retry {
+                    hint,
+                    waited: now - arrived,
+                });
+            }
             // No attempt waits for the service when it could not finish.
             let mut left = time_left(deadline, now, policy.min_attempt)?;
             // Whether anything was waited for since `now` was read.
@@ -247,39 +511,23 @@ where
             // The attempt is made only now, so that no copy of it is held
             // while the service gets ready.
             attempt += 1;
-            let final_attempt = !eligible || attempt >= policy.max_attempts;
             // The caller's head, cloned for each attempt but the last,
             // which takes it; made in a block of its own, so that the
             // future holds no second head while the attempt is under way.
             let sent = {
-                let mut head = if final_attempt {
+                let mut head = if attempt >= policy.max_attempts {
                     std::mem::replace(&mut parts, Request::new(()).into_parts().0)
                 } else {
                     parts.clone()
                 };
-                let body = match once.take() {
-                    Some(body) => body,
-                    None if eligible => B::replay(&kept),
-                    // A body sent once is never sent again.
-                    None => return Err(Error::BodyTooLarge),
-                };
                 carry(&mut head.headers, left, criticality, grpc);
-                service.call(Request::from_parts(head, body))
+                service.call(Request::from_parts(head, B::replay(&kept)))
             };
             let mut sent = std::pin::pin!(sent);
             let Some(answer) = std::future::poll_fn(|cx| {
-                if let Poll::Ready(answer) = sent.as_mut().poll(cx) {
-                    return Poll::Ready(Some(answer));
-                }
-                waited = true;
-                match deadline {
-                    Some(deadline) => timer
-                        .get_or_insert_with(|| Box::pin(sleep_until(deadline)))
-                        .as_mut()
-                        .poll(cx)
-                        .map(|()| None),
-                    None => Poll::Pending,
-                }
+                let answer = poll_attempt(sent.as_mut(), deadline, &mut timer, cx);
+                waited |= answer.is_pending();
+                answer
             })
             .await
             else {
@@ -287,75 +535,75 @@ where
                 return Err(Error::DeadlineExceeded);
             };
             let arrived = if waited { Instant::now() } else { now };
-            let (verdict, last) = match answer {
-                Ok(response) => {
-                    // The wall clock is read only for an HTTP-date to read.
-                    let wall = if response.headers().contains_key(RETRY_AFTER) {
-                        SystemTime::now()
-                    } else {
-                        SystemTime::UNIX_EPOCH
-                    };
-                    let verdict = judge(
-                        response.status(),
-                        response.headers(),
-                        &policy.grpc_codes,
-                        wall,
-                    );
-                    (verdict, Ok(response))
-                }
-                Err(err) => (
-                    crate::hints::Verdict {
-                        accepted: false,
-                        retryable: true,
-                        hint: Hint::None,
-                    },
-                    Err(err),
-                ),
-            };
+            let verdict = verdict(&answer, &policy);
             record(&policy, arrived, verdict.accepted);
-            let finish = |last: Result<Response<R>, S::Error>, retries: Vec<Retry>| {
-                last.map(|mut response| {
-                    if !retries.is_empty() {
-                        response.extensions_mut().insert(Retries(retries));
-                    }
-                    response
-                })
-                .map_err(Error::Inner)
-            };
-            if !(eligible && verdict.retryable) || attempt >= policy.max_attempts {
-                return finish(last, retries);
-            }
-            let (wait, hint) = match verdict.hint {
-                Hint::Stop => return finish(last, retries),
-                Hint::After(hint) if hint > policy.max_hint => return finish(last, retries),
-                // Never earlier than the hint; up to 5% later, so the callers
-                // one refusal told the same thing do not return at one instant.
-                Hint::After(hint) => (hint + hint.mul_f64(0.05 * random_unit()), Some(hint)),
-                Hint::None => (backoff(&policy, attempt), None),
-            };
-            // A retry's wait counts from a fresh reading: never less than the
-            // hint, whatever the attempt took.
-            let arrived = Instant::now();
-            if let Some(deadline) = deadline
-                && arrived + wait + policy.min_attempt > deadline
-            {
-                return finish(last, retries);
-            }
-            if let Some(budget) = &policy.budget
-                && !budget.try_withdraw()
-            {
-                return finish(last, retries);
-            }
-            drop(last);
-            // Boxed: the wait is off the path of a call that succeeds, and
-            // inline it would widen every call's future by a timer.
-            Box::pin(sleep_until(arrived + wait)).await;
-            now = Instant::now();
-            retries.push(Retry {
-                hint,
-                waited: now - arrived,
-            });
+            answered = Some((answer, verdict));
         }
+    }
+}
+
+/// Polls an attempt against the call's deadline: its answer, or `None`
+/// once the deadline has passed. The deadline's timer is made only when
+/// the attempt does not answer at once, and then kept for the call's
+/// later attempts.
+fn poll_attempt<F: Future>(
+    attempt: Pin<&mut F>,
+    deadline: Option<Instant>,
+    timer: &mut Option<Pin<Box<Sleep>>>,
+    cx: &mut Context<'_>,
+) -> Poll<Option<F::Output>> {
+    if let Poll::Ready(answer) = attempt.poll(cx) {
+        return Poll::Ready(Some(answer));
+    }
+    match deadline {
+        Some(deadline) => timer
+            .get_or_insert_with(|| Box::pin(sleep_until(deadline)))
+            .as_mut()
+            .poll(cx)
+            .map(|()| None),
+        None => Poll::Pending,
+    }
+}
+
+/// Books a call before its first attempt: a deposit in the budget, and
+/// the throttle's say.
+fn open<E>(policy: &RetryPolicy, now: Instant) -> Result<(), Error<E>> {
+    if let Some(budget) = &policy.budget {
+        budget.deposit_at(now);
+    }
+    if let Some(throttle) = &policy.throttle
+        && !throttle.admit_at(now)
+    {
+        return Err(Error::Throttled);
+    }
+    Ok(())
+}
+
+/// An attempt's answer, judged; a failure to answer may be retried.
+fn verdict<R, E>(answer: &Result<Response<R>, E>, policy: &RetryPolicy) -> Verdict {
+    match answer {
+        Ok(response) => {
+            // The wall clock is read only for an HTTP-date to read, which
+            // only a refusal's hint may be.
+            let wall = if !response.status().is_success()
+                && response.headers().contains_key(RETRY_AFTER)
+            {
+                SystemTime::now()
+            } else {
+                SystemTime::UNIX_EPOCH
+            };
+            judge(
+                response.status(),
+                response.headers(),
+                &policy.grpc_codes,
+                wall,
+            )
+        }
+        Err(_) => Verdict {
+            accepted: false,
+            retryable: true,
+            hint: Hint::None,
+        },
     }
 }
 
@@ -459,6 +707,66 @@ fn idempotent(method: &Method) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A service whose first answer is a refusal to retry at once when
+    /// `refuse_first`, and whose every other attempt never answers.
+    fn never_answering(
+        refuse_first: bool,
+    ) -> (
+        impl Service<
+            Request<http_body_util::Empty<Bytes>>,
+            Response = Response<()>,
+            Error = std::convert::Infallible,
+            Future: Send,
+        > + Clone
+        + Send
+        + 'static,
+        Arc<std::sync::atomic::AtomicU32>,
+    ) {
+        let attempts = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let seen = attempts.clone();
+        let service = tower::service_fn(move |_: Request<http_body_util::Empty<Bytes>>| {
+            let n = seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            async move {
+                if refuse_first && n == 0 {
+                    let mut refused = Response::new(());
+                    *refused.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+                    refused
+                        .headers_mut()
+                        .insert(RETRY_AFTER, HeaderValue::from_static("0"));
+                    return Ok(refused);
+                }
+                std::future::pending().await
+            }
+        });
+        (service, attempts)
+    }
+
+    #[tokio::test]
+    async fn an_attempt_that_outlasts_the_deadline_ends_at_it_first_or_retried() {
+        use tower::ServiceExt as _;
+        for refuse_first in [false, true] {
+            let (service, attempts) = never_answering(refuse_first);
+            let client = RetryLayer::new(RetryPolicy::default().timeout(Duration::from_millis(80)))
+                .unwrap()
+                .layer(service);
+            let started = std::time::Instant::now();
+            let answer = tokio::time::timeout(
+                Duration::from_secs(5),
+                client.oneshot(Request::new(http_body_util::Empty::new())),
+            )
+            .await
+            .expect("ended at the deadline, not left hanging");
+            assert!(matches!(answer, Err(Error::DeadlineExceeded)), "{answer:?}");
+            let took = started.elapsed();
+            assert!(took >= Duration::from_millis(80), "{took:?}");
+            let expected = if refuse_first { 2 } else { 1 };
+            assert_eq!(
+                attempts.load(std::sync::atomic::Ordering::Relaxed),
+                expected
+            );
+        }
+    }
 
     #[test]
     fn the_backoff_doubles_within_its_jitter_and_stops_at_its_maximum() {

@@ -69,7 +69,9 @@ pub use crate::body::ReplayBody;
 pub use crate::budget::RetryBudget;
 pub use crate::error::{ConfigError, Error};
 pub use crate::hints::{Hint, pushback, retry_after, retry_after_ms};
-pub use crate::layer::{Deadline, Retries, Retry, RetryAnyway, RetryLayer, RetryService};
+pub use crate::layer::{
+    Deadline, Retries, Retry, RetryAnyway, RetryFuture, RetryLayer, RetryService,
+};
 pub use crate::policy::RetryPolicy;
 pub use crate::throttle::AdaptiveThrottle;
 pub use admission_http::{REFUSAL_HEADER, RETRY_AFTER_MS_HEADER};
