@@ -168,9 +168,6 @@ fn bench(c: &mut Criterion) {
         .ok()
         .and_then(|n| n.parse::<u32>().ok())
     {
-        if std::env::var("SIZES").is_ok() {
-            sizes(&loopback);
-        }
         paired(&runtime, n, &loopback);
         return;
     }
@@ -290,26 +287,3 @@ fn serve_here(runtime: &tokio::runtime::Runtime) -> http::Uri {
 
 criterion_group!(benches, bench);
 criterion_main!(benches);
-#[allow(dead_code)]
-fn sizes(l: &Loopback) {
-    use tower::Service as _;
-    eprintln!("client {}", std::mem::size_of::<Bare>());
-    eprintln!(
-        "retry service {}",
-        std::mem::size_of::<RetryService<Bare>>()
-    );
-    eprintln!(
-        "bare oneshot {}",
-        std::mem::size_of_val(&l.bare.clone().oneshot(get(&l.uri)))
-    );
-    eprintln!(
-        "layer oneshot {}",
-        std::mem::size_of_val(&l.undated.clone().oneshot(get(&l.uri)))
-    );
-    eprintln!(
-        "bare future {}",
-        std::mem::size_of_val(&l.bare.clone().call(get(&l.uri)))
-    );
-    eprintln!("parts {}", std::mem::size_of::<http::request::Parts>());
-    eprintln!("request {}", std::mem::size_of::<Request<Full<Bytes>>>());
-}

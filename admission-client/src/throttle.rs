@@ -5,13 +5,16 @@
 //! `max(0, (requests − K·accepts) / (requests + 1))`.
 //!
 //! This module owns those two counters (in slots of a tenth of the window,
-//! with their sums kept as it moves) and the draw. It must never reject
+//! with their sums kept as it moves), the mark of the last refusal that
+//! lets a call skip the books while the window holds none, and the draw.
+//! It must never reject
 //! while the server accepts at least `1/K` of what is sent, and never
 //! sleeps.
 
 use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -44,10 +47,20 @@ const SLOTS: usize = 10;
 /// ```
 #[derive(Debug, Clone)]
 pub struct AdaptiveThrottle {
-    books: Arc<Mutex<Books>>,
+    shared: Arc<Shared>,
     k: f64,
     slot: Duration,
     epoch: Instant,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    books: Mutex<Books>,
+    /// The first slot whose window holds none of the refusals recorded
+    /// so far (the latest one's slot plus `SLOTS`). From it on the window
+    /// holds accepted requests only, so (K being at least 1) the
+    /// probability is 0 and a call need not read the books.
+    clear_from: AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -113,7 +126,7 @@ impl AdaptiveThrottle {
             ));
         }
         Ok(AdaptiveThrottle {
-            books: Arc::new(Mutex::new(Books::default())),
+            shared: Arc::default(),
             k,
             slot: window / u32::try_from(SLOTS).unwrap_or(10),
             epoch: Instant::now(),
@@ -151,11 +164,16 @@ impl AdaptiveThrottle {
 
     pub(crate) fn record_at(&self, now: Instant, accepted: bool) {
         let index = self.index(now);
-        let mut books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut books = self.books();
         books.advance(index);
         if index.saturating_add(SLOTS as u64) <= books.head {
             // Read before the window began: already forgotten.
             return;
+        }
+        if !accepted {
+            self.shared
+                .clear_from
+                .fetch_max(index.saturating_add(SLOTS as u64), Ordering::Relaxed);
         }
         let accepts = u64::from(accepted);
         let slot = &mut books.slots[position(index)];
@@ -169,7 +187,12 @@ impl AdaptiveThrottle {
     /// reading another call already made).
     fn probability_at(&self, now: Instant) -> f64 {
         let index = self.index(now);
-        let mut books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
+        // A refusal recorded by a call racing this one may be missed, as
+        // if this reading came first.
+        if index >= self.shared.clear_from.load(Ordering::Relaxed) {
+            return 0.0;
+        }
+        let mut books = self.books();
         books.advance(index);
         let Counts { requests, accepts } = books.total;
         drop(books);
@@ -180,6 +203,14 @@ impl AdaptiveThrottle {
 
     fn index(&self, now: Instant) -> u64 {
         slot_index(now, self.epoch, self.slot)
+    }
+
+    fn books(&self) -> std::sync::MutexGuard<'_, Books> {
+        // The books hold counters only: a panic elsewhere leaves them valid.
+        self.shared
+            .books
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -237,14 +268,16 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The sums kept as the window moves are those of the slots in it:
-        /// the probability after any run of records is the formula over
-        /// the records of the ten slots ending now.
+        /// The sums kept as the window moves are those of the slots in it,
+        /// and the books are skipped only while the window holds no
+        /// refusal: the probability after any run of records is the
+        /// formula over the records of the ten slots ending now.
         #[test]
         fn the_kept_sums_are_the_windows(
+            k in 1.0f64..3.0,
             events in proptest::collection::vec((0u64..700, proptest::bool::ANY), 1..300),
         ) {
-            let throttle = AdaptiveThrottle::new(2.0, Duration::from_secs(1)).unwrap();
+            let throttle = AdaptiveThrottle::new(k, Duration::from_secs(1)).unwrap();
             let start = throttle.epoch;
             let mut t = Duration::ZERO;
             let mut log: Vec<(u64, bool)> = Vec::new();
@@ -255,7 +288,7 @@ mod tests {
                 log.push((index, accepted));
                 let live = log.iter().filter(|(i, _)| i + SLOTS as u64 > index);
                 let (requests, accepts) = live.fold((0u32, 0u32), |(r, a), (_, ok)| (r + 1, a + u32::from(*ok)));
-                let expected = ((f64::from(requests) - 2.0 * f64::from(accepts)) / (f64::from(requests) + 1.0)).max(0.0);
+                let expected = ((f64::from(requests) - k * f64::from(accepts)) / (f64::from(requests) + 1.0)).max(0.0);
                 let p = throttle.probability_at(start + t);
                 proptest::prop_assert!((p - expected).abs() < 1e-12, "{p} != {expected}");
             }
