@@ -191,7 +191,7 @@ where
             }
         };
         // A retryable call keeps the caller's head and a clone of the
-        // service for its retries; the first attempt takes a copy.
+        // service for its retries; the first attempt takes the head itself.
         let (mut head, kept) = if eligible {
             let kept = Kept {
                 service: self.inner.clone(),
