@@ -265,7 +265,9 @@ enum Start<B, A> {
 pin_project! {
     /// The future of a call through [`RetryService`]: the first attempt,
     /// polled in place, and the retries after it (boxed, off the path of
-    /// a call that succeeds).
+    /// a call that succeeds). It is `Unpin` when the inner service's future
+    /// is (hyper-util's client's is); otherwise pin it (`std::pin::pin!`,
+    /// `Box::pin`) to poll it by reference, as in `tokio::select!`.
     ///
     /// # Cancel safety
     ///
