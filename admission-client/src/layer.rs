@@ -771,6 +771,16 @@ mod tests {
     }
 
     #[test]
+    fn the_future_over_hyper_utils_client_is_unpin() {
+        type Client = hyper_util::client::legacy::Client<
+            hyper_util::client::legacy::connect::HttpConnector,
+            http_body_util::Empty<Bytes>,
+        >;
+        fn unpin<T: Unpin>() {}
+        unpin::<RetryFuture<Client, http_body_util::Empty<Bytes>>>();
+    }
+
+    #[test]
     fn the_backoff_doubles_within_its_jitter_and_stops_at_its_maximum() {
         let policy =
             RetryPolicy::default().backoff(Duration::from_millis(10), Duration::from_millis(35));
