@@ -7,9 +7,8 @@
 //! This module owns those two counters (in slots of a tenth of the window,
 //! with their sums kept as it moves), the mark of the last refusal that
 //! lets a call skip the books while the window holds none, and the draw.
-//! It must never reject
-//! while the server accepts at least `1/K` of what is sent, and never
-//! sleeps.
+//! It must never reject while the server accepts at least `1/K` of what
+//! is sent, and never sleeps.
 
 use std::cell::Cell;
 use std::collections::hash_map::RandomState;
