@@ -10,7 +10,7 @@
 //! tower-rs/tower#857). It never sleeps and never allocates after
 //! construction.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -154,8 +154,7 @@ impl RetryBudget {
     }
 
     fn with_books<R>(&self, f: impl FnOnce(&mut Books) -> R) -> R {
-        // The books hold counters only: a panic elsewhere leaves them valid.
-        f(&mut self.books.lock().unwrap_or_else(PoisonError::into_inner))
+        f(&mut crate::throttle::unpoisoned(&self.books))
     }
 }
 

@@ -176,7 +176,6 @@ where
             let kept = Kept {
                 service: ready,
                 parts,
-                body: Bytes::new(),
             };
             return RetryFuture::looping(run(kept, plan, Start::Body(body), None, now));
         }
@@ -196,7 +195,6 @@ where
             let kept = Kept {
                 service: self.inner.clone(),
                 parts: parts.clone(),
-                body: Bytes::new(),
             };
             (parts, Some(Box::new(kept)))
         } else {
@@ -247,11 +245,11 @@ impl Plan {
 }
 
 /// What a retryable call keeps to be made again: a clone of the service
-/// (made ready before each retry), the caller's head and the body's bytes.
+/// (made ready before each retry) and the caller's head. The body's
+/// bytes are the loop's own: none when the call came with an empty body.
 struct Kept<S> {
     service: S,
     parts: http::request::Parts,
-    body: Bytes,
 }
 
 /// Where the loop starts.
@@ -428,8 +426,8 @@ where
     let Kept {
         mut service,
         mut parts,
-        body: mut kept,
     } = kept;
+    let mut kept = Bytes::new();
     let Plan {
         policy,
         deadline,

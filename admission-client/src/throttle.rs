@@ -14,7 +14,7 @@ use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -204,13 +204,15 @@ impl AdaptiveThrottle {
         slot_index(now, self.epoch, self.slot)
     }
 
-    fn books(&self) -> std::sync::MutexGuard<'_, Books> {
-        // The books hold counters only: a panic elsewhere leaves them valid.
-        self.shared
-            .books
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    fn books(&self) -> MutexGuard<'_, Books> {
+        unpoisoned(&self.shared.books)
     }
+}
+
+/// The books of the throttle and of the budget, locked: they hold
+/// counters only, so a panic elsewhere leaves them valid.
+pub(crate) fn unpoisoned<T>(books: &Mutex<T>) -> MutexGuard<'_, T> {
+    books.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The slot of `now` since `epoch`, in slots of `slot`: whole nanoseconds
