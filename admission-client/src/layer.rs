@@ -6,6 +6,7 @@
 //! server's hint, never retry what the policy does not allow, and never
 //! replay a body it did not keep whole.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -57,6 +58,14 @@ pub struct Retry {
 
 /// The retry layer over any `Service<http::Request<B>>` client: hyper-util's
 /// `Client`, tonic's `Channel`, a tower stack.
+///
+/// One layer retries a call. A `RetryService` that one of its attempts
+/// calls (two layers stacked, say a shared client's and a route's) passes
+/// the attempt through, so stacked layers do not multiply attempts (four
+/// over three would be twelve); the outermost layer's policy, budget,
+/// throttle and deadline apply. The mark is set while an attempt is made,
+/// on its thread, so a layer under a `tower::buffer::Buffer` (whose calls
+/// run on another task) is not seen as stacked.
 ///
 /// # Examples
 ///
@@ -158,6 +167,15 @@ where
     /// scope is read here. A retryable request with a body to read is
     /// made by the future, once the body is read whole.
     fn call(&mut self, request: Request<B>) -> Self::Future {
+        if MAKING_ATTEMPT.get() {
+            // An attempt of a layer above: that one retries, books and
+            // carries the deadline; this one passes the attempt through.
+            return RetryFuture {
+                state: State::Through {
+                    attempt: self.inner.call(request),
+                },
+            };
+        }
         let (parts, body) = request.into_parts();
         // The call's clock reading: the deadline, the books, the throttle
         // and the first attempt's time left are read from it, and so is
@@ -201,7 +219,7 @@ where
             (parts, None)
         };
         carry(&mut head.headers, left, plan.criticality, plan.grpc);
-        let attempt = self.inner.call(Request::from_parts(head, body));
+        let attempt = make_attempt(&mut self.inner, Request::from_parts(head, body));
         RetryFuture {
             state: State::First {
                 attempt,
@@ -309,6 +327,11 @@ pin_project! {
     {
         // Refused before any attempt: throttled, or no time left.
         Refused { error: Option<Error<S::Error>> },
+        // An attempt of a layer above, passed through.
+        Through {
+            #[pin]
+            attempt: S::Future,
+        },
         // The first attempt, made by `call`.
         First {
             #[pin]
@@ -363,6 +386,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.project().state;
         let future = match state.as_mut().project() {
+            StateProj::Through { attempt } => return attempt.poll(cx).map_err(Error::Inner),
             StateProj::Refused { error } => {
                 return Poll::Ready(Err(error.take().expect("polled after it finished")));
             }
@@ -521,7 +545,7 @@ where
                     parts.clone()
                 };
                 carry(&mut head.headers, left, criticality, grpc);
-                service.call(Request::from_parts(head, B::replay(&kept)))
+                make_attempt(&mut service, Request::from_parts(head, B::replay(&kept)))
             };
             let mut sent = std::pin::pin!(sent);
             let Some(answer) = std::future::poll_fn(|cx| {
@@ -540,6 +564,25 @@ where
             answered = Some((answer, verdict));
         }
     }
+}
+
+thread_local! {
+    /// Set while a retry layer makes an attempt: a retry layer under it,
+    /// called from that attempt, passes the call through.
+    static MAKING_ATTEMPT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// `service.call(request)`, marked as an attempt of a retry layer while
+/// it is made (and unmarked after, even if the call panics).
+fn make_attempt<S: Service<Q>, Q>(service: &mut S, request: Q) -> S::Future {
+    struct Unmark(bool);
+    impl Drop for Unmark {
+        fn drop(&mut self) {
+            MAKING_ATTEMPT.set(self.0);
+        }
+    }
+    let _unmark = Unmark(MAKING_ATTEMPT.replace(true));
+    service.call(request)
 }
 
 /// Polls an attempt against the call's deadline: its answer, or `None`
@@ -766,6 +809,45 @@ mod tests {
                 expected
             );
         }
+    }
+
+    #[tokio::test]
+    async fn stacked_layers_retry_a_call_once_not_once_each() {
+        use tower::ServiceExt as _;
+        let attempts = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let seen = attempts.clone();
+        let refusing = tower::service_fn(move |request: Request<http_body_util::Empty<Bytes>>| {
+            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let budget = request.headers().get(BUDGET_HEADER).cloned();
+            async move {
+                let mut refused = Response::new(());
+                *refused.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+                refused
+                    .headers_mut()
+                    .insert(RETRY_AFTER, HeaderValue::from_static("0"));
+                assert!(budget.is_some(), "the outer layer's deadline is carried");
+                Ok::<_, std::convert::Infallible>(refused)
+            }
+        });
+        let policy = |attempts| {
+            RetryPolicy::default()
+                .max_attempts(attempts)
+                .throttle(None)
+                .timeout(Duration::from_secs(5))
+        };
+        let inner = RetryLayer::new(policy(3)).unwrap().layer(refusing);
+        let outer = RetryLayer::new(policy(4)).unwrap().layer(inner);
+        let response = outer
+            .oneshot(Request::new(http_body_util::Empty::new()))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.extensions().get::<Retries>().unwrap().0.len(), 3);
+        assert_eq!(
+            attempts.load(std::sync::atomic::Ordering::Relaxed),
+            4,
+            "the outer layer's four attempts, not four times the inner's three"
+        );
     }
 
     #[test]
