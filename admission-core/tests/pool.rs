@@ -655,3 +655,36 @@ async fn orphans_far_past_the_typical_work_are_expected_to_run_as_long_again() {
     assert_eq!((stats.orphans_running, stats.orphaned), (0, 2));
     drop(slots);
 }
+
+/// Issue 37.9: a pool built per request is caught at construction: the
+/// eighth pool of one name is logged (a warning naming the pool), the
+/// ninth to the 63rd are not, and a name built once never is.
+#[test]
+fn pools_of_one_name_built_repeatedly_are_warned_about_a_few_times() {
+    let warnings = |pool: &str| {
+        events_for(pool)
+            .into_iter()
+            .filter(|event| event.message.contains("built repeatedly"))
+            .count()
+    };
+    drop(Pool::new("built-once", 1).unwrap());
+    for _ in 0..7 {
+        drop(Pool::new("built-per-request", 1).unwrap());
+    }
+    assert_eq!(
+        warnings("built-per-request"),
+        0,
+        "seven builds may be tests"
+    );
+    drop(Pool::new("built-per-request", 1).unwrap());
+    assert_eq!(warnings("built-per-request"), 1, "the eighth is caught");
+    for _ in 0..50 {
+        drop(Pool::new("built-per-request", 1).unwrap());
+    }
+    assert_eq!(
+        warnings("built-per-request"),
+        1,
+        "rate-limited, not per build"
+    );
+    assert_eq!(warnings("built-once"), 0);
+}

@@ -3,6 +3,8 @@
 //! This module owns [`PoolBuilder`]. It must never let a pool exist with a
 //! setting out of range: every check runs in [`PoolBuilder::build`].
 
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use super::gate::Kind;
@@ -186,6 +188,7 @@ impl PoolBuilder {
     /// [`MAX_CAPACITY`](crate::pool::MAX_CAPACITY), or a retry hint below
     /// 1 s.
     pub fn build(self) -> Result<Pool, ConfigError> {
+        warn_if_built_repeatedly(&self.name);
         Pool::from_parts(
             self.name,
             self.capacity,
@@ -210,5 +213,39 @@ impl PoolBuilder {
             Kind::Reservation,
             self.keep_alive,
         )
+    }
+}
+
+/// How many pools of one name a process builds before it is told: a pool
+/// is built once at startup, so a name built this often is a pool built
+/// per request (or per call), which admits everything and starts threads
+/// for each.
+pub(crate) const REPEATED_BUILDS: u64 = 8;
+
+/// Warns when pools of `name` have been built [`REPEATED_BUILDS`] times,
+/// and again at each eightfold more (64, 512, …), so a pool built per
+/// request is logged a handful of times, not per request.
+fn warn_if_built_repeatedly(name: &str) {
+    static BUILT: Mutex<Option<HashMap<String, u64>>> = Mutex::new(None);
+    let built = {
+        let mut table = BUILT.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = table
+            .get_or_insert_with(HashMap::new)
+            .entry(name.to_owned())
+            .or_default();
+        *count += 1;
+        *count
+    };
+    let mut threshold = REPEATED_BUILDS;
+    while threshold < built {
+        threshold = threshold.saturating_mul(8);
+    }
+    if built == threshold {
+        tracing::warn!(
+            pool = name,
+            built,
+            "pools of this name built repeatedly: build a pool once, at startup, \
+             and pass clones of it (a pool built per request admits everything)"
+        );
     }
 }
