@@ -688,3 +688,26 @@ fn pools_of_one_name_built_repeatedly_are_warned_about_a_few_times() {
     );
     assert_eq!(warnings("built-once"), 0);
 }
+
+/// Issue 37.9: a second set of request pools of one name (their metrics
+/// would share series) is a warning at construction, once per name.
+#[test]
+fn a_second_request_pool_set_of_one_name_is_warned_about_once() {
+    let warnings = || {
+        support::events()
+            .into_iter()
+            .filter(|event| event.field("set") == Some("twice-set"))
+            .count()
+    };
+    let build = || RequestPools::builder().name("twice-set").build().unwrap();
+    let first = build();
+    assert_eq!(
+        first.pool(admission_core::Class::Work).name(),
+        "twice-set.work"
+    );
+    assert_eq!(warnings(), 0, "one set of a name is fine");
+    let second = build();
+    assert_eq!(warnings(), 1, "the second collides");
+    drop((first, second, build()));
+    assert_eq!(warnings(), 1, "told once");
+}

@@ -5,7 +5,8 @@
 //! order. It must never let a reserved call take request capacity, nor a
 //! request take reserved capacity.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use super::adaptive::{AdaptiveLimit, Controller};
@@ -21,7 +22,8 @@ use crate::stats::PoolStats;
 static GLOBAL: OnceLock<RequestPools> = OnceLock::new();
 
 /// The request classes' pools: *work* for mutations and *control* for reads
-/// and terminal control, each with its own slots and worker threads.
+/// and terminal control, each with its own slots and worker threads (started
+/// only when work is offloaded: a class used for leases starts none).
 ///
 /// # Examples
 ///
@@ -47,6 +49,7 @@ pub struct RequestPools {
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct RequestPoolsBuilder {
+    name: Option<String>,
     work: usize,
     control: usize,
     retry: RetryHint,
@@ -54,6 +57,29 @@ pub struct RequestPoolsBuilder {
 }
 
 impl RequestPoolsBuilder {
+    /// Names the set: its classes' pools are named `{name}.work` and
+    /// `{name}.control` (in refusals, logs, statistics and the `pool` label
+    /// of every metric) instead of `work` and `control`. A process with
+    /// two sets of request pools (a queued one and a fail-fast one, or one
+    /// per tenant scope) names them apart so their metrics never share a
+    /// series; one unnamed set keeps today's names, and a second unnamed
+    /// set, or a second set of one name, is a warning at construction.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, RequestPools};
+    ///
+    /// let public = RequestPools::new(2, 4).unwrap();
+    /// let admin = RequestPools::builder().name("admin").build().unwrap();
+    /// assert_eq!(public.pool(Class::Work).name(), "work");
+    /// assert_eq!(admin.pool(Class::Work).name(), "admin.work");
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
     /// Slots for mutations (default 2).
     pub fn work(mut self, slots: usize) -> Self {
         self.work = slots;
@@ -135,13 +161,18 @@ impl RequestPoolsBuilder {
                     pool: class.as_str().to_owned(),
                 });
             }
-            let pool = Pool::builder(class.as_str())
+            let name = match &self.name {
+                Some(set) => format!("{set}.{}", class.as_str()),
+                None => class.as_str().to_owned(),
+            };
+            let pool = Pool::builder(name)
                 .capacity(adaptive.map_or(slots, AdaptiveLimit::ceiling))
                 .retry_hint(self.retry)
                 .build()?;
             let controller = adaptive.map(|limit| Arc::new(Controller::new(pool.clone(), limit)));
             Ok((pool, controller))
         };
+        warn_if_set_named_twice(self.name.as_deref());
         let (work, work_adaptive) = pool(Class::Work, self.work)?;
         let (control, control_adaptive) = pool(Class::Control, self.control)?;
         Ok(RequestPools {
@@ -165,6 +196,7 @@ impl RequestPools {
     /// A builder, with *work* 2 and *control* 4 slots.
     pub fn builder() -> RequestPoolsBuilder {
         RequestPoolsBuilder {
+            name: None,
             work: 2,
             control: 4,
             retry: RetryHint::default(),
@@ -486,6 +518,28 @@ impl RequestPools {
     /// ```
     pub fn stats(&self) -> [PoolStats; 2] {
         [self.work.stats(), self.control.stats()]
+    }
+}
+
+/// Warns, once per name, when a second set of request pools of one name
+/// (or a second unnamed set) is built: the two would export their metrics
+/// as the same series. Once per name: a test binary that builds a set per
+/// test is told once, not per test.
+fn warn_if_set_named_twice(name: Option<&str>) {
+    static BUILT: Mutex<BTreeMap<String, u8>> = Mutex::new(BTreeMap::new());
+    let set = name.unwrap_or_default();
+    let builds = {
+        let mut built = BUILT.lock().unwrap_or_else(PoisonError::into_inner);
+        let builds = built.entry(set.to_owned()).or_default();
+        *builds = builds.saturating_add(1);
+        *builds
+    };
+    if builds == 2 {
+        tracing::warn!(
+            set,
+            "a second set of request pools of this name: their metrics share series; \
+             name each set with `RequestPools::builder().name(..)`"
+        );
     }
 }
 
