@@ -37,7 +37,7 @@ pub enum ConfigError {
     },
     /// A pool was given an empty name.
     EmptyName,
-    /// A retry hint (fixed value or cap) below one second.
+    /// A retry hint (fixed value or cap) below one millisecond.
     RetryHintTooSmall {
         /// The pool's name.
         pool: String,
@@ -102,7 +102,7 @@ impl fmt::Display for ConfigError {
             Self::EmptyName => f.write_str("pool name is empty: name every pool"),
             Self::RetryHintTooSmall { pool } => write!(
                 f,
-                "pool `{pool}` has a retry hint below 1 s: `Retry-After` counts whole seconds"
+                "pool `{pool}` has a retry hint below 1 ms: give at least 1 ms"
             ),
             Self::ZeroDeadline => {
                 f.write_str("shutdown deadline is zero: give the drain some time, e.g. 5 s")

@@ -388,6 +388,25 @@ fn bad_configuration_is_refused_at_construction() {
             .build(),
         Err(ConfigError::RetryHintTooSmall { .. })
     ));
+    // A sub-second hint is allowed (the millisecond header carries it);
+    // below a millisecond is not.
+    assert!(matches!(
+        Pool::builder("p")
+            .retry_hint(RetryHint::Fixed(Duration::from_micros(999)))
+            .build(),
+        Err(ConfigError::RetryHintTooSmall { .. })
+    ));
+    let fast = RequestPools::builder()
+        .work(1)
+        .retry_hint(RetryHint::Fixed(Duration::from_millis(250)))
+        .build()
+        .expect("a 250 ms hint is allowed");
+    let _held = fast.try_lease(admission_core::Class::Work).unwrap();
+    let refusal = fast.try_lease(admission_core::Class::Work).unwrap_err();
+    assert_eq!(
+        (refusal.retry_after_millis(), refusal.retry_after_secs()),
+        (250, 1)
+    );
     // The refusal status is no pool setting: the adapters choose it from
     // `admission_http::HttpRefusalStatus`, an enum in which 404 cannot be
     // written.

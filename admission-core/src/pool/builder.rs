@@ -31,7 +31,7 @@ use crate::error::ConfigError;
 ///
 /// let err = Pool::builder("registry")
 ///     .capacity(2)
-///     .retry_hint(RetryHint::Fixed(Duration::from_millis(10)))
+///     .retry_hint(RetryHint::Fixed(Duration::ZERO))
 ///     .build()
 ///     .unwrap_err();
 /// assert!(matches!(err, ConfigError::RetryHintTooSmall { .. }));
@@ -186,7 +186,7 @@ impl PoolBuilder {
     ///
     /// [`ConfigError`] for an empty name, a capacity of 0 or above
     /// [`MAX_CAPACITY`](crate::pool::MAX_CAPACITY), or a retry hint below
-    /// 1 s.
+    /// 1 ms.
     pub fn build(self) -> Result<Pool, ConfigError> {
         warn_if_built_repeatedly(&self.name);
         Pool::from_parts(

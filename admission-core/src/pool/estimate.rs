@@ -9,7 +9,8 @@
 //! shorter than the typical work, and the times of the bounded queue (the
 //! gate reads [`WorkTimes::typical`] and [`WorkTimes::long`] for those). It
 //! must never return a hint below 1 ms or above the configured cap, nor
-//! below 1 s while it has seen no work (nothing says it is shorter), and a
+//! below 1 s (or the cap, when the app capped it lower) while it has seen
+//! no work (nothing says it is shorter), and a
 //! refusal must
 //! never take its lock: the robust statistic is computed when work
 //! finishes, and a refusal reads atomics only, the running work through a
@@ -65,7 +66,25 @@ use std::sync::atomic::{AtomicU32, AtomicU64 as StdAtomicU64};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RetryHint {
-    /// Always the same hint, rounded up to whole seconds.
+    /// Always the same hint, in milliseconds (at least 1 ms); `Retry-After`
+    /// rounds it up to whole seconds, the millisecond header carries it as
+    /// is.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use admission_core::pool::RetryHint;
+    /// use admission_core::{Class, RequestPools};
+    ///
+    /// let requests = RequestPools::builder()
+    ///     .work(1)
+    ///     .retry_hint(RetryHint::Fixed(Duration::from_millis(250)))
+    ///     .build()
+    ///     .unwrap();
+    /// let _held = requests.try_lease(Class::Work).unwrap();
+    /// let refusal = requests.try_lease(Class::Work).unwrap_err();
+    /// assert_eq!(refusal.retry_after_millis(), 250);
+    /// assert_eq!(refusal.retry_after_secs(), 1);
+    /// ```
     Fixed(Duration),
     /// The expected time until a slot frees, from the work the pool has
     /// seen, rounded up to whole seconds, at least 1 and at most `cap`.
@@ -116,10 +135,12 @@ impl Default for RetryHint {
 }
 
 impl RetryHint {
-    /// Whether the configured value is at least one second.
+    /// Whether the configured value is at least one millisecond, the
+    /// grain of `x-admission-retry-after-ms` (`Retry-After` rounds it up
+    /// to whole seconds, at least 1).
     pub(crate) fn is_valid(self) -> bool {
         match self {
-            RetryHint::Fixed(d) | RetryHint::Observed { cap: d } => d >= Duration::from_secs(1),
+            RetryHint::Fixed(d) | RetryHint::Observed { cap: d } => d >= Duration::from_millis(1),
         }
     }
 
@@ -160,7 +181,7 @@ impl Rule {
     /// microseconds (zero: none known, so 1 s).
     fn idle_millis(self, typical: u64) -> u32 {
         match self {
-            Rule::Observed { .. } if typical == 0 => UNKNOWN_MS,
+            Rule::Observed { cap } if typical == 0 => UNKNOWN_MS.min(cap),
             _ => self.millis(typical),
         }
     }

@@ -149,7 +149,7 @@ impl RequestPoolsBuilder {
     /// # Errors
     ///
     /// [`ConfigError`] when a class has 0 slots or too many, the retry
-    /// hint is below 1 s, or an adaptive limit is out of range
+    /// hint is below 1 ms, or an adaptive limit is out of range
     /// ([`ConfigError::BadAdaptiveLimit`]).
     pub fn build(self) -> Result<RequestPools, ConfigError> {
         let pool = |class: Class, slots| -> Result<(Pool, Option<Arc<Controller>>), ConfigError> {
