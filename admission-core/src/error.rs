@@ -109,7 +109,7 @@ impl fmt::Display for ConfigError {
             Self::EmptyName => f.write_str("pool name is empty: name every pool"),
             Self::RetryHintTooSmall { pool } => write!(
                 f,
-                "pool `{pool}` has a retry hint below 1 s: `Retry-After` counts whole seconds"
+                "pool `{pool}` has a retry hint below 1 s: give it at least 1 s"
             ),
             Self::ZeroDeadline => {
                 f.write_str("shutdown deadline is zero: give the drain some time, e.g. 5 s")

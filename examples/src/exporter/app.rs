@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use admission_core::Admission;
-use admission_core::balancer::Readiness;
+use admission_http::balancer::Readiness;
 use axum::Router;
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::State;
