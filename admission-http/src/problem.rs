@@ -22,7 +22,7 @@ use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderName, RETRY_AFTER};
 use http::{HeaderValue, StatusCode};
 
-use crate::wire::{REFUSAL_HEADER, RETRY_AFTER_MS_HEADER, retry_after_secs};
+use crate::wire::{REFUSAL_HEADER, http_hints, retry_after_secs};
 
 /// The media type of every problem body.
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -83,7 +83,7 @@ impl HttpRefusalStatus {
 
 /// A header value of a [`Problem`]: a static string, or a number (the
 /// whole seconds of `Retry-After`, the milliseconds of
-/// [`RETRY_AFTER_MS_HEADER`](crate::RETRY_AFTER_MS_HEADER)).
+/// [`RETRY_AFTER_MS_HEADER`](crate::wire::RETRY_AFTER_MS_HEADER)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeaderText {
     /// A fixed value.
@@ -234,8 +234,8 @@ impl Problem {
 
     /// The headers every adapter sends, in this order: `content-type`,
     /// `cache-control` and, for refusals, `retry-after`,
-    /// [`RETRY_AFTER_MS_HEADER`](crate::RETRY_AFTER_MS_HEADER) (the same
-    /// hint in milliseconds) and [`REFUSAL_HEADER`](crate::REFUSAL_HEADER)
+    /// [`RETRY_AFTER_MS_HEADER`](crate::wire::RETRY_AFTER_MS_HEADER) (the same
+    /// hint in milliseconds) and [`REFUSAL_HEADER`](crate::wire::REFUSAL_HEADER)
     /// (the code, so that a client need not read the body to know a budget
     /// was too short).
     ///
@@ -263,12 +263,11 @@ impl Problem {
             ("cache-control", HeaderText::Static(NO_STORE)),
         ]
         .into_iter()
-        .chain(self.retry_after_ms.into_iter().flat_map(|ms| {
-            [
-                ("retry-after", HeaderText::Number(retry_after_secs(ms))),
-                (RETRY_AFTER_MS_HEADER, HeaderText::Number(ms)),
-            ]
-        }))
+        .chain(
+            self.retry_after_ms.into_iter().flat_map(|ms| {
+                http_hints(ms).map(|(name, number)| (name, HeaderText::Number(number)))
+            }),
+        )
         .chain(
             self.refusal
                 .map(|code| (REFUSAL_HEADER, HeaderText::Static(code))),

@@ -71,6 +71,25 @@ pub const fn retry_after_secs(millis: u32) -> u32 {
     if secs == 0 { 1 } else { secs }
 }
 
+/// The two headers an HTTP refusal carries for a hint of `millis`
+/// milliseconds, as (name, number): `retry-after` in whole seconds
+/// ([`retry_after_secs`]) and [`RETRY_AFTER_MS_HEADER`](super::RETRY_AFTER_MS_HEADER)
+/// as is. The problem document writes exactly these.
+///
+/// # Examples
+///
+/// ```
+/// use admission_http::wire::http_hints;
+///
+/// assert_eq!(http_hints(20), [("retry-after", 1), ("x-admission-retry-after-ms", 20)]);
+/// ```
+pub const fn http_hints(millis: u32) -> [(&'static str, u32); 2] {
+    [
+        ("retry-after", retry_after_secs(millis)),
+        (super::RETRY_AFTER_MS_HEADER, millis),
+    ]
+}
+
 /// The pushback the server writes for a hint of `millis` milliseconds: the
 /// hint, held to A6's `int32` (a longer one would read as "do not retry").
 ///
@@ -188,8 +207,7 @@ mod tests {
     #[test]
     fn what_the_server_writes_reads_back_as_itself() {
         for ms in [1, 20, 999, 1000, 1001, 30_000, i32::MAX as u32, u32::MAX] {
-            let secs = retry_after_secs(ms).to_string();
-            let fine = ms.to_string();
+            let [(_, secs), (_, fine)] = http_hints(ms).map(|(name, n)| (name, n.to_string()));
             let push = pushback_ms(ms).to_string();
             assert_eq!(
                 retry_after([secs.as_bytes()], SystemTime::now()),

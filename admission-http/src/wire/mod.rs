@@ -15,7 +15,9 @@ mod hint;
 mod names;
 mod parse;
 
-pub use self::hint::{Hint, pushback, pushback_ms, retry_after, retry_after_ms, retry_after_secs};
+pub use self::hint::{
+    Hint, http_hints, pushback, pushback_ms, retry_after, retry_after_ms, retry_after_secs,
+};
 pub use self::names::{
     BUDGET_HEADER, CRITICALITY_HEADER, ENVOY_TIMEOUT_HEADER, GRPC_MESSAGE, GRPC_STATUS,
     GRPC_TIMEOUT_HEADER, ORCA_HEADER, REFUSAL_HEADER, RETRY_AFTER_MS_HEADER, RETRY_PUSHBACK_MS,
