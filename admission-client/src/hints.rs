@@ -8,6 +8,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use admission_core::Code;
 use admission_http::wire::{
     self, GRPC_STATUS, REFUSAL_HEADER, RETRY_AFTER_MS_HEADER, RETRY_PUSHBACK_MS, retry_after_secs,
 };
@@ -153,8 +154,7 @@ pub(crate) fn judge(
     if is_grpc && status.is_success() {
         let code = headers
             .get(&GRPC_STATUS_NAME)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u16>().ok())
+            .and_then(|v| wire::grpc_status(v.as_bytes()))
             .unwrap_or(0);
         let refused = matches!(code, UNAVAILABLE | RESOURCE_EXHAUSTED | DEADLINE_EXCEEDED);
         // DEADLINE_EXCEEDED (ADMISSION_BUDGET_TOO_SHORT among them) is
@@ -177,7 +177,7 @@ pub(crate) fn judge(
     let too_short = || {
         headers
             .get(&REFUSAL)
-            .is_some_and(|v| v.as_bytes() == b"ADMISSION_BUDGET_TOO_SHORT")
+            .is_some_and(|v| wire::refusal_code(v.as_bytes()) == Some(Code::BudgetTooShort))
     };
     let gateway =
         status == http::StatusCode::BAD_GATEWAY || status == http::StatusCode::GATEWAY_TIMEOUT;

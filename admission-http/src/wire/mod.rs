@@ -22,4 +22,7 @@ pub use self::names::{
     BUDGET_HEADER, CRITICALITY_HEADER, ENVOY_TIMEOUT_HEADER, GRPC_MESSAGE, GRPC_STATUS,
     GRPC_TIMEOUT_HEADER, ORCA_HEADER, REFUSAL_HEADER, RETRY_AFTER_MS_HEADER, RETRY_PUSHBACK_MS,
 };
-pub use self::parse::{Malformed, parse_budget_ms, parse_grpc_timeout};
+pub use self::parse::{
+    Malformed, budget_ms_value, grpc_status, grpc_timeout_value, parse_budget_ms,
+    parse_grpc_timeout, refusal_code,
+};

@@ -1,15 +1,21 @@
-//! One grammar, one parser, for every value the admission crates read from
-//! a request header: the budgets and `grpc-timeout`.
+//! One grammar, one parser (and where a client writes it, one writer),
+//! for every header value but the retry hints: the budgets,
+//! `grpc-timeout`, the refusal's code and `grpc-status`.
 //!
-//! This module owns [`Malformed`] and the strict parsers of
+//! This module owns [`Malformed`], the strict parsers of
 //! [`BUDGET_HEADER`](super::BUDGET_HEADER),
-//! [`ENVOY_TIMEOUT_HEADER`](super::ENVOY_TIMEOUT_HEADER) and
-//! [`GRPC_TIMEOUT_HEADER`](super::GRPC_TIMEOUT_HEADER), and the digit
-//! readers the retry hints share. It must never accept what its grammar
-//! does not say (no sign, no space, no unit in another case), never
+//! [`ENVOY_TIMEOUT_HEADER`](super::ENVOY_TIMEOUT_HEADER),
+//! [`GRPC_TIMEOUT_HEADER`](super::GRPC_TIMEOUT_HEADER),
+//! [`REFUSAL_HEADER`](super::REFUSAL_HEADER) and
+//! [`GRPC_STATUS`](super::GRPC_STATUS), the writers of the two budgets a
+//! client sends, and the digit readers the retry hints share. It must
+//! never accept what its grammar does not say (no sign, no space, no unit
+//! in another case), never write what its parser would refuse, never
 //! overflow, and never keep the text it read.
 
 use std::time::Duration;
+
+use admission_core::Code;
 
 /// A header value outside its grammar.
 ///
@@ -103,6 +109,81 @@ pub fn parse_grpc_timeout(value: &[u8]) -> Result<Duration, Malformed> {
     })
 }
 
+/// The budget header's value for `left`: whole milliseconds, rounded down
+/// (the server never hears of time the client lacks), at most 9 digits.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admission_http::wire::{budget_ms_value, parse_budget_ms};
+///
+/// assert_eq!(budget_ms_value(Duration::from_micros(2500)), 2);
+/// let value = budget_ms_value(Duration::MAX).to_string();
+/// assert!(parse_budget_ms(value.as_bytes()).is_ok());
+/// ```
+pub fn budget_ms_value(left: Duration) -> u64 {
+    u64::try_from(left.as_millis())
+        .unwrap_or(u64::MAX)
+        .min(10u64.pow(MAX_MS_DIGITS as u32) - 1)
+}
+
+/// The `grpc-timeout` value for `left`, rounded down: milliseconds while
+/// they fit 8 digits, whole seconds past that.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admission_http::wire::{grpc_timeout_value, parse_grpc_timeout};
+///
+/// assert_eq!(grpc_timeout_value(Duration::from_micros(2500)), "2m");
+/// assert_eq!(grpc_timeout_value(Duration::from_secs(200_000)), "200000S");
+/// let value = grpc_timeout_value(Duration::MAX);
+/// assert!(parse_grpc_timeout(value.as_bytes()).is_ok());
+/// ```
+pub fn grpc_timeout_value(left: Duration) -> String {
+    let ms = budget_ms_value(left);
+    if ms < 10u64.pow(MAX_GRPC_DIGITS as u32) {
+        format!("{ms}m")
+    } else {
+        format!("{}S", ms / 1000)
+    }
+}
+
+/// The code a [`REFUSAL_HEADER`](super::REFUSAL_HEADER) names: one of
+/// [`Code::ALL`]'s stable strings, exactly.
+///
+/// # Examples
+///
+/// ```
+/// use admission_core::Code;
+/// use admission_http::wire::refusal_code;
+///
+/// assert_eq!(refusal_code(b"ADMISSION_BUDGET_TOO_SHORT"), Some(Code::BudgetTooShort));
+/// assert_eq!(refusal_code(b"admission_budget_too_short"), None);
+/// ```
+pub fn refusal_code(value: &[u8]) -> Option<Code> {
+    Code::ALL
+        .into_iter()
+        .find(|code| code.as_str().as_bytes() == value)
+}
+
+/// A [`GRPC_STATUS`](super::GRPC_STATUS) value: 1 to 5 ASCII digits within
+/// `u16`.
+///
+/// # Examples
+///
+/// ```
+/// use admission_http::wire::grpc_status;
+///
+/// assert_eq!(grpc_status(b"14"), Some(14));
+/// assert_eq!(grpc_status(b"+14"), None);
+/// ```
+pub fn grpc_status(value: &[u8]) -> Option<u16> {
+    digits(value, 5).and_then(|n| u16::try_from(n).ok())
+}
+
 /// 1 to `max` ASCII digits (leading zeros allowed) as a number; `max` is at
 /// most 19, so nothing overflows.
 pub(crate) fn digits(value: &[u8], max: usize) -> Option<u64> {
@@ -176,6 +257,31 @@ mod tests {
         }
         let bad = parse_budget_ms(b"x").unwrap_err();
         assert_eq!(bad.to_string(), "malformed budget header value");
+    }
+
+    #[test]
+    fn what_a_client_writes_parses_back_no_longer_than_it_had() {
+        for left in [
+            Duration::ZERO,
+            Duration::from_micros(999),
+            Duration::from_millis(99_999_999),
+            Duration::from_millis(100_000_000),
+            Duration::from_millis(999_999_999),
+            Duration::from_secs(10_000_000),
+            Duration::MAX,
+        ] {
+            let ms = budget_ms_value(left).to_string();
+            let budget = parse_budget_ms(ms.as_bytes()).expect("a budget it parses");
+            let timeout = parse_grpc_timeout(grpc_timeout_value(left).as_bytes())
+                .expect("a grpc-timeout it parses");
+            for read in [budget, timeout] {
+                assert!(read <= left, "{read:?} of {left:?}");
+                assert!(
+                    left < Duration::from_secs(999_999) || read >= Duration::from_secs(999_998),
+                    "{read:?} of {left:?}"
+                );
+            }
+        }
     }
 
     #[test]
