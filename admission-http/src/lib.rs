@@ -117,9 +117,9 @@ mod shed;
 #[doc(hidden)]
 pub mod wire;
 
-pub use crate::grpc::{GrpcAnswer, GrpcRefusalStatus, grpc_default_class, grpc_path};
+pub use crate::grpc::{GrpcAnswer, GrpcRefusalStatus, grpc_default_class};
 pub use crate::problem::{
-    HeaderText, HttpRefusalStatus, NO_STORE, PROBLEM_JSON, Problem, WORK_FAILED, WORK_PANICKED,
+    HttpRefusalStatus, NO_STORE, PROBLEM_JSON, Problem, WORK_FAILED, WORK_PANICKED,
 };
 // Sibling-only: the adapters and the client re-export what their users
 // need; here they stay out of the documented API.
@@ -128,6 +128,8 @@ pub use crate::wire::{
     BUDGET_HEADER, CRITICALITY_HEADER, ENVOY_TIMEOUT_HEADER, GRPC_TIMEOUT_HEADER, Malformed,
     REFUSAL_HEADER, RETRY_AFTER_MS_HEADER, RETRY_PUSHBACK_MS, parse_budget_ms, parse_grpc_timeout,
 };
+#[doc(hidden)]
+pub use crate::{grpc::grpc_path, problem::HeaderText};
 
 #[cfg(feature = "server")]
 pub use crate::admit::RequestAdmission;

@@ -425,6 +425,16 @@ mod tests {
     }
 
     #[test]
+    fn every_code_has_a_title_of_its_own() {
+        let titles: std::collections::HashSet<_> = Code::ALL.into_iter().map(title).collect();
+        assert_eq!(titles.len(), Code::ALL.len(), "{titles:?}");
+        assert!(
+            !titles.contains("Refused"),
+            "the fallback is for later codes"
+        );
+    }
+
+    #[test]
     fn a_cancelled_body_has_the_shape_of_a_shutdown_refusal() {
         let problem =
             Problem::work_error(&WorkError::<()>::Cancelled, HttpRefusalStatus::default());
