@@ -131,21 +131,16 @@ pub use crate::wire::{
 #[doc(hidden)]
 pub use crate::{grpc::grpc_path, problem::HeaderText};
 
-#[cfg(feature = "server")]
-pub use crate::admit::RequestAdmission;
-#[cfg(feature = "server")]
-pub use crate::caller_layer::{CallerLayer, CallerService};
-#[cfg(feature = "server")]
-pub use crate::classify::Classify;
-#[cfg(feature = "server")]
-pub use crate::headers::{RequestCaller, Trust};
-#[cfg(feature = "server")]
-pub use crate::layer::AdmissionLayer;
-#[cfg(feature = "server")]
-pub use crate::protocol::Protocol;
-#[cfg(feature = "server")]
-pub use crate::service::{AdmissionService, FailFast, Queue};
 #[cfg(all(feature = "server", feature = "tower-http"))]
 pub use crate::shed::ShedAware;
 #[cfg(feature = "server")]
-pub use crate::shed::is_load_shedding;
+pub use crate::{
+    admit::RequestAdmission,
+    caller_layer::{CallerLayer, CallerService},
+    classify::Classify,
+    headers::{RequestCaller, Trust},
+    layer::AdmissionLayer,
+    protocol::Protocol,
+    service::{AdmissionService, FailFast, Queue},
+    shed::is_load_shedding,
+};

@@ -38,7 +38,7 @@ pub fn is_load_shedding<B>(response: &Response<B>) -> bool {
     let status = response.status().as_u16();
     let headers = response.headers();
     ((status == 503 || status == 429) && headers.contains_key(RETRY_AFTER))
-        || headers.contains_key("grpc-retry-pushback-ms")
+        || headers.contains_key(crate::wire::RETRY_PUSHBACK_MS)
 }
 
 #[cfg(feature = "tower-http")]

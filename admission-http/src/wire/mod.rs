@@ -2,11 +2,12 @@
 //! one parser for each value, for the server's middle and for
 //! `admission-client` alike.
 //!
-//! This module owns the names ([`names`](self) below), the parsers of the
-//! request headers a server reads (`parse`) and the retry hints a client
-//! reads (`hint`). It builds with `default-features = false`: a client gets
-//! the vocabulary without the server middleware. It must never hold
-//! middleware, a framework type or a second parser of a name it holds.
+//! This module declares its three parts and re-exports them: `names` (every
+//! name), `parse` (the request headers' grammars, the refusal code and
+//! `grpc-status`) and `hint` (the retry hints, written and read). It builds
+//! with `default-features = false`: a client gets the vocabulary without
+//! the server middleware. It must never hold middleware, a framework type
+//! or a second parser of a name it holds.
 //!
 //! Sibling crates use it; it is out of the documented API, and the names and
 //! types users need are re-exported where they use them.
