@@ -20,7 +20,7 @@
 //!   admit on their own pools (`Pool::run` in handlers, no lease), under the
 //!   same trust policy as [`AdmissionControl`] (see its
 //!   [`trust_peers`](AdmissionControl::trust_peers)).
-//! * [`load_report::ReportLoad`]: the replica's load on every response, for
+//! * [`load_report::ReportLoad`][report-load] (feature `balancer`): the replica's load on every response, for
 //!   Envoy's client-side weighted round robin.
 //! * [`macro@admitted`] (feature `macros`, on by default): a lease for one
 //!   handler.
@@ -184,6 +184,14 @@
 //!     .await
 //! # }
 //! ```
+// A link to an item behind a feature resolves to the item with the
+// feature on and to its docs.rs page (built with every feature) without,
+// so the docs build without warnings either way.
+#![cfg_attr(feature = "balancer", doc = "[report-load]: load_report::ReportLoad")]
+#![cfg_attr(
+    not(feature = "balancer"),
+    doc = "[report-load]: https://docs.rs/admission-actix/latest/admission_actix/load_report/struct.ReportLoad.html"
+)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc(test(attr(deny(warnings))))]
 

@@ -18,7 +18,7 @@
 //! * [`CallerLayer`]: the caller a request's headers describe, for apps that
 //!   admit on their own pools (`Pool::run` in handlers, no lease), under the
 //!   same trust policy.
-//! * [`load_report::ReportLoad`]: the replica's load on every response, for
+//! * [`load_report::ReportLoad`][report-load] (feature `balancer`): the replica's load on every response, for
 //!   Envoy's client-side weighted round robin.
 //! * [`Rejection`]: what a handler returns when admission or its work did
 //!   not produce a response. `?` turns a core
@@ -28,14 +28,14 @@
 //!   `pool.run(work, Admission::FailFast).await?`.
 //! * [`macro@admitted`] (feature `macros`, on by default): a lease for one
 //!   handler.
-//! * [`serve()`] (feature `serve`, off by default): `axum::serve` with
+//! * [`serve()`][serve-fn] (feature `serve`, off by default): `axum::serve` with
 //!   connection admission, for what request admission cannot see: a bound
 //!   on open connections with eviction of the oldest waiting one,
 //!   header-read, idle and write-progress timeouts, so a client holding
 //!   connections with unfinished requests (slowloris) or never reading its
 //!   responses cannot take the process off the air. The pieces are a
-//!   [`serve::Listener`] that `axum::serve` accepts and [`serve::track`].
-//!   See the [`serve`](mod@serve) module.
+//!   [`serve::Listener`][serve-listener] that `axum::serve` accepts and
+//!   [`serve::track`][serve-track]. See the [`serve`][serve-mod] module.
 //!
 //! The answers themselves (status, headers, body) are `admission-http`'s
 //! [`Problem`](admission_http::Problem), so every adapter sends the same
@@ -82,7 +82,7 @@
 //! A complete app: the layer over every route and a `/metrics` handler
 //! whose registry walk runs on a bounded pool. It is served here with
 //! [`tower::ServiceExt::oneshot`](https://docs.rs/tower/0.5/tower/trait.ServiceExt.html#method.oneshot);
-//! in production, [`admission_axum::serve`](serve())`(listener, router).await`
+//! in production, [`admission_axum::serve`][serve-fn]`(listener, router).await`
 //! (feature `serve`) or `axum::serve` (axum's `tokio` feature).
 //!
 //! ```
@@ -178,6 +178,25 @@
 //! ```
 //!
 //! [`RequestPools`]: admission_core::RequestPools
+// The links to items behind features resolve to the items when the
+// feature is on, and to their pages on docs.rs (built with every feature)
+// when it is off, so the docs build without warnings either way.
+#![cfg_attr(
+    feature = "serve",
+    doc = "[serve-fn]: serve()\n[serve-mod]: mod@serve\n[serve-listener]: serve::Listener\n[serve-track]: serve::track"
+)]
+#![cfg_attr(
+    not(feature = "serve"),
+    doc = "[serve-fn]: https://docs.rs/admission-axum/latest/admission_axum/fn.serve.html\n\
+           [serve-mod]: https://docs.rs/admission-axum/latest/admission_axum/serve/index.html\n\
+           [serve-listener]: https://docs.rs/admission-axum/latest/admission_axum/serve/struct.Listener.html\n\
+           [serve-track]: https://docs.rs/admission-axum/latest/admission_axum/serve/fn.track.html"
+)]
+#![cfg_attr(feature = "balancer", doc = "[report-load]: load_report::ReportLoad")]
+#![cfg_attr(
+    not(feature = "balancer"),
+    doc = "[report-load]: https://docs.rs/admission-axum/latest/admission_axum/load_report/struct.ReportLoad.html"
+)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc(test(attr(deny(warnings))))]
 

@@ -87,13 +87,6 @@ pub enum ConfigError {
         /// The pool's name.
         pool: String,
     },
-    /// The operating system refused to start a worker thread.
-    Spawn {
-        /// The pool's name.
-        pool: String,
-        /// The I/O error kind, e.g. `WouldBlock`.
-        kind: std::io::ErrorKind,
-    },
 }
 
 impl fmt::Display for ConfigError {
@@ -151,12 +144,6 @@ impl fmt::Display for ConfigError {
                 "pool `{pool}` has an adaptive limit with floor 0, floor above ceiling, ceiling \
                  above {MAX_CAPACITY}, an initial limit outside them, or a zero window or timeout"
             ),
-            Self::Spawn { pool, kind } => {
-                write!(
-                    f,
-                    "pool `{pool}` could not start its worker threads ({kind:?})"
-                )
-            }
         }
     }
 }

@@ -65,6 +65,44 @@
 //! # }
 //! ```
 //!
+//! # A pool below the web layer, and in tests
+//!
+//! Work offloaded from library code (a key derivation in a crate of free
+//! functions) takes the pool as an argument: the app builds it once at
+//! startup, keeps it in its state and passes it down. A [`Pool`] is cheap to
+//! clone (one pointer; clones share the slots and threads) and starts no
+//! thread until work needs one. A test that starts a server builds that
+//! server's own pool, so tests running in parallel never refuse each other,
+//! as they would through a process-wide `static` pool shared by every test
+//! server.
+//!
+//! ```
+//! use admission_core::{Admission, Pool, WorkError};
+//!
+//! // The library: the pool is an argument, never a global.
+//! async fn derive_key(pool: &Pool, password: String) -> Result<u64, WorkError<()>> {
+//!     let hash = move || Ok(password.bytes().map(u64::from).sum());
+//!     pool.run(hash, Admission::FailFast).await
+//! }
+//!
+//! // The app's state holds the pool and passes it down.
+//! #[derive(Clone)]
+//! struct App {
+//!     argon2: Pool,
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! // Each test server builds its own.
+//! let app = App { argon2: Pool::new("argon2", 1).unwrap() };
+//! assert_eq!(derive_key(&app.argon2, "hunter2".into()).await, Ok(712));
+//! # }
+//! ```
+//!
+//! [`RequestPools::install_global`] exists for `#[admitted]` handlers that
+//! name no `pools`: the process-wide request pools it sets are shared by
+//! every test of the binary (see its docs).
+//!
 //! # Features
 //!
 //! * `macros` (default): `#[reserved(slots = N)]`.

@@ -265,15 +265,59 @@ impl Refusal {
     }
 }
 
+impl Refusal {
+    /// The refusal in `error` or anywhere down its
+    /// [`source`](std::error::Error::source) chain: the one call that
+    /// answers "was this refused?" for an app's own error, however many of
+    /// its enums wrap the refusal (a [`WorkError`](crate::WorkError) gives
+    /// its refusal as its source).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::error::Error;
+    /// use std::fmt;
+    /// use admission_core::{Pool, Refusal};
+    ///
+    /// #[derive(Debug)]
+    /// struct Crypto(Refusal);
+    /// impl fmt::Display for Crypto {
+    ///     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    ///         f.write_str("key derivation failed")
+    ///     }
+    /// }
+    /// impl Error for Crypto {
+    ///     fn source(&self) -> Option<&(dyn Error + 'static)> {
+    ///         Some(&self.0)
+    ///     }
+    /// }
+    ///
+    /// let pool = Pool::new("argon2", 1).unwrap();
+    /// let _held = pool.try_admit().unwrap();
+    /// let err = Crypto(pool.try_admit().unwrap_err());
+    /// assert_eq!(Refusal::find(&err).unwrap().pool(), "argon2");
+    /// assert!(Refusal::find(&fmt::Error).is_none());
+    /// ```
+    pub fn find<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a Refusal> {
+        std::iter::successors(Some(error), |error| error.source())
+            .find_map(|error| error.downcast_ref::<Refusal>())
+    }
+}
+
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "pool `{}` refused work ({}); retry in {} s",
+            "pool `{}` refused work ({})",
             self.pool.as_str(),
-            self.code,
-            self.retry_after_secs()
-        )
+            self.code
+        )?;
+        if self.is_overload() {
+            write!(f, "; retry in {} s", self.retry_after_secs())
+        } else {
+            // A programming error: a retry would only repeat it.
+            f.write_str("; a bug in the caller, not overload")
+        }
     }
 }
 

@@ -39,7 +39,7 @@
 //! | bursts a short wait would serve | [`AdmissionLayer::queue`] | the same answer when the queue is full or its wait runs out, never a late one |
 //! | peers whose headers you trust (a mesh, an edge that strips them) | [`AdmissionLayer::trust_peers`] | as sent: `critical` is honoured, a budget may lengthen a queued wait |
 //! | admission on your own pools, no lease (`Pool::run` in handlers) | [`CallerLayer`] | whatever `Pool::run` refuses |
-//! | a balancer that weighs replicas by load (Envoy) | [`load_report::ReportLoad`] | (every answer carries `endpoint-load-metrics`) |
+//! | a balancer that weighs replicas by load (Envoy) | [`load_report::ReportLoad`][report-load] (feature `balancer`) | (every answer carries `endpoint-load-metrics`) |
 //! | another framework's middleware (actix-web) | [`RequestAdmission`], [`Problem`], [`GrpcAnswer`] | the same bytes |
 //!
 //! # Trust
@@ -81,6 +81,14 @@
 //! # drop(in_flight);
 //! # }
 //! ```
+// A link to an item behind a feature resolves to the item with the
+// feature on and to its docs.rs page (built with every feature) without,
+// so the docs build without warnings either way.
+#![cfg_attr(feature = "balancer", doc = "[report-load]: load_report::ReportLoad")]
+#![cfg_attr(
+    not(feature = "balancer"),
+    doc = "[report-load]: https://docs.rs/admission-http/latest/admission_http/load_report/struct.ReportLoad.html"
+)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc(test(attr(deny(warnings))))]
 

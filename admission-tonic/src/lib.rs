@@ -25,7 +25,7 @@
 //!   [`WorkError`](admission_core::WorkError) on its way to a
 //!   [`tonic::Status`]: `pool.run(work, Admission::FailFast).await.map_err(Rejection::from)?`.
 //!   A panic is `INTERNAL` with a code and no message.
-//! * [`CallerLayer`] and [`load_report::ReportLoad`]: the same pieces as in
+//! * [`CallerLayer`] and [`load_report::ReportLoad`][report-load] (feature `balancer`): the same pieces as in
 //!   every adapter, for servers that admit on their own pools and for
 //!   Envoy's client-side weighted round robin.
 //! * [`status::Pushback`]: for clients, the `grpc-retry-pushback-ms`
@@ -75,7 +75,7 @@
 //! `ADMISSION_STREAM_STALLED` at its next poll (a stream reset). Streams
 //! meant to live long should not share *work*: give them a class of their
 //! own, or, when they cost nothing while idle, name their service in
-//! [`AdmissionLayer::unleased`]. [`connections`] (feature `connections`,
+//! [`AdmissionLayer::unleased`]. [`connections`][connections] (feature `connections`,
 //! off by default) bounds the connections themselves.
 //!
 //! # One set of pools per server
@@ -138,6 +138,19 @@
 //! ```
 //!
 //! [`RequestPools`]: admission_core::RequestPools
+// A link to an item behind a feature resolves to the item with the
+// feature on and to its docs.rs page (built with every feature) without,
+// so the docs build without warnings either way.
+#![cfg_attr(feature = "balancer", doc = "[report-load]: load_report::ReportLoad")]
+#![cfg_attr(
+    not(feature = "balancer"),
+    doc = "[report-load]: https://docs.rs/admission-tonic/latest/admission_tonic/load_report/struct.ReportLoad.html"
+)]
+#![cfg_attr(feature = "connections", doc = "[connections]: mod@connections")]
+#![cfg_attr(
+    not(feature = "connections"),
+    doc = "[connections]: https://docs.rs/admission-tonic/latest/admission_tonic/connections/index.html"
+)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc(test(attr(deny(warnings))))]
 

@@ -43,6 +43,7 @@ pub struct PoolBuilder {
     expected_work: Duration,
     shares: Shares,
     queue: Option<QueuePolicy>,
+    keep_alive: Duration,
 }
 
 impl PoolBuilder {
@@ -54,10 +55,16 @@ impl PoolBuilder {
             expected_work: Duration::ZERO,
             shares: Shares::default(),
             queue: None,
+            keep_alive: super::workers::KEEP_ALIVE,
         }
     }
 
-    /// The number of slots and worker threads (default 1).
+    /// The number of slots, and the most worker threads (default 1).
+    ///
+    /// The threads start on demand: one when work finds no idle thread to
+    /// take it, up to this many, and each exits after it has been idle for
+    /// the [`keep_alive`](Self::keep_alive). A pool whose slots are only
+    /// held (a request class used for leases) starts none.
     pub fn capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity;
         self
@@ -94,6 +101,29 @@ impl PoolBuilder {
     /// [`QueuePolicy::for_capacity`]).
     pub fn queue(mut self, queue: QueuePolicy) -> Self {
         self.queue = Some(queue);
+        self
+    }
+
+    /// How long an idle worker thread waits for work before it exits
+    /// (default 10 s, as tokio's blocking pool). The next work starts a
+    /// thread again; zero makes every thread exit as soon as it finds no
+    /// work.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use admission_core::Pool;
+    ///
+    /// let pool = Pool::builder("registry")
+    ///     .capacity(4)
+    ///     .keep_alive(Duration::from_secs(60))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(pool.capacity(), 4);
+    /// ```
+    pub fn keep_alive(mut self, keep_alive: Duration) -> Self {
+        self.keep_alive = keep_alive;
         self
     }
 
@@ -148,7 +178,7 @@ impl PoolBuilder {
         self
     }
 
-    /// Builds the pool and starts its worker threads.
+    /// Builds the pool; its worker threads start when work needs them.
     ///
     /// # Errors
     ///
@@ -164,6 +194,7 @@ impl PoolBuilder {
             self.shares,
             self.queue,
             Kind::Pool,
+            self.keep_alive,
         )
     }
 
@@ -177,6 +208,7 @@ impl PoolBuilder {
             self.shares,
             self.queue,
             Kind::Reservation,
+            self.keep_alive,
         )
     }
 }

@@ -191,6 +191,10 @@ impl Pool {
         PoolBuilder::new(name)
     }
 
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the builder's fields, one call site each"
+    )]
     pub(crate) fn from_parts(
         name: String,
         capacity: usize,
@@ -199,6 +203,7 @@ impl Pool {
         shares: Shares,
         queue: Option<QueuePolicy>,
         kind: Kind,
+        keep_alive: Duration,
     ) -> Result<Pool, ConfigError> {
         if name.is_empty() {
             return Err(ConfigError::EmptyName);
@@ -227,11 +232,7 @@ impl Pool {
         }
         let bound = queue.map_or(capacity.saturating_mul(2), |queue| queue.bound);
         let name = crate::refusal::intern_name(name);
-        let workers =
-            Workers::spawn(name.as_str(), capacity).map_err(|err| ConfigError::Spawn {
-                pool: name.as_str().to_owned(),
-                kind: err.kind(),
-            })?;
+        let workers = Workers::new(name.as_str(), capacity, keep_alive);
         Ok(Pool {
             inner: Arc::new(PoolInner {
                 name,

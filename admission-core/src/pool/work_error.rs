@@ -86,15 +86,28 @@ impl<E> fmt::Display for WorkError<E> {
     }
 }
 
-impl<E> std::error::Error for WorkError<E>
-where
-    E: std::error::Error + 'static,
-{
+/// Every `WorkError` is an error, whatever the work's own error type
+/// (`WorkError<()>` included), so it can be the `#[source]` of an app's own
+/// error enum. Its [`source`](std::error::Error::source) is the
+/// [`Refusal`] of a refused work, so [`Refusal::find`] finds it however
+/// deep the app wrapped it; the work's own error is not a source (a report
+/// walking the chain would print its message, a user value): it is the
+/// [`Failed`](WorkError::Failed) variant's, to match on.
+///
+/// # Examples
+///
+/// ```
+/// use std::error::Error;
+/// use admission_core::{Pool, Refusal, WorkError};
+///
+/// let pool = Pool::new("registry", 1).unwrap();
+/// let _held = pool.try_admit().unwrap();
+/// let refused: WorkError<()> = pool.try_admit().unwrap_err().into();
+/// let as_error: &(dyn Error + 'static) = &refused;
+/// assert_eq!(Refusal::find(as_error).unwrap().pool(), "registry");
+/// ```
+impl<E: fmt::Debug + 'static> std::error::Error for WorkError<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            WorkError::Refused(r) => Some(r),
-            WorkError::Failed(e) => Some(e),
-            _ => None,
-        }
+        self.refusal().map(|refusal| refusal as _)
     }
 }

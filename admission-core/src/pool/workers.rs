@@ -1,13 +1,19 @@
-//! The bounded set of worker threads a pool owns.
+//! The worker threads a pool owns, started on demand.
 //!
-//! This module owns the threads, their job queue and closing it. It must
-//! never grow past the number of threads it was built with and never block a
-//! runtime thread: submitting is a short lock and a notify, and joining the
-//! threads is left to the shutdown coordinator's own thread.
+//! This module owns the threads, their job queue and closing it. A thread
+//! starts when a job finds no idle thread to take it, up to the pool's
+//! capacity, and exits after it has been idle for the keep-alive (as
+//! tokio's blocking pool does), so a pool that only counts (a request
+//! class used for leases) starts none. It must never grow past the number
+//! of threads it was built with and never block a runtime thread:
+//! submitting is a short lock and a notify (or, while the pool grows, a
+//! thread spawn), and joining the threads is left to the shutdown
+//! coordinator's own thread.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::PoisonError;
+use std::time::Duration;
 
 use crate::loom::sync::atomic::{AtomicBool, Ordering};
 use crate::loom::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -15,6 +21,10 @@ use crate::loom::thread::{self, JoinHandle};
 
 /// A queued job: offloaded work wrapped with its slot and its delivery.
 pub(crate) type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// How long an idle worker thread waits for a job before it exits, unless
+/// the pool's builder says otherwise (tokio's blocking pool waits as long).
+pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 /// What closing the workers handed over.
 #[derive(Debug)]
@@ -25,13 +35,17 @@ pub(crate) struct Closed {
     pub(crate) threads: Vec<JoinHandle<()>>,
 }
 
-/// A fixed set of threads taking jobs from one queue.
+/// Up to `capacity` threads taking jobs from one queue.
 pub(crate) struct Workers {
     shared: Arc<Shared>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 struct Shared {
+    /// The pool's name, for the threads' names and the spawn failure's
+    /// event.
+    pool: &'static str,
+    capacity: usize,
+    keep_alive: Duration,
     state: Mutex<State>,
     ready: Condvar,
     /// Jobs queued or the queue closed: read without the lock by a worker
@@ -42,15 +56,26 @@ struct Shared {
 struct State {
     queue: VecDeque<Job>,
     closed: bool,
-    /// Workers asleep on `ready`; a submit wakes one only if there is one.
+    /// Threads started and not yet exited.
+    live: usize,
+    /// Of those, the threads looking for a job (spinning or asleep): a job
+    /// beyond them starts a thread.
+    idle: usize,
+    /// Of those, the threads asleep on `ready`; a submit wakes one only if
+    /// there is one.
     sleepers: usize,
+    /// The threads started so far, handed to shutdown to join; those that
+    /// exited idle are pruned as new ones start.
+    threads: Vec<JoinHandle<()>>,
+    /// Numbers the threads' names.
+    started: usize,
 }
 
 /// How long an idle worker looks for the next job before it sleeps. A job
 /// that arrives meanwhile starts without a futex wake-up (several
 /// microseconds); an idle pool costs at most this much CPU per job.
 #[cfg(not(loom))]
-const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+const SPIN: Duration = Duration::from_micros(50);
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -61,48 +86,54 @@ impl Shared {
 }
 
 impl Workers {
-    /// Starts `count` threads named `admission-{pool}-{i}`.
-    pub(crate) fn spawn(pool: &str, count: usize) -> std::io::Result<Workers> {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                queue: VecDeque::with_capacity(count),
-                closed: false,
-                sleepers: 0,
+    /// Workers for the pool named `pool`: up to `capacity` threads named
+    /// `admission-{pool}-{n}`, none started yet, each exiting after
+    /// `keep_alive` idle.
+    pub(crate) fn new(pool: &'static str, capacity: usize, keep_alive: Duration) -> Workers {
+        Workers {
+            shared: Arc::new(Shared {
+                pool,
+                capacity,
+                keep_alive,
+                state: Mutex::new(State {
+                    queue: VecDeque::new(),
+                    closed: false,
+                    live: 0,
+                    idle: 0,
+                    sleepers: 0,
+                    threads: Vec::new(),
+                    started: 0,
+                }),
+                ready: Condvar::new(),
+                pending: AtomicBool::new(false),
             }),
-            ready: Condvar::new(),
-            pending: AtomicBool::new(false),
-        });
-        let mut threads = Vec::with_capacity(count);
-        for i in 0..count {
-            let for_thread = Arc::clone(&shared);
-            let spawned = thread::Builder::new()
-                .name(format!("admission-{pool}-{i}"))
-                .spawn(move || work_loop(&for_thread));
-            match spawned {
-                Ok(handle) => threads.push(handle),
-                Err(err) => {
-                    // Dropping the workers closes the queue: the threads
-                    // already started exit.
-                    drop(Workers {
-                        shared,
-                        threads: Mutex::new(threads),
-                    });
-                    return Err(err);
-                }
-            }
         }
-        Ok(Workers {
-            shared,
-            threads: Mutex::new(threads),
-        })
     }
 
-    /// Queues a job; gives it back when the workers are closed.
+    /// Queues a job, starting a thread for it when no idle one will take
+    /// it and the pool has fewer than its capacity; gives the job back when
+    /// the workers are closed, or when no thread runs and none could start.
     pub(crate) fn submit(&self, job: Job) -> Result<(), Job> {
         let wake = {
             let mut state = self.shared.lock();
             if state.closed {
                 return Err(job);
+            }
+            if state.queue.len() >= state.idle
+                && state.live < self.shared.capacity
+                && let Err(err) = self.start(&mut state)
+            {
+                // Visible, never silent: with a thread left the job waits
+                // for it; with none it is given back (its caller sees it
+                // cancelled and its slot comes back).
+                tracing::error!(
+                    pool = self.shared.pool,
+                    kind = ?err.kind(),
+                    "could not start a worker thread"
+                );
+                if state.live == 0 {
+                    return Err(job);
+                }
             }
             state.queue.push_back(job);
             self.shared.pending.store(true, Ordering::Release);
@@ -114,23 +145,38 @@ impl Workers {
         Ok(())
     }
 
+    /// Starts one more thread; it counts as idle until it takes a job.
+    fn start(&self, state: &mut State) -> std::io::Result<()> {
+        let for_thread = Arc::clone(&self.shared);
+        let handle = thread::Builder::new()
+            .name(format!("admission-{}-{}", self.shared.pool, state.started))
+            .spawn(move || work_loop(&for_thread))?;
+        prune(&mut state.threads);
+        state.threads.push(handle);
+        state.started += 1;
+        state.live += 1;
+        state.idle += 1;
+        Ok(())
+    }
+
     /// Closes the queue: threads finish the job they run and then exit.
     /// The jobs that were queued but not started are dropped (cancelled)
     /// outside the lock, and the join handles are handed over, once.
     pub(crate) fn close(&self) -> Closed {
-        let queued: Vec<Job> = {
+        let (queued, threads): (Vec<Job>, _) = {
             let mut state = self.shared.lock();
             state.closed = true;
             self.shared.pending.store(true, Ordering::Release);
-            state.queue.drain(..).collect()
+            (
+                state.queue.drain(..).collect(),
+                std::mem::take(&mut state.threads),
+            )
         };
         self.shared.ready.notify_all();
         let cancelled = queued.len();
         // Dropping a queued job releases its slot and resolves its future
         // with `Cancelled`.
         drop(queued);
-        let threads =
-            std::mem::take(&mut *self.threads.lock().unwrap_or_else(PoisonError::into_inner));
         Closed { cancelled, threads }
     }
 }
@@ -142,46 +188,86 @@ impl Drop for Workers {
     }
 }
 
+/// Forgets the handles of threads that exited idle (detaching a finished
+/// thread frees it), so a pool that grows and shrinks all day keeps at most
+/// its capacity of handles.
+#[cfg(not(loom))]
+fn prune(threads: &mut Vec<JoinHandle<()>>) {
+    threads.retain(|thread| !thread.is_finished());
+}
+
+/// Under loom no thread exits idle: there is nothing to prune.
+#[cfg(loom)]
+fn prune(_threads: &mut Vec<JoinHandle<()>>) {}
+
 fn work_loop(shared: &Shared) {
+    let mut state = shared.lock();
     loop {
-        let job = {
-            let mut state = shared.lock();
-            let mut spun = false;
-            loop {
-                if let Some(job) = state.queue.pop_front() {
-                    if state.queue.is_empty() && !state.closed {
-                        shared.pending.store(false, Ordering::Relaxed);
-                    }
-                    break Some(job);
+        let mut spun = false;
+        let job = loop {
+            if let Some(job) = state.queue.pop_front() {
+                if state.queue.is_empty() && !state.closed {
+                    shared.pending.store(false, Ordering::Relaxed);
                 }
-                if state.closed {
-                    break None;
-                }
-                if !spun {
-                    // Look for the next job without the lock for a moment;
-                    // whatever happens, the queue is checked again under the
-                    // lock before sleeping, so no wake-up is lost.
-                    drop(state);
-                    spin_for_work(shared);
-                    spun = true;
-                    state = shared.lock();
-                    continue;
-                }
-                state.sleepers += 1;
-                state = shared
-                    .ready
-                    .wait(state)
-                    .unwrap_or_else(PoisonError::into_inner);
-                state.sleepers -= 1;
+                break Some(job);
+            }
+            if state.closed {
+                break None;
+            }
+            if !spun {
+                // Look for the next job without the lock for a moment;
+                // whatever happens, the queue is checked again under the
+                // lock before sleeping, so no wake-up is lost.
+                drop(state);
+                spin_for_work(shared);
+                spun = true;
+                state = shared.lock();
+                continue;
+            }
+            state.sleepers += 1;
+            let timed_out;
+            (state, timed_out) = sleep(shared, state);
+            state.sleepers -= 1;
+            if timed_out && state.queue.is_empty() {
+                // Idle for the keep-alive: exit, under the lock that a
+                // submit reads the idle threads under, so a job submitted
+                // from now on starts a thread of its own.
+                break None;
             }
         };
-        match job {
-            // The job catches the work's own panic; this catch keeps the
-            // thread alive even if reporting it panicked (e.g. a subscriber).
-            Some(job) => drop(catch_unwind(AssertUnwindSafe(job))),
-            None => return,
-        }
+        state.idle -= 1;
+        let Some(job) = job else {
+            state.live -= 1;
+            return;
+        };
+        drop(state);
+        // The job catches the work's own panic; this catch keeps the
+        // thread alive even if reporting it panicked (e.g. a subscriber).
+        drop(catch_unwind(AssertUnwindSafe(job)));
+        state = shared.lock();
+        state.idle += 1;
     }
+}
+
+/// Sleeps until woken or the keep-alive passes; says whether it passed.
+#[cfg(not(loom))]
+fn sleep<'a>(shared: &'a Shared, state: MutexGuard<'a, State>) -> (MutexGuard<'a, State>, bool) {
+    let (state, timeout) = shared
+        .ready
+        .wait_timeout(state, shared.keep_alive)
+        .unwrap_or_else(PoisonError::into_inner);
+    (state, timeout.timed_out())
+}
+
+/// Under loom an idle thread sleeps until woken: the models explore the
+/// queue, not the clock.
+#[cfg(loom)]
+fn sleep<'a>(shared: &'a Shared, state: MutexGuard<'a, State>) -> (MutexGuard<'a, State>, bool) {
+    let state = shared
+        .ready
+        .wait(state)
+        .unwrap_or_else(PoisonError::into_inner);
+    (state, false)
 }
 
 /// Spins until a job may be pending or [`SPIN`] has passed.

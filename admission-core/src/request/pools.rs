@@ -424,6 +424,19 @@ impl RequestPools {
     /// [`global`](Self::global) returns (and `#[admitted]` handlers use).
     /// Call it once at startup, before the first request.
     ///
+    /// It serves `#[admitted]` handlers that name no `pools`. Everything
+    /// else takes its pools as a value: build them at startup and give the
+    /// layer (or the handler's state) a clone.
+    ///
+    /// # In tests
+    ///
+    /// The global pools are one set for the whole process: every test of a
+    /// binary (libtest runs them in parallel, on threads of one process)
+    /// shares their slots, so test servers refuse each other's requests
+    /// under load. A test server should get its own `RequestPools` (its
+    /// layer's, or `#[admitted(pools = ...)]`), and a test that needs the
+    /// global ones should live in a test binary of its own.
+    ///
     /// # Errors
     ///
     /// [`ConfigError::GlobalAlreadySet`] when global pools were already
