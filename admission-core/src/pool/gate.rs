@@ -870,7 +870,12 @@ impl Pool {
     }
 
     /// A refusal with `code` for a caller of `criticality`, counted.
-    #[inline]
+    ///
+    /// Never inlined: out of line it returns the refusal in one register,
+    /// stored into the admission's result as one word; inlined into
+    /// `try_admit` its fields were stored one by one, and the caller's read
+    /// of that word waited on the stores (refusals took half as long again).
+    #[inline(never)]
     fn refuse_for(&self, code: Code, criticality: Criticality) -> Refusal {
         self.inner.counters.count_refusal(code, criticality);
         Refusal::for_pool(
