@@ -261,7 +261,7 @@ impl Caller {
     }
 
     /// The caller the current task runs for: the innermost scope's
-    /// ([`Caller::scope`], [`Lease::scope_for`]), or default criticality
+    /// ([`Caller::scope`], [`Lease::scope_for`](crate::Lease::scope_for)), or default criticality
     /// with no deadline outside any.
     ///
     /// # Examples
