@@ -133,6 +133,7 @@ pub mod pool;
 mod refusal;
 pub mod request;
 mod reserve;
+mod scope;
 pub mod shutdown;
 
 /// Pool counters: the snapshot [`Pool::stats`] returns.

@@ -107,8 +107,9 @@ impl Code {
         }
     }
 
-    /// The short class name used in logs, e.g. `Saturated`.
-    pub const fn class(self) -> &'static str {
+    /// The short class name used in logs, e.g. `Saturated` (not a request
+    /// [`Class`](crate::Class): a name for the `class` field of a log event).
+    pub const fn log_class(self) -> &'static str {
         match self {
             Code::Saturated => "Saturated",
             Code::LeaseUnavailable => "LeaseUnavailable",
