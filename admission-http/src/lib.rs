@@ -79,6 +79,7 @@ pub mod load_report;
 mod problem;
 mod progress;
 mod protocol;
+pub mod request_body;
 mod service;
 mod shed;
 
