@@ -119,6 +119,8 @@ mod progress;
 #[cfg(feature = "server")]
 mod protocol;
 #[cfg(feature = "server")]
+pub mod request_body;
+#[cfg(feature = "server")]
 mod service;
 #[cfg(feature = "server")]
 mod shed;

@@ -200,6 +200,7 @@ impl Exporter {
             workers: config.workers,
             readiness: Readiness::new(&shutdown),
             trust_peers: config.trust_peers,
+            write_timeout: config.connections.get_write_timeout(),
         });
         Ok(Exporter {
             app,
