@@ -99,6 +99,6 @@ pub use crate::problem::{
 };
 pub use crate::protocol::Protocol;
 pub use crate::service::{AdmissionService, FailFast, Queue};
-#[cfg(feature = "tower-http")]
+#[cfg(any(feature = "tower-http", feature = "tower-http-06"))]
 pub use crate::shed::ShedAware;
 pub use crate::shed::is_load_shedding;
