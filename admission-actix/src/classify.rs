@@ -16,7 +16,7 @@ type Classifier = Arc<dyn Fn(&ServiceRequest) -> Class + Send + Sync + 'static>;
 /// How the middleware picks a request's class.
 #[derive(Clone)]
 pub(crate) enum Classify {
-    /// [`Class::for_method`]: reads are *control*, every other method *work*.
+    /// [`Classify::method_class`](admission_http::Classify::method_class): reads are *control*, every other method *work*.
     Method,
     /// One class for every request (a scope's middleware).
     Fixed(Class),
@@ -35,7 +35,7 @@ impl Classify {
     /// The request's class.
     pub(crate) fn class(&self, req: &ServiceRequest) -> Class {
         match self {
-            Classify::Method => Class::for_method(req.method().as_str()),
+            Classify::Method => admission_http::Classify::method_class(req.method().as_str()),
             Classify::Fixed(class) => *class,
             Classify::Custom(classifier) => classifier(req),
         }

@@ -201,6 +201,9 @@ mod classify;
 pub mod future;
 #[cfg(feature = "balancer")]
 #[cfg_attr(docsrs, doc(cfg(feature = "balancer")))]
+pub use admission_http::balancer;
+#[cfg(feature = "balancer")]
+#[cfg_attr(docsrs, doc(cfg(feature = "balancer")))]
 pub mod load_report;
 mod middleware;
 mod rejection;

@@ -2,7 +2,7 @@
 //!
 //! This module owns [`ReportLoad`] (the middleware factory an app
 //! `.wrap(...)`s) and [`ReportLoadMiddleware`]: they put core's ORCA text
-//! ([`Load::orca_text`](admission_core::balancer::Load::orca_text)) in the
+//! ([`Load::orca_text`](admission_http::balancer::Load::orca_text)) in the
 //! [`ORCA_HEADER`] of every response, refusals included. They must never
 //! admit, refuse or delay a request, and never read anything from it.
 //! The axum adapter's `load_report::ReportLoad` is the same piece.
@@ -13,7 +13,7 @@ use std::pin::Pin;
 use actix_web::Error;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform, forward_ready};
 use actix_web::http::header::{HeaderName, HeaderValue};
-use admission_core::balancer::LoadReport;
+use admission_http::balancer::LoadReport;
 use admission_http::load_report::{ORCA_HEADER, ReportRoutes};
 
 /// An actix-web middleware factory that adds the replica's load, in ORCA's
@@ -21,7 +21,7 @@ use admission_http::load_report::{ORCA_HEADER, ReportRoutes};
 /// ([`ReportLoad::on_routes`]; none by default) as
 /// `endpoint-load-metrics`: Envoy's
 /// client-side weighted round robin reads it to weigh this replica (see
-/// [`Load::orca_text`](admission_core::balancer::Load::orca_text)).
+/// [`Load::orca_text`](admission_http::balancer::Load::orca_text)).
 ///
 /// The load is read when the response head is ready, so a refusal carries
 /// the load that caused it. `.wrap` it last (outermost), so every answer
@@ -33,7 +33,7 @@ use admission_http::load_report::{ORCA_HEADER, ReportRoutes};
 /// use actix_web::{App, HttpResponse, test, web};
 /// use admission_actix::load_report::ReportLoad;
 /// use admission_core::Pool;
-/// use admission_core::balancer::LoadReport;
+/// use admission_http::balancer::LoadReport;
 ///
 /// # #[actix_web::main]
 /// # async fn main() {
@@ -68,7 +68,7 @@ impl ReportLoad {
     /// ```
     /// use admission_actix::load_report::ReportLoad;
     /// use admission_core::RequestPools;
-    /// use admission_core::balancer::LoadReport;
+    /// use admission_http::balancer::LoadReport;
     ///
     /// let wrap = ReportLoad::new(LoadReport::new(&RequestPools::new(2, 4).unwrap()));
     /// # drop(wrap);
@@ -92,7 +92,7 @@ impl ReportLoad {
     /// ```
     /// use admission_actix::load_report::ReportLoad;
     /// use admission_core::RequestPools;
-    /// use admission_core::balancer::LoadReport;
+    /// use admission_http::balancer::LoadReport;
     ///
     /// let wrap = ReportLoad::new(LoadReport::new(&RequestPools::new(2, 4).unwrap()))
     ///     .on_routes(["/readyz", "/operations/*"]);
@@ -139,7 +139,7 @@ where
 /// use actix_web::{HttpResponse, test};
 /// use admission_actix::load_report::ReportLoad;
 /// use admission_core::Pool;
-/// use admission_core::balancer::LoadReport;
+/// use admission_http::balancer::LoadReport;
 ///
 /// # #[actix_web::main]
 /// # async fn main() {

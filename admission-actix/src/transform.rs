@@ -107,7 +107,7 @@ pub struct AdmissionControl {
 }
 
 impl AdmissionControl {
-    /// Admission with the default classification, [`Class::for_method`]:
+    /// Admission with the default classification, [`Classify::method_class`](admission_http::Classify::method_class):
     /// `GET`, `HEAD` and `OPTIONS` take a *control* lease, every other method
     /// a *work* lease.
     ///

@@ -205,13 +205,13 @@ mod rejection;
 #[cfg_attr(docsrs, doc(cfg(feature = "serve")))]
 pub mod serve;
 
-#[cfg(feature = "balancer")]
-#[cfg_attr(docsrs, doc(cfg(feature = "balancer")))]
-pub use admission_http::load_report;
 pub use admission_http::{
     AdmissionLayer, AdmissionService, CallerLayer, CallerService, HttpRefusalStatus, Trust, body,
     future,
 };
+#[cfg(feature = "balancer")]
+#[cfg_attr(docsrs, doc(cfg(feature = "balancer")))]
+pub use admission_http::{balancer, load_report};
 
 pub use crate::rejection::Rejection;
 #[cfg(feature = "serve")]

@@ -8,31 +8,30 @@
 
 use std::time::{Duration, SystemTime};
 
-use admission_core::Refusal;
-use admission_http::{REFUSAL_HEADER, RETRY_AFTER_MS_HEADER, RETRY_PUSHBACK_MS};
+use admission_core::Code;
+use admission_http::wire::{
+    self, GRPC_STATUS, REFUSAL_HEADER, RETRY_AFTER_MS_HEADER, RETRY_PUSHBACK_MS, retry_after_secs,
+};
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
-use http::{HeaderMap, HeaderName};
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+pub use admission_http::wire::Hint;
 
 // The names read from answers, made once (a name given as text is parsed
 // and checked on each lookup).
 static RETRY_AFTER_MS: HeaderName = HeaderName::from_static(RETRY_AFTER_MS_HEADER);
 static PUSHBACK: HeaderName = HeaderName::from_static(RETRY_PUSHBACK_MS);
 static REFUSAL: HeaderName = HeaderName::from_static(REFUSAL_HEADER);
-static GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+static GRPC_STATUS_NAME: HeaderName = HeaderName::from_static(GRPC_STATUS);
 
-/// What the server said about a retry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hint {
-    /// Nothing: the client backs off on its own.
-    None,
-    /// Not before this long from the answer's arrival.
-    After(Duration),
-    /// Do not retry (a negative or malformed pushback).
-    Stop,
+/// The values of `name` in `headers`, as the wire's readers take them.
+fn values<'a>(headers: &'a HeaderMap, name: &HeaderName) -> impl Iterator<Item = &'a [u8]> {
+    headers.get_all(name).iter().map(HeaderValue::as_bytes)
 }
 
 /// The `Retry-After` of `headers` (delta-seconds or an HTTP-date, read
-/// against `now`); a malformed one is no hint (the client backs off).
+/// against `now`); a malformed one is no hint (the client backs off), and
+/// of several (a proxy on the way added its own) the longest wait counts.
 ///
 /// # Examples
 ///
@@ -49,21 +48,7 @@ pub enum Hint {
 /// assert_eq!(retry_after(&headers, SystemTime::now()), Hint::None);
 /// ```
 pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Hint {
-    let Some(value) = headers.get(RETRY_AFTER) else {
-        return Hint::None;
-    };
-    let bytes = value.as_bytes();
-    if !bytes.is_empty() && bytes.len() <= 10 && bytes.iter().all(u8::is_ascii_digit) {
-        let secs = bytes.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
-        return Hint::After(Duration::from_secs(secs));
-    }
-    value
-        .to_str()
-        .ok()
-        .and_then(|text| httpdate::parse_http_date(text).ok())
-        .map_or(Hint::None, |when| {
-            Hint::After(when.duration_since(now).unwrap_or(Duration::ZERO))
-        })
+    wire::retry_after(values(headers, &RETRY_AFTER), now)
 }
 
 /// The `x-admission-retry-after-ms` of `headers`: the same hint as
@@ -90,19 +75,7 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Hint {
 /// assert_eq!(retry_after_ms(&headers), Hint::None);
 /// ```
 pub fn retry_after_ms(headers: &HeaderMap) -> Hint {
-    headers
-        .get(&RETRY_AFTER_MS)
-        .and_then(|value| millis(value.as_bytes()))
-        .map_or(Hint::None, Hint::After)
-}
-
-/// 1 to 10 ASCII digits as milliseconds.
-fn millis(bytes: &[u8]) -> Option<Duration> {
-    if bytes.is_empty() || bytes.len() > 10 || !bytes.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let ms = bytes.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
-    Some(Duration::from_millis(ms))
+    wire::retry_after_ms(values(headers, &RETRY_AFTER_MS))
 }
 
 /// The hint of an HTTP answer: the millisecond one where it agrees with
@@ -115,7 +88,7 @@ fn http_hint(headers: &HeaderMap, now: SystemTime) -> Hint {
     match coarse {
         Hint::After(coarse) => {
             let ms = u32::try_from(fine.as_millis()).unwrap_or(u32::MAX);
-            let rounded = Duration::from_secs(u64::from(Refusal::whole_secs(ms)));
+            let rounded = Duration::from_secs(u64::from(retry_after_secs(ms)));
             Hint::After(if coarse <= rounded { fine } else { coarse })
         }
         Hint::None | Hint::Stop => Hint::After(fine),
@@ -123,8 +96,10 @@ fn http_hint(headers: &HeaderMap, now: SystemTime) -> Hint {
 }
 
 /// The `grpc-retry-pushback-ms` of `headers` (a trailers-only answer), as
-/// gRFC A6 reads it: a non-negative whole number of milliseconds is the
-/// wait; anything else present (`-1`, malformed) says do not retry.
+/// gRFC A6 reads it: one non-negative `int32` of milliseconds (no
+/// unnecessary leading zero) is the wait; anything else present (`-1`,
+/// `007`, a value past `i32::MAX`, garbage, the trailer twice) says do not
+/// retry. The tonic adapter's `Pushback` reads it with the same code.
 ///
 /// # Examples
 ///
@@ -136,16 +111,13 @@ fn http_hint(headers: &HeaderMap, now: SystemTime) -> Hint {
 /// assert_eq!(pushback(&headers), Hint::None);
 /// headers.insert("grpc-retry-pushback-ms", "250".parse().unwrap());
 /// assert_eq!(pushback(&headers), Hint::After(Duration::from_millis(250)));
-/// for stop in ["-1", "2.5", "", "1e3"] {
+/// for stop in ["-1", "2.5", "", "1e3", "007"] {
 ///     headers.insert("grpc-retry-pushback-ms", stop.parse().unwrap());
 ///     assert_eq!(pushback(&headers), Hint::Stop, "{stop:?}");
 /// }
 /// ```
 pub fn pushback(headers: &HeaderMap) -> Hint {
-    let Some(value) = headers.get(&PUSHBACK) else {
-        return Hint::None;
-    };
-    millis(value.as_bytes()).map_or(Hint::Stop, Hint::After)
+    wire::pushback(values(headers, &PUSHBACK))
 }
 
 /// gRPC's `DEADLINE_EXCEEDED`.
@@ -181,9 +153,8 @@ pub(crate) fn judge(
         .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
     if is_grpc && status.is_success() {
         let code = headers
-            .get(&GRPC_STATUS)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u16>().ok())
+            .get(&GRPC_STATUS_NAME)
+            .and_then(|v| wire::grpc_status(v.as_bytes()))
             .unwrap_or(0);
         let refused = matches!(code, UNAVAILABLE | RESOURCE_EXHAUSTED | DEADLINE_EXCEEDED);
         // DEADLINE_EXCEEDED (ADMISSION_BUDGET_TOO_SHORT among them) is
@@ -206,7 +177,7 @@ pub(crate) fn judge(
     let too_short = || {
         headers
             .get(&REFUSAL)
-            .is_some_and(|v| v.as_bytes() == b"ADMISSION_BUDGET_TOO_SHORT")
+            .is_some_and(|v| wire::refusal_code(v.as_bytes()) == Some(Code::BudgetTooShort))
     };
     let gateway =
         status == http::StatusCode::BAD_GATEWAY || status == http::StatusCode::GATEWAY_TIMEOUT;
@@ -333,6 +304,12 @@ mod tests {
             retry_after(&map, SystemTime::now()),
             Hint::None,
             "eleven digits"
+        );
+        map.append(RETRY_AFTER, "7".parse().unwrap());
+        assert_eq!(
+            retry_after(&map, SystemTime::now()),
+            Hint::After(Duration::from_secs(7)),
+            "the well-formed one of two"
         );
     }
 }

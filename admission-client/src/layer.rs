@@ -14,8 +14,9 @@ use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use admission_core::{Caller, Criticality};
-use admission_http::{
-    BUDGET_HEADER, CRITICALITY_HEADER, GRPC_TIMEOUT_HEADER, parse_budget_ms, parse_grpc_timeout,
+use admission_http::wire::{
+    BUDGET_HEADER, CRITICALITY_HEADER, GRPC_TIMEOUT_HEADER, budget_ms_value, grpc_timeout_value,
+    parse_budget_ms, parse_grpc_timeout,
 };
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
@@ -710,19 +711,9 @@ fn carry(
 ) {
     if let Some(left) = left {
         // Rounded down: the server never hears of time the client lacks.
-        let ms = u64::try_from(left.as_millis())
-            .unwrap_or(u64::MAX)
-            .min(999_999_999);
-        headers.insert(&BUDGET, HeaderValue::from(ms));
-        if grpc {
-            let value = if ms <= 99_999_999 {
-                format!("{ms}m")
-            } else {
-                format!("{}S", ms / 1000)
-            };
-            if let Ok(value) = HeaderValue::try_from(value) {
-                headers.insert(&GRPC_TIMEOUT, value);
-            }
+        headers.insert(&BUDGET, HeaderValue::from(budget_ms_value(left)));
+        if grpc && let Ok(value) = HeaderValue::try_from(grpc_timeout_value(left)) {
+            headers.insert(&GRPC_TIMEOUT, value);
         }
     }
     if criticality != Criticality::Default && !headers.contains_key(&CRITICALITY) {

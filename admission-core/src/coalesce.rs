@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::error::ConfigError;
-use crate::pool::job::{Hold, Job};
+use crate::pool::job::{HeldCapacity, Job};
 use crate::pool::stats::Listeners;
 use crate::pool::{Admission, Pool, RegistryWork, Slot, WorkError};
 
@@ -273,7 +273,7 @@ where
             },
         );
         let flights = Arc::clone(&self.flights);
-        let job = Job::new(self.pool.clone(), Hold::Slot(slot), work);
+        let job = Job::new(self.pool.clone(), HeldCapacity::Slot(slot), work);
         job.spawn_with(Arc::clone(&listeners), move |result, hold| {
             // The next caller starts a fresh walk; a newer flight for the
             // key (one that replaced a stale one) stays. The slot goes back

@@ -102,7 +102,7 @@ impl fmt::Display for ConfigError {
             Self::EmptyName => f.write_str("pool name is empty: name every pool"),
             Self::RetryHintTooSmall { pool } => write!(
                 f,
-                "pool `{pool}` has a retry hint below 1 ms: give at least 1 ms"
+                "pool `{pool}` has a retry hint below 1 ms: give it at least 1 ms"
             ),
             Self::ZeroDeadline => {
                 f.write_str("shutdown deadline is zero: give the drain some time, e.g. 5 s")

@@ -88,9 +88,9 @@
 //! builder, and the scoped future of a lease or a caller), [`caller`] (the
 //! caller and its criticality), [`shutdown`] (report types and
 //! readiness), [`stats`] (counters), [`log`] (failures named by class and
-//! code) and, with their features, `balancer` (the HAProxy agent and the
-//! load report) and `metrics` (with `prometheus`, `metrics` or
-//! `opentelemetry`).
+//! code) and, with its features, `metrics` (with `prometheus`, `metrics` or
+//! `opentelemetry`). What a load balancer reads (the HAProxy agent check,
+//! the load report) is `admission-http`'s: it is wire.
 //!
 //! # Examples
 //!
@@ -153,22 +153,16 @@
 //! # Features
 //!
 //! * `macros` (default): `#[reserved(slots = N)]`.
-//! * `balancer`: the pieces a load balancer reads, module `balancer`: the HAProxy
-//!   agent check on a port of its own and the load report. Off by default;
-//!   readiness needs no feature ([`shutdown::Readiness`]).
 //! * `prometheus`: the `metrics` module, a `prometheus-client` collector.
 //! * `metrics`: the `metrics` module, recording into the `metrics` facade.
 //! * `opentelemetry`: the `metrics` module, OpenTelemetry observable
 //!   instruments on a `Meter`.
 //!
 //! The back-ends are off by default and read the same pool statistics.
+//! Readiness needs no feature ([`shutdown::Readiness`]).
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-// tokio has no sockets under `--cfg loom`; the loom models do not need them.
-#[cfg(all(feature = "balancer", not(loom)))]
-#[cfg_attr(docsrs, doc(cfg(feature = "balancer")))]
-pub mod balancer;
 pub mod caller;
 mod coalesce;
 mod error;
@@ -186,6 +180,7 @@ pub mod pool;
 mod refusal;
 pub mod request;
 mod reserve;
+mod scope;
 pub mod shutdown;
 
 /// Pool counters: the snapshot [`Pool::stats`] returns.

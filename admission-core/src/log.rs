@@ -87,13 +87,13 @@ impl Cause {
     /// The cause of a refusal.
     pub fn from_refusal(refusal: &Refusal) -> Cause {
         Cause {
-            class: refusal.code().class(),
+            class: refusal.code().log_class(),
             code: Some(refusal.code().as_str()),
         }
     }
 
     /// The class, e.g. `Saturated` or `Error`.
-    pub fn class(&self) -> &'static str {
+    pub fn log_class(&self) -> &'static str {
         self.class
     }
 
@@ -184,17 +184,20 @@ mod tests {
         );
         let wrapped = Cause::of(&Wrapped(refusal));
         assert_eq!(
-            wrapped.class(),
+            wrapped.log_class(),
             "WaitTimedOut",
             "the refusal in the chain names it"
         );
         assert_eq!(wrapped.code(), Some("ADMISSION_WAIT_TIMEOUT"));
 
         let io = Cause::of(&std::io::Error::other("tenant 42 secret"));
-        assert_eq!((io.class(), io.code()), ("Error", None));
+        assert_eq!((io.log_class(), io.code()), ("Error", None));
 
         let coded = Cause::coded(&Coded);
-        assert_eq!((coded.class(), coded.code()), ("Coded", Some("MY-CODE")));
+        assert_eq!(
+            (coded.log_class(), coded.code()),
+            ("Coded", Some("MY-CODE"))
+        );
         let line = log_failure("Scan", coded, "; retrying");
         assert_eq!(line, "Scan failed (Coded MY-CODE); retrying");
     }

@@ -107,8 +107,9 @@ impl Code {
         }
     }
 
-    /// The short class name used in logs, e.g. `Saturated`.
-    pub const fn class(self) -> &'static str {
+    /// The short class name used in logs, e.g. `Saturated` (not a request
+    /// [`Class`](crate::Class): a name for the `class` field of a log event).
+    pub const fn log_class(self) -> &'static str {
         match self {
             Code::Saturated => "Saturated",
             Code::LeaseUnavailable => "LeaseUnavailable",
@@ -117,19 +118,6 @@ impl Code {
             Code::ShuttingDown => "ShuttingDown",
             Code::Reentrant => "Reentrant",
             Code::BudgetTooShort => "BudgetTooShort",
-        }
-    }
-
-    /// The problem title sent in refusal bodies.
-    pub const fn title(self) -> &'static str {
-        match self {
-            Code::Saturated => "Capacity exhausted",
-            Code::LeaseUnavailable => "No request lease available",
-            Code::ReservationExhausted => "Reservation exhausted",
-            Code::WaitTimedOut => "Timed out waiting for capacity",
-            Code::ShuttingDown => "Shutting down",
-            Code::Reentrant => "Waiting on a slot the caller holds",
-            Code::BudgetTooShort => "Not enough time left for the work",
         }
     }
 }
@@ -234,28 +222,18 @@ impl Refusal {
         self.code.is_overload()
     }
 
-    /// The retry hint in whole seconds, at least 1: what `Retry-After`
-    /// sends ([`retry_after_millis`](Self::retry_after_millis) rounded up).
+    /// The retry hint in whole seconds, at least 1
+    /// ([`retry_after_millis`](Self::retry_after_millis) rounded up).
     pub fn retry_after_secs(&self) -> u32 {
         Self::whole_secs(self.retry_after_ms)
     }
 
-    /// A hint of `millis` milliseconds as the whole seconds of
-    /// `Retry-After`: rounded up, at least 1. The one rounding every
-    /// adapter and admission-client use, so the seconds and the
-    /// milliseconds a refusal sends always agree.
-    ///
-    /// ```
-    /// use admission_core::Refusal;
-    ///
-    /// assert_eq!(Refusal::whole_secs(0), 1);
-    /// assert_eq!(Refusal::whole_secs(20), 1);
-    /// assert_eq!(Refusal::whole_secs(1000), 1);
-    /// assert_eq!(Refusal::whole_secs(1001), 2);
-    /// ```
+    /// A hint of `millis` milliseconds in whole seconds: rounded up, at
+    /// least 1 (the engine's own figures; the wire rounds in
+    /// `admission-http`).
     #[inline]
     #[must_use]
-    pub const fn whole_secs(millis: u32) -> u32 {
+    pub(crate) const fn whole_secs(millis: u32) -> u32 {
         let secs = millis.div_ceil(1000);
         if secs == 0 { 1 } else { secs }
     }

@@ -627,3 +627,53 @@ async fn a_reentrant_wait_is_logged_at_error_once_per_call_site() {
     let stats = pool.stats();
     assert_eq!((stats.reentrant, stats.refused), (4, 0));
 }
+
+/// A slot handed over from its releaser to a waiting task (the waiter
+/// never took it from the pool itself: it came with its number, through
+/// the line) counts as the waiter's: once that task holds every slot this
+/// way, its next wait is refused as reentrant, not left to hang, and the
+/// releaser is no longer named for it. (Seen failing, the bound expiring,
+/// when a slot admitted through the line was not recorded for its new
+/// holder: `Pool::admit_with` building the slot with `Slot::new` instead
+/// of `Pool::held`.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_slot_handed_over_through_the_line_is_the_waiters_own() {
+    let pool = Pool::new("reentrant-handoff", 1).unwrap();
+    let (holding_tx, holding) = tokio::sync::oneshot::channel::<()>();
+    let (release, release_rx) = tokio::sync::oneshot::channel::<()>();
+    let holder = tokio::spawn({
+        let pool = pool.clone();
+        async move {
+            let slot = pool.try_admit().unwrap();
+            holding_tx.send(()).unwrap();
+            release_rx.await.unwrap();
+            drop(slot);
+        }
+    });
+    holding.await.unwrap();
+
+    let task_pool = pool.clone();
+    let (in_line, again) = in_task(async move {
+        let pool = task_pool;
+        let mut wait = Box::pin(pool.admit());
+        assert!(
+            poll_once(&mut wait).is_pending(),
+            "another task holds the slot: this one waits in line"
+        );
+        let in_line = pool.stats().waiting;
+        release.send(()).unwrap();
+        let slot = tokio::time::timeout(BOUND, wait)
+            .await
+            .expect("handed the slot when the holder let go")
+            .expect("admitted");
+        let again = at_once(pool.admit()).await.map(drop).map_err(|r| r.code());
+        drop(slot);
+        (in_line, again)
+    })
+    .await;
+    holder.await.unwrap();
+    assert_eq!(in_line, 1, "the slot went through the line");
+    assert_eq!(again, Err(Code::Reentrant));
+    let stats = pool.stats();
+    assert_eq!((stats.reentrant, stats.refused, stats.in_use), (1, 0, 0));
+}

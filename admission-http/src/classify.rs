@@ -22,7 +22,7 @@ type Classifier = Arc<dyn Fn(&Parts, &Caller) -> Class + Send + Sync + 'static>;
 /// `classify`); adapters build one for constructors of their own.
 #[derive(Clone)]
 pub enum Classify {
-    /// [`Class::for_method`]: reads are *control*, every other method
+    /// [`Classify::method_class`]: reads are *control*, every other method
     /// *work* (HTTP's default).
     Method,
     /// [`grpc_default_class`](crate::grpc_default_class) of the path:
@@ -36,6 +36,27 @@ pub enum Classify {
 }
 
 impl Classify {
+    /// The class HTTP's default gives a request by its method: `GET`,
+    /// `HEAD` and `OPTIONS` are reads (*control*), every other method is a
+    /// mutation (*work*). `method` is the method's text, as every version
+    /// of `http` (and actix-web's) spells it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Class;
+    /// use admission_http::Classify;
+    ///
+    /// assert_eq!(Classify::method_class("GET"), Class::Control);
+    /// assert_eq!(Classify::method_class("POST"), Class::Work);
+    /// ```
+    pub fn method_class(method: &str) -> Class {
+        match method {
+            "GET" | "HEAD" | "OPTIONS" => Class::Control,
+            _ => Class::Work,
+        }
+    }
+
     /// The app's closure over the request head (method, URI, headers,
     /// extensions).
     pub fn head<F>(classify: F) -> Classify
@@ -57,7 +78,7 @@ impl Classify {
     /// The request's class, and the request given back whole.
     pub(crate) fn class<B>(&self, request: Request<B>, caller: &Caller) -> (Class, Request<B>) {
         match self {
-            Classify::Method => (Class::for_method(request.method().as_str()), request),
+            Classify::Method => (Classify::method_class(request.method().as_str()), request),
             Classify::GrpcPath => (crate::grpc_default_class(request.uri().path()), request),
             Classify::Fixed(class) => (*class, request),
             Classify::Custom(classifier) => {
@@ -78,6 +99,21 @@ impl fmt::Debug for Classify {
             Classify::GrpcPath => f.write_str("GrpcPath"),
             Classify::Fixed(class) => f.debug_tuple("Fixed").field(class).finish(),
             Classify::Custom(_) => f.write_str("Custom(..)"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_are_control_and_every_other_method_is_work() {
+        for read in ["GET", "HEAD", "OPTIONS"] {
+            assert_eq!(Classify::method_class(read), Class::Control, "{read}");
+        }
+        for write in ["POST", "PUT", "PATCH", "DELETE", "get"] {
+            assert_eq!(Classify::method_class(write), Class::Work, "{write}");
         }
     }
 }

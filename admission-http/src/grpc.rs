@@ -2,10 +2,10 @@
 //! without any gRPC library.
 //!
 //! This module owns [`GrpcRefusalStatus`] (the status code a refusal is
-//! answered with), the name of the `grpc-retry-pushback-ms` trailer,
-//! [`GrpcAnswer`] (code, message and pushback, the facts of an HTTP
-//! [`Problem`](crate::Problem) in gRPC's form) and the trailers-only
-//! response the middleware sends for a refusal. It must never depend on
+//! answered with), [`GrpcAnswer`] (code, message and pushback, the facts of an HTTP
+//! [`Problem`](crate::Problem) in gRPC's form), the one `grpc-message`
+//! encoding and the trailers-only response the middleware sends for a
+//! refusal. It must never depend on
 //! tonic (the tonic adapter turns a `GrpcAnswer` into a `tonic::Status`),
 //! and never put a user value, an error message or a panic message in a
 //! message: only codes, the pool's configured name and the retry hint.
@@ -13,15 +13,11 @@
 use std::fmt::Write as _;
 
 use admission_core::{Class, Code, Refusal, WorkError};
-use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderName, HeaderValue, Response};
 
-use crate::problem::{WORK_FAILED, WORK_PANICKED};
-
-/// The trailer that tells a client's retry policy how long to wait before
-/// trying again, in milliseconds (gRFC A6, "pushback").
-pub const RETRY_PUSHBACK_MS: &str = "grpc-retry-pushback-ms";
+use crate::problem::{WORK_FAILED, WORK_PANICKED, title};
+use crate::wire::{GRPC_MESSAGE, GRPC_STATUS, RETRY_PUSHBACK_MS, pushback_ms};
 
 /// gRPC's status codes this crate answers with.
 const DEADLINE_EXCEEDED: u8 = 4;
@@ -113,13 +109,13 @@ impl GrpcAnswer {
             },
             Code::Reentrant => GrpcAnswer {
                 code: INTERNAL,
-                message: format!("{code}: pool `{pool}` refused the call; {}", code.title()),
+                message: format!("{code}: pool `{pool}` refused the call; {}", title(code)),
                 pushback_ms: None,
             },
             _ => GrpcAnswer {
                 code: status.code(),
                 message: format!("{code}: pool `{pool}` refused the call; retry in {secs} s"),
-                pushback_ms: Some(u64::from(refusal.retry_after_millis())),
+                pushback_ms: Some(u64::from(pushback_ms(refusal.retry_after_millis()))),
             },
         }
     }
@@ -149,7 +145,7 @@ impl GrpcAnswer {
                 let code = Code::ShuttingDown;
                 GrpcAnswer {
                     code: status.code(),
-                    message: format!("{code}: {}; retry in 1 s", code.title()),
+                    message: format!("{code}: {}; retry in 1 s", title(code)),
                     pushback_ms: Some(1000),
                 }
             }
@@ -169,14 +165,16 @@ impl GrpcAnswer {
         &self.message
     }
 
-    /// The `grpc-retry-pushback-ms` value, for an overload refusal.
+    /// The `grpc-retry-pushback-ms` value, for an overload refusal: the
+    /// refusal's hint in milliseconds, held to gRFC A6's `int32`.
     pub fn pushback_ms(&self) -> Option<u64> {
         self.pushback_ms
     }
 
     /// The answer as a trailers-only response: `200` with `content-type:
     /// application/grpc`, `grpc-status`, the percent-encoded `grpc-message`
-    /// and the pushback in one HEADERS frame, and no body.
+    /// (byte for byte as a `tonic::Status` with the same message is
+    /// written) and the pushback in one HEADERS frame, and no body.
     ///
     /// # Examples
     ///
@@ -188,18 +186,21 @@ impl GrpcAnswer {
     /// let response = cancelled.into_trailers_only();
     /// assert_eq!(response.headers()["grpc-status"], "14");
     /// assert_eq!(response.headers()["grpc-retry-pushback-ms"], "1000");
-    /// assert_eq!(response.headers()["grpc-message"], "ADMISSION_SHUTTING_DOWN: Shutting down; retry in 1 s");
+    /// assert_eq!(
+    ///     response.headers()["grpc-message"],
+    ///     "ADMISSION_SHUTTING_DOWN:%20Shutting%20down;%20retry%20in%201%20s"
+    /// );
     /// ```
     pub fn into_trailers_only(self) -> Response<()> {
         let mut response = Response::new(());
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
         headers.insert(
-            HeaderName::from_static("grpc-status"),
+            HeaderName::from_static(GRPC_STATUS),
             HeaderValue::from(u16::from(self.code)),
         );
         if let Ok(message) = HeaderValue::try_from(percent_encode(&self.message)) {
-            headers.insert(HeaderName::from_static("grpc-message"), message);
+            headers.insert(HeaderName::from_static(GRPC_MESSAGE), message);
         }
         if let Some(ms) = self.pushback_ms {
             headers.insert(
@@ -255,14 +256,19 @@ pub fn grpc_path(path: &str) -> Option<(&str, &str)> {
     valid.then_some((service, method))
 }
 
-/// `grpc-message` is percent-encoded: every byte outside printable ASCII,
-/// and `%` itself, as `%XX` (the gRPC over HTTP/2 specification).
+/// `grpc-message` percent-encoded, one way for every answer: the gRPC over
+/// HTTP/2 specification asks for every byte outside printable ASCII and
+/// `%` as `%XX`, and lets a sender encode more (a reader decodes any
+/// `%XX`). This encodes what tonic's `Status` also encodes (space, `"`,
+/// `#`, `<`, `>`, `` ` ``, `?`, `{`, `}` besides), so a refusal the layer
+/// answers and one a handler returns as a `tonic::Status` carry the same
+/// bytes.
 fn percent_encode(message: &str) -> String {
-    let plain = |b: u8| (0x20..=0x7e).contains(&b) && b != b'%';
+    let plain = |b: u8| (0x21..=0x7e).contains(&b) && !b"\"#%<>`?{}".contains(&b);
     if message.bytes().all(plain) {
         return message.to_owned();
     }
-    let mut out = String::with_capacity(message.len() + 16);
+    let mut out = String::with_capacity(message.len() + 32);
     for b in message.bytes() {
         if plain(b) {
             out.push(char::from(b));
@@ -271,11 +277,6 @@ fn percent_encode(message: &str) -> String {
         }
     }
     out
-}
-
-/// A refusal's trailers-only answer with an empty body, for the middleware.
-pub(crate) fn trailers_only(answer: GrpcAnswer) -> Response<Option<Bytes>> {
-    answer.into_trailers_only().map(|()| None)
 }
 
 #[cfg(test)]
@@ -296,7 +297,7 @@ mod tests {
         assert_eq!(response.headers()["grpc-status"], "8");
         assert_eq!(
             response.headers()["grpc-message"],
-            "ADMISSION_SATURATED: pool `we%C3%A9ird%25pool` refused the call; retry in 1 s"
+            "ADMISSION_SATURATED:%20pool%20%60we%C3%A9ird%25pool%60%20refused%20the%20call;%20retry%20in%201%20s"
         );
         assert_eq!(response.headers()["content-type"], "application/grpc");
         assert_eq!(response.headers().len(), 4);

@@ -75,7 +75,7 @@ pub struct AdmissionLayer<P = HttpRefusalStatus, M = FailFast> {
 
 impl AdmissionLayer {
     /// Leases by method: `GET`, `HEAD` and `OPTIONS` from *control*, every
-    /// other method from *work* ([`Class::for_method`]).
+    /// other method from *work* ([`Classify::method_class`](crate::Classify::method_class)).
     ///
     /// # Examples
     ///

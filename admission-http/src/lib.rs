@@ -11,6 +11,25 @@
 //! or what a refusal says. It knows no web framework; an app usually reaches
 //! it through its adapter's re-exports.
 //!
+//! It is also the one owner of the wire: every header and trailer name, one
+//! grammar and one parser for each, the problem document, the gRPC answer,
+//! `Retry-After`'s rounding, the load report and the balancer protocols
+//! (the HAProxy agent check, ORCA). `admission-client` reads the server's
+//! hints with the same parsers, built without the middleware
+//! (`default-features = false`).
+//!
+//! # Features
+//!
+//! * `server` (default): the middleware (the layers, services, futures and
+//!   the leased body) and the reading of a request's caller. Without it
+//!   the crate is the wire vocabulary alone: the names, the parsers, the
+//!   problem document and the gRPC answer.
+//! * `balancer`: module `balancer` (the HAProxy agent check on a port of
+//!   its own, the load report) and module `load_report` (the load on
+//!   responses, for Envoy).
+//! * `tower-http`: `ShedAware`, a tower-http classifier that logs refusals
+//!   as load shedding, not failures.
+//!
 //! # Which piece for which need
 //!
 //! | you have | use | a refused request gets |
@@ -73,40 +92,65 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc(test(attr(deny(warnings))))]
 
+#[cfg(feature = "server")]
 mod admit;
+#[cfg(feature = "balancer")]
+#[cfg_attr(docsrs, doc(cfg(feature = "balancer")))]
+pub mod balancer;
+#[cfg(feature = "server")]
 pub mod body;
+#[cfg(feature = "server")]
 mod caller_layer;
+#[cfg(feature = "server")]
 mod classify;
+#[cfg(feature = "server")]
 pub mod future;
 mod grpc;
+#[cfg(feature = "server")]
 mod headers;
+#[cfg(feature = "server")]
 mod layer;
 #[cfg(feature = "balancer")]
 #[cfg_attr(docsrs, doc(cfg(feature = "balancer")))]
 pub mod load_report;
 mod problem;
+#[cfg(feature = "server")]
 mod progress;
+#[cfg(feature = "server")]
 mod protocol;
+#[cfg(feature = "server")]
+pub mod request_body;
+#[cfg(feature = "server")]
 mod service;
+#[cfg(feature = "server")]
 mod shed;
+#[doc(hidden)]
+pub mod wire;
 
-pub use crate::admit::RequestAdmission;
-pub use crate::caller_layer::{CallerLayer, CallerService};
-pub use crate::classify::Classify;
-pub use crate::grpc::{
-    GrpcAnswer, GrpcRefusalStatus, RETRY_PUSHBACK_MS, grpc_default_class, grpc_path,
-};
-pub use crate::headers::{
-    BUDGET_HEADER, CRITICALITY_HEADER, ENVOY_TIMEOUT_HEADER, GRPC_TIMEOUT_HEADER, Malformed,
-    REFUSAL_HEADER, RETRY_AFTER_MS_HEADER, RequestCaller, Trust, parse_budget_ms,
-    parse_grpc_timeout,
-};
-pub use crate::layer::AdmissionLayer;
+pub use crate::grpc::{GrpcAnswer, GrpcRefusalStatus, grpc_default_class};
 pub use crate::problem::{
-    HeaderText, HttpRefusalStatus, NO_STORE, PROBLEM_JSON, Problem, WORK_FAILED, WORK_PANICKED,
+    HttpRefusalStatus, NO_STORE, PROBLEM_JSON, Problem, WORK_FAILED, WORK_PANICKED,
 };
-pub use crate::protocol::Protocol;
-pub use crate::service::{AdmissionService, FailFast, Queue};
-#[cfg(feature = "tower-http")]
+// Sibling-only: the adapters and the client re-export what their users
+// need; here they stay out of the documented API.
+#[doc(hidden)]
+pub use crate::wire::{
+    BUDGET_HEADER, CRITICALITY_HEADER, ENVOY_TIMEOUT_HEADER, GRPC_TIMEOUT_HEADER, Malformed,
+    REFUSAL_HEADER, RETRY_AFTER_MS_HEADER, RETRY_PUSHBACK_MS, parse_budget_ms, parse_grpc_timeout,
+};
+#[doc(hidden)]
+pub use crate::{grpc::grpc_path, problem::HeaderText};
+
+#[cfg(all(feature = "server", any(feature = "tower-http", feature = "tower-http-06")))]
 pub use crate::shed::ShedAware;
-pub use crate::shed::is_load_shedding;
+#[cfg(feature = "server")]
+pub use crate::{
+    admit::RequestAdmission,
+    caller_layer::{CallerLayer, CallerService},
+    classify::Classify,
+    headers::{RequestCaller, Trust},
+    layer::AdmissionLayer,
+    protocol::Protocol,
+    service::{AdmissionService, FailFast, Queue},
+    shed::is_load_shedding,
+};

@@ -4,7 +4,7 @@
 //! This module owns [`ReportLoad`] (the tower layer), [`ReportLoadService`],
 //! [`ReportRoutes`] and the name of the header they write, [`ORCA_HEADER`]:
 //! core's ORCA text
-//! ([`Load::orca_text`](admission_core::balancer::Load::orca_text)) on the
+//! ([`Load::orca_text`](crate::balancer::Load::orca_text)) on the
 //! responses of the named routes, refusals included, and on no other. The
 //! load is operator information (how busy the replica is, when it
 //! saturates): name only the routes a balancer sends or probes, never
@@ -17,15 +17,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use admission_core::balancer::LoadReport;
+use crate::balancer::LoadReport;
 use http::{HeaderName, HeaderValue, Request, Response};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-/// The response header Envoy's client-side weighted round robin reads a
-/// backend's load from (ORCA's `endpoint-load-metrics`).
-pub const ORCA_HEADER: &str = "endpoint-load-metrics";
+pub use crate::wire::ORCA_HEADER;
 
 /// The request paths whose responses carry the load: exact paths
 /// (`/readyz`), or a prefix ending in `/*` (`/operations/*` names
@@ -89,7 +87,7 @@ impl ReportRoutes {
 /// to the responses of the routes it names ([`ReportLoad::on_routes`];
 /// none by default) as `endpoint-load-metrics`: Envoy's client-side
 /// weighted round robin reads it to weigh this replica (see
-/// [`Load::orca_text`](admission_core::balancer::Load::orca_text) for what
+/// [`Load::orca_text`](crate::balancer::Load::orca_text) for what
 /// it says and which Envoy reads it).
 ///
 /// The load is read when the response head is ready, so a refusal carries
@@ -100,7 +98,7 @@ impl ReportRoutes {
 ///
 /// ```
 /// use admission_core::Pool;
-/// use admission_core::balancer::LoadReport;
+/// use admission_http::balancer::LoadReport;
 /// use admission_http::load_report::ReportLoad;
 /// use http::{Request, Response};
 /// use tower::{Layer, ServiceExt, service_fn};
@@ -139,7 +137,7 @@ impl ReportLoad {
     /// ```
     /// use admission_http::load_report::ReportLoad;
     /// use admission_core::RequestPools;
-    /// use admission_core::balancer::LoadReport;
+    /// use admission_http::balancer::LoadReport;
     ///
     /// let layer = ReportLoad::new(LoadReport::new(&RequestPools::new(2, 4).unwrap()));
     /// # drop(layer);
@@ -188,7 +186,7 @@ impl<S> Layer<S> for ReportLoad {
 /// ```
 /// use admission_http::load_report::ReportLoad;
 /// use admission_core::Pool;
-/// use admission_core::balancer::LoadReport;
+/// use admission_http::balancer::LoadReport;
 /// use tower::Layer;
 ///
 /// let layer = ReportLoad::new(LoadReport::new(&Pool::new("registry", 1).unwrap()));

@@ -22,6 +22,8 @@ use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderName, RETRY_AFTER};
 use http::{HeaderValue, StatusCode};
 
+use crate::wire::{REFUSAL_HEADER, http_hints, retry_after_secs};
+
 /// The media type of every problem body.
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
@@ -32,6 +34,22 @@ pub const NO_STORE: &str = "no-store";
 pub const WORK_FAILED: &str = "ADMISSION_WORK_FAILED";
 /// The code in the body of a `500` for work that panicked.
 pub const WORK_PANICKED: &str = "ADMISSION_WORK_PANICKED";
+
+/// The problem title of a refusal's code (also the reason in a gRPC
+/// message of a code that names no retry).
+pub(crate) const fn title(code: Code) -> &'static str {
+    match code {
+        Code::Saturated => "Capacity exhausted",
+        Code::LeaseUnavailable => "No request lease available",
+        Code::ReservationExhausted => "Reservation exhausted",
+        Code::WaitTimedOut => "Timed out waiting for capacity",
+        Code::ShuttingDown => "Shutting down",
+        Code::Reentrant => "Waiting on a slot the caller holds",
+        Code::BudgetTooShort => "Not enough time left for the work",
+        // A code core adds later: still an answer with a title.
+        _ => "Refused",
+    }
+}
 
 /// The HTTP status a refusal is answered with.
 ///
@@ -65,7 +83,7 @@ impl HttpRefusalStatus {
 
 /// A header value of a [`Problem`]: a static string, or a number (the
 /// whole seconds of `Retry-After`, the milliseconds of
-/// [`RETRY_AFTER_MS_HEADER`](crate::RETRY_AFTER_MS_HEADER)).
+/// [`RETRY_AFTER_MS_HEADER`](crate::wire::RETRY_AFTER_MS_HEADER)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeaderText {
     /// A fixed value.
@@ -118,7 +136,7 @@ impl Problem {
         };
         let mut problem = Problem::new(
             code.as_str(),
-            code.title(),
+            title(code),
             status,
             Some((refusal.pool(), refusal.criticality())),
             retry_after_ms,
@@ -150,7 +168,7 @@ impl Problem {
             WorkError::Panicked => Problem::new(WORK_PANICKED, "Work panicked", code, None, None),
             WorkError::Cancelled => Problem::new(
                 Code::ShuttingDown.as_str(),
-                Code::ShuttingDown.title(),
+                title(Code::ShuttingDown),
                 code,
                 None,
                 Some(1000),
@@ -199,7 +217,7 @@ impl Problem {
                 title,
                 status,
                 pool,
-                retry_after_ms.map(Refusal::whole_secs),
+                retry_after_ms.map(retry_after_secs),
             ),
         }
     }
@@ -211,13 +229,13 @@ impl Problem {
 
     /// The `Retry-After` value in whole seconds, for refusals.
     pub fn retry_after(&self) -> Option<u32> {
-        self.retry_after_ms.map(Refusal::whole_secs)
+        self.retry_after_ms.map(retry_after_secs)
     }
 
     /// The headers every adapter sends, in this order: `content-type`,
     /// `cache-control` and, for refusals, `retry-after`,
-    /// [`RETRY_AFTER_MS_HEADER`](crate::RETRY_AFTER_MS_HEADER) (the same
-    /// hint in milliseconds) and [`REFUSAL_HEADER`](crate::REFUSAL_HEADER)
+    /// [`RETRY_AFTER_MS_HEADER`](crate::wire::RETRY_AFTER_MS_HEADER) (the same
+    /// hint in milliseconds) and [`REFUSAL_HEADER`](crate::wire::REFUSAL_HEADER)
     /// (the code, so that a client need not read the body to know a budget
     /// was too short).
     ///
@@ -245,15 +263,14 @@ impl Problem {
             ("cache-control", HeaderText::Static(NO_STORE)),
         ]
         .into_iter()
-        .chain(self.retry_after_ms.into_iter().flat_map(|ms| {
-            [
-                ("retry-after", HeaderText::Number(Refusal::whole_secs(ms))),
-                (crate::RETRY_AFTER_MS_HEADER, HeaderText::Number(ms)),
-            ]
-        }))
+        .chain(
+            self.retry_after_ms.into_iter().flat_map(|ms| {
+                http_hints(ms).map(|(name, number)| (name, HeaderText::Number(number)))
+            }),
+        )
         .chain(
             self.refusal
-                .map(|code| (crate::REFUSAL_HEADER, HeaderText::Static(code))),
+                .map(|code| (REFUSAL_HEADER, HeaderText::Static(code))),
         )
     }
 
@@ -405,6 +422,16 @@ mod tests {
             assert!(detail.contains(&format!("retry in {secs} s")), "{detail}");
             assert_eq!(body.as_object().unwrap().len(), 8);
         }
+    }
+
+    #[test]
+    fn every_code_has_a_title_of_its_own() {
+        let titles: std::collections::HashSet<_> = Code::ALL.into_iter().map(title).collect();
+        assert_eq!(titles.len(), Code::ALL.len(), "{titles:?}");
+        assert!(
+            !titles.contains("Refused"),
+            "the fallback is for later codes"
+        );
     }
 
     #[test]

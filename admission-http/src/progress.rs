@@ -3,10 +3,12 @@
 //! This module owns [`ProgressTimeout`], the [`Stalled`] error a stalled
 //! response ends with, and the watchdog that takes a response's lease back
 //! when the consumer (the client, through hyper) has not asked for the next
-//! frame within the bound. It must never hold the body itself (only the
-//! lease: the body stays with its connection), never log per response, and
-//! never count the producer's own slowness (a poll answered `Pending`) as a
-//! stall: only a frame handed over and not asked after.
+//! frame within the bound, and the one count and throttled log of stalls,
+//! responses' and request bodies' alike ([`stalled`]). It must never hold
+//! the body itself (only the lease: the body stays with its connection),
+//! never log per response, and never count the producer's own slowness (a
+//! poll answered `Pending`) as a stall: only a frame handed over and not
+//! asked after.
 
 use std::fmt;
 use std::future::poll_fn;
@@ -228,12 +230,73 @@ async fn watch(state: &State, bound: Duration) {
         if state.yielded_at().elapsed() >= bound {
             state.stalled.store(true, Ordering::Release);
             drop(state.take());
-            tracing::debug!(
-                code = STREAM_STALLED,
-                "a response's consumer stopped reading"
-            );
+            stalled(Side::Response);
             return;
         }
+    }
+}
+
+/// Which way a stalled stream was going.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// A response whose consumer stopped reading.
+    Response,
+    /// A request body whose client stopped sending.
+    Request,
+}
+
+impl Side {
+    fn as_str(self) -> &'static str {
+        match self {
+            Side::Response => "response",
+            Side::Request => "request",
+        }
+    }
+}
+
+/// At most one log line per this interval about stalled streams.
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// The stalls since the last line, and when the next line may be written.
+static LOG: Mutex<Throttle> = Mutex::new(Throttle {
+    count: 0,
+    next: None,
+});
+
+#[derive(Debug)]
+struct Throttle {
+    count: u64,
+    next: Option<std::time::Instant>,
+}
+
+impl Throttle {
+    /// Counts one stall at `now`: the count to log when a line is due.
+    fn count(&mut self, now: std::time::Instant) -> Option<u64> {
+        self.count += 1;
+        if self.next.is_some_and(|next| now < next) {
+            return None;
+        }
+        self.next = Some(now + LOG_EVERY);
+        Some(std::mem::take(&mut self.count))
+    }
+}
+
+/// Counts a stalled stream; the first is logged at once, the rest once
+/// per [`LOG_EVERY`] with how many stalled since the last line.
+pub(crate) fn stalled(side: Side) {
+    let due = LOG
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .count(std::time::Instant::now());
+    if let Some(count) = due {
+        tracing::warn!(
+            code = STREAM_STALLED,
+            side = side.as_str(),
+            count,
+            "streams ended by the progress bound (their peer stopped reading or sending), \
+             at most one line per {} s",
+            LOG_EVERY.as_secs()
+        );
     }
 }
 
@@ -243,7 +306,25 @@ mod tests {
 
     use admission_core::{Class, RequestPools};
 
-    use super::{ProgressTimeout, Watched};
+    use super::{LOG_EVERY, ProgressTimeout, Throttle, Watched};
+
+    #[test]
+    fn stalls_are_logged_once_per_interval_with_the_count_since_the_last_line() {
+        let mut throttle = Throttle {
+            count: 0,
+            next: None,
+        };
+        let start = std::time::Instant::now();
+        assert_eq!(throttle.count(start), Some(1), "the first at once");
+        for _ in 0..15 {
+            assert_eq!(throttle.count(start + LOG_EVERY / 2), None, "then counted");
+        }
+        assert_eq!(
+            throttle.count(start + LOG_EVERY),
+            Some(16),
+            "the next line carries them"
+        );
+    }
 
     #[tokio::test(flavor = "current_thread")]
     async fn dropping_the_body_ends_its_watchdog_at_once() {

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use http::Response;
 
 use crate::classify::Classify;
-use crate::grpc::{GrpcAnswer, GrpcRefusalStatus, trailers_only};
+use crate::grpc::{GrpcAnswer, GrpcRefusalStatus};
 use crate::problem::{HttpRefusalStatus, Problem};
 
 mod sealed {
@@ -70,6 +70,8 @@ impl Protocol for GrpcRefusalStatus {
     }
 
     fn refusal(&self, refusal: &Refusal) -> Response<Option<Bytes>> {
-        trailers_only(GrpcAnswer::refusal(refusal, *self))
+        GrpcAnswer::refusal(refusal, *self)
+            .into_trailers_only()
+            .map(|()| None)
     }
 }

@@ -76,7 +76,7 @@ async fn a_grpc_refusal_is_one_head_and_no_body() {
         refused.headers()["grpc-message"]
             .to_str()
             .unwrap()
-            .starts_with("ADMISSION_SATURATED: pool `work` refused the call")
+            .starts_with("ADMISSION_SATURATED:%20pool%20%60work%60%20refused%20the%20call")
     );
     assert_eq!(refused.headers()["grpc-retry-pushback-ms"], "1000");
     assert!(

@@ -57,6 +57,34 @@ impl Adapter {
         }
     }
 
+    /// The framework's name, and the import of the other adapter's
+    /// attribute, for the wrong-adapter message.
+    fn names(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Adapter::Axum => ("axum", "actix-web", "admission_actix::admitted"),
+            Adapter::Actix => ("actix-web", "axum", "admission_axum::admitted"),
+        }
+    }
+
+    /// Whether `ident` (with the identifier before it, for `web::`) is
+    /// unmistakably the *other* framework's: an actix-web type for the axum
+    /// attribute, axum or its `IntoResponse` for the actix-web one. Names
+    /// both frameworks use (`Json`, `Path`, `Query`, `State`) or an app may
+    /// use for its own types are never a sign: a false sign would refuse a
+    /// handler that builds.
+    fn is_foreign(self, previous: Option<&str>, ident: &str) -> bool {
+        match self {
+            Adapter::Axum => {
+                matches!(
+                    ident,
+                    "actix_web" | "HttpRequest" | "HttpResponse" | "Responder" | "ServiceRequest"
+                ) || (previous == Some("web")
+                    && matches!(ident, "Data" | "ThinData" | "ReqData" | "Payload"))
+            }
+            Adapter::Actix => matches!(ident, "axum" | "IntoResponse"),
+        }
+    }
+
     /// How the framework hands a handler its state.
     fn state_extractor(self) -> &'static str {
         match self {
@@ -423,6 +451,17 @@ fn handler(item: Item, adapter: Adapter) -> syn::Result<ItemFn> {
             ),
         ));
     }
+    if let Some(sign) = foreign_sign(&function, adapter) {
+        let (ours, theirs, import) = adapter.names();
+        errors.push(syn::Error::new(
+            sign.span(),
+            format!(
+                "this looks like an {theirs} handler (`{sign}`), but this `#[admitted]` is \
+                 {ours}'s: its refusal is {ours}'s `Rejection`, which {theirs} cannot send. \
+                 Import `{import}` instead"
+            ),
+        ));
+    }
     match &function.sig.output {
         ReturnType::Default => errors.push(syn::Error::new(
             function.sig.paren_token.span.close(),
@@ -436,6 +475,62 @@ fn handler(item: Item, adapter: Adapter) -> syn::Result<ItemFn> {
     }
     errors.finish()?;
     Ok(function)
+}
+
+/// The first sign in the handler's attributes (actix-web's route macros,
+/// when they sit below `#[admitted]`) or signature that it was written for
+/// the other adapter's framework.
+fn foreign_sign(function: &ItemFn, adapter: Adapter) -> Option<Ident> {
+    if matches!(adapter, Adapter::Axum) {
+        const ROUTES: [&str; 11] = [
+            "get", "post", "put", "delete", "patch", "head", "options", "trace", "connect",
+            "route", "routes",
+        ];
+        for attr in &function.attrs {
+            let path = attr.path();
+            let last = path.segments.last()?;
+            let actix = path.segments.len() == 1
+                || path
+                    .segments
+                    .first()
+                    .is_some_and(|s| s.ident == "actix_web");
+            if actix && ROUTES.iter().any(|route| last.ident == route) {
+                return Some(last.ident.clone());
+            }
+        }
+    }
+    let sig = &function.sig;
+    let tokens = quote!(#sig);
+    first_foreign(tokens, adapter, &mut None)
+}
+
+/// Walks `tokens` (groups included) for [`Adapter::is_foreign`].
+fn first_foreign(
+    tokens: TokenStream,
+    adapter: Adapter,
+    previous: &mut Option<String>,
+) -> Option<Ident> {
+    for tree in tokens {
+        match tree {
+            proc_macro2::TokenTree::Ident(ident) => {
+                let name = ident.to_string();
+                if adapter.is_foreign(previous.as_deref(), &name) {
+                    return Some(ident);
+                }
+                *previous = Some(name);
+            }
+            proc_macro2::TokenTree::Group(group) => {
+                if let Some(found) = first_foreign(group.stream(), adapter, previous) {
+                    return Some(found);
+                }
+            }
+            proc_macro2::TokenTree::Punct(punct) if punct.as_char() == ':' => {}
+            proc_macro2::TokenTree::Punct(_) | proc_macro2::TokenTree::Literal(_) => {
+                *previous = None;
+            }
+        }
+    }
+    None
 }
 
 /// Rejects return types that cannot be a response: `!` and futures.

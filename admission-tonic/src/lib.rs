@@ -164,10 +164,10 @@ mod rejection;
 mod service;
 pub mod status;
 
+pub use admission_http::{CallerLayer, CallerService, GrpcRefusalStatus, body};
 #[cfg(feature = "balancer")]
 #[cfg_attr(docsrs, doc(cfg(feature = "balancer")))]
-pub use admission_http::load_report;
-pub use admission_http::{CallerLayer, CallerService, GrpcRefusalStatus, body};
+pub use admission_http::{balancer, load_report};
 
 pub use crate::classify::Call;
 pub use crate::layer::AdmissionLayer;

@@ -8,16 +8,19 @@
 
 use std::time::Duration;
 
+use admission_http::wire::{self, Hint};
 use tonic::Status;
-use tonic::metadata::MetadataMap;
+use tonic::metadata::{MetadataMap, MetadataValue};
 
 pub use admission_http::RETRY_PUSHBACK_MS;
 
 /// What a server's `grpc-retry-pushback-ms` asks of a client, read as
 /// gRFC A6 says: a non-negative 32-bit integer with no unnecessary leading
 /// zeros is a delay before the next attempt; a negative or unparseable
-/// value asks the client not to retry at all; no value leaves the delay to
-/// the client's own back-off.
+/// value (a repeated trailer included) asks the client not to retry at
+/// all; no value leaves the delay to the client's own back-off. The
+/// grammar is `admission-http`'s, which `admission-client` reads it with
+/// too: the two cannot disagree.
 ///
 /// tonic's client has no retry policy of its own (grpc/grpc-rust#1463), so
 /// a caller that retries does it around the call and reads the pushback
@@ -55,35 +58,26 @@ impl Pushback {
     /// The pushback in a call's trailing metadata, if any. A repeated
     /// trailer is unparseable, hence [`DoNotRetry`](Pushback::DoNotRetry).
     pub fn from_metadata(metadata: &MetadataMap) -> Option<Pushback> {
-        let mut values = metadata.get_all(RETRY_PUSHBACK_MS).iter();
-        let value = values.next()?;
-        if values.next().is_some() {
-            return Some(Pushback::DoNotRetry);
+        let values = metadata.get_all(RETRY_PUSHBACK_MS);
+        match wire::pushback(values.iter().map(MetadataValue::as_encoded_bytes)) {
+            Hint::None => None,
+            Hint::After(wait) => Some(Pushback::RetryAfter(wait)),
+            Hint::Stop => Some(Pushback::DoNotRetry),
         }
-        Some(parse_pushback(value.as_encoded_bytes()))
-    }
-}
-
-/// A6's grammar: a signed 32-bit integer, no unnecessary leading zeros.
-fn parse_pushback(value: &[u8]) -> Pushback {
-    let canonical = match value {
-        [b'0'] => true,
-        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
-        _ => false,
-    };
-    let millis = std::str::from_utf8(value)
-        .ok()
-        .filter(|_| canonical)
-        .and_then(|text| text.parse::<i32>().ok());
-    match millis.and_then(|ms| u64::try_from(ms).ok()) {
-        Some(ms) => Pushback::RetryAfter(Duration::from_millis(ms)),
-        None => Pushback::DoNotRetry,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One trailer of `value`, read.
+    fn parse_pushback(value: &'static [u8]) -> Pushback {
+        let mut metadata = MetadataMap::new();
+        let value = tonic::metadata::AsciiMetadataValue::try_from(value).unwrap();
+        metadata.insert(RETRY_PUSHBACK_MS, value);
+        Pushback::from_metadata(&metadata).unwrap()
+    }
 
     #[test]
     fn pushback_follows_a6() {

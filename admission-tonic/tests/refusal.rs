@@ -21,28 +21,147 @@ use tonic::Code;
 
 use common::{check, client, eventually, probe, serve, within};
 
-/// A `Check` of service `""` as raw HTTP/2: the gRPC message framing of an
-/// empty `HealthCheckRequest` (flag 0, length 0).
-fn raw_check() -> http::Request<Full<Bytes>> {
+/// A `Check` of service `what` as raw HTTP/2: the gRPC message framing
+/// (flag 0, a 4-byte length) of a `HealthCheckRequest` whose field 1 is
+/// `what` (empty: no field at all).
+fn raw_check(what: &str) -> http::Request<Full<Bytes>> {
+    let mut message = Vec::new();
+    if !what.is_empty() {
+        message.extend([0x0a, u8::try_from(what.len()).expect("a short name")]);
+        message.extend(what.as_bytes());
+    }
+    let mut frame = vec![0];
+    frame.extend(u32::try_from(message.len()).unwrap().to_be_bytes());
+    frame.extend(message);
     http::Request::post("http://127.0.0.1/grpc.health.v1.Health/Check")
         .header("content-type", "application/grpc")
         .header("te", "trailers")
-        .body(Full::new(Bytes::from_static(&[0, 0, 0, 0, 0])))
+        .body(Full::new(Bytes::from(frame)))
         .expect("a valid request")
 }
 
-/// Sends `raw_check` with hyper's own HTTP/2 client, so that the test sees
-/// the frames tonic's client would hide: the head, and whether the stream
-/// ended with it.
+/// Sends `raw_check("")` with hyper's own HTTP/2 client, so that the test
+/// sees the frames tonic's client would hide: the head, and whether the
+/// stream ended with it.
 async fn raw_call(addr: std::net::SocketAddr) -> http::Response<hyper::body::Incoming> {
+    raw_call_of(addr, "").await
+}
+
+/// [`raw_call`] of a `Check` of service `what`.
+async fn raw_call_of(
+    addr: std::net::SocketAddr,
+    what: &str,
+) -> http::Response<hyper::body::Incoming> {
+    raw_send(addr, raw_check(what)).await
+}
+
+/// Sends `request` on a connection of its own with hyper's HTTP/2 client.
+async fn raw_send(
+    addr: std::net::SocketAddr,
+    request: http::Request<Full<Bytes>>,
+) -> http::Response<hyper::body::Incoming> {
     let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let (mut sender, connection) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
         .await
         .expect("an HTTP/2 handshake");
     tokio::spawn(connection);
-    within("an answer", sender.send_request(raw_check()))
+    within("an answer", sender.send_request(request))
         .await
         .expect("the server answers")
+}
+
+/// The `grpc-message` bytes of a refused call's answer, from its head
+/// (trailers-only) or its trailers.
+async fn grpc_message(answer: http::Response<hyper::body::Incoming>) -> Vec<u8> {
+    if let Some(message) = answer.headers().get("grpc-message") {
+        return message.as_bytes().to_vec();
+    }
+    let trailers = within("the answer's end", answer.into_body().collect())
+        .await
+        .expect("a whole body")
+        .trailers()
+        .cloned()
+        .expect("trailers");
+    trailers["grpc-message"].as_bytes().to_vec()
+}
+
+/// tonic's server acts on a `grpc-timeout` too (its first well-formed
+/// value): were a repeated header ignored here, an expired deadline would
+/// reach the handler and end in tonic's `CANCELLED "Timeout expired"`.
+/// (Raw HTTP/2: tonic's own client would time the call out itself.)
+#[tokio::test]
+async fn an_expired_deadline_is_deadline_exceeded_however_the_header_repeats() {
+    let requests = RequestPools::new(1, 1).unwrap();
+    let (probe, _control) = probe(&requests);
+    let layer = AdmissionLayer::new(requests.clone());
+    let addr = serve(layer.clone(), probe).await;
+
+    for values in [
+        &["1n", "2S"][..],
+        &["2S", "1n"],
+        &["soon", "1n"],
+        &["1n", "soon"],
+        &["1n", "1n"],
+    ] {
+        // `held` waits at the gate until the test opens it, which it never
+        // does: only a refusal before the handler answers.
+        let mut request = raw_check("held");
+        for &value in values {
+            request
+                .headers_mut()
+                .append("grpc-timeout", http::HeaderValue::from_static(value));
+        }
+        let refused = raw_send(addr, request).await;
+        assert_eq!(
+            refused
+                .headers()
+                .get("grpc-status")
+                .map(http::HeaderValue::as_bytes),
+            Some(&b"4"[..]),
+            "{values:?}: DEADLINE_EXCEEDED, trailers-only: {:?}",
+            refused.headers()
+        );
+        assert!(
+            refused.headers()["grpc-message"]
+                .as_bytes()
+                .starts_with(b"ADMISSION_BUDGET_TOO_SHORT:"),
+            "{values:?}"
+        );
+    }
+    assert_eq!(layer.malformed_headers(), 5, "each repeat is counted");
+    assert_eq!(requests.pool(Class::Control).stats().in_use, 0);
+}
+
+/// A refusal the layer answers and one a handler returns from its registry
+/// pool (`Rejection` into a `tonic::Status`, written by tonic) carry
+/// `grpc-message` in one percent-encoding, byte for byte.
+#[tokio::test]
+async fn grpc_message_is_encoded_one_way_from_the_layer_and_from_a_handler() {
+    let requests = RequestPools::new(1, 1).unwrap();
+    let (probe, control) = probe(&requests);
+    let addr = serve(AdmissionLayer::new(requests.clone()), probe).await;
+
+    let _walking = control.registry.try_admit().unwrap();
+    let from_handler = grpc_message(raw_call_of(addr, "walk").await).await;
+    let held = requests.try_lease(Class::Control).unwrap();
+    let from_layer = grpc_message(raw_call(addr).await).await;
+    drop(held);
+
+    let encoded = |pool: &str| {
+        format!(
+            "ADMISSION_SATURATED:%20pool%20%60{pool}%60%20refused%20the%20call;%20retry%20in%201%20s"
+        )
+    };
+    assert_eq!(
+        String::from_utf8_lossy(&from_handler),
+        encoded("registry"),
+        "the handler's refusal, as tonic writes a Status"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&from_layer),
+        encoded("control"),
+        "the layer's refusal, in the same encoding"
+    );
 }
 
 #[tokio::test]

@@ -13,6 +13,7 @@ use std::fmt;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use clap::error::ErrorKind;
@@ -94,7 +95,8 @@ impl Cli {
     /// framework's message (which may describe what the client sent),
     /// except for the acceptor, whose message is an OS error such as `Too
     /// many open files`. A burst is reported by its first event at once and
-    /// by the next line after the interval.
+    /// the rest of it when the interval ends (by a thread of its own, even
+    /// if no event follows), or at [`flush_client_noise`] at shutdown.
     pub fn start<F: Parser, C>(
         self,
         level: tracing::Level,
@@ -174,15 +176,20 @@ fn env_filter(level: tracing::Level, directives: Option<&str>) -> EnvFilter {
 
 /// Log lines through `filter` to `writer`, except the client noise, which
 /// goes to [`ClientNoise`] only, whatever `filter` says about it.
-fn subscriber<W>(filter: EnvFilter, writer: W, ansi: bool) -> impl tracing::Subscriber + Send + Sync
+fn subscriber<W>(
+    filter: EnvFilter,
+    writer: W,
+    ansi: bool,
+    noise: Arc<ClientNoise>,
+) -> impl tracing::Subscriber + Send + Sync
 where
     W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
 {
     let mut not_noise = Targets::new().with_default(LevelFilter::TRACE);
-    let mut noise = Targets::new();
+    let mut noise_filter = Targets::new();
     for target in CLIENT_NOISE {
         not_noise = not_noise.with_target(target, LevelFilter::OFF);
-        noise = noise.with_target(target, LevelFilter::WARN);
+        noise_filter = noise_filter.with_target(target, LevelFilter::WARN);
     }
     let lines = tracing_subscriber::fmt::layer()
         .with_writer(writer)
@@ -190,18 +197,49 @@ where
         .with_filter(filter.and(not_noise));
     tracing_subscriber::registry()
         .with(lines)
-        .with(ClientNoise::new().with_filter(noise))
+        .with(Throttled(noise).with_filter(noise_filter))
 }
 
-/// Logs to stderr by `RUST_LOG`, else `level`.
+/// Logs to stderr by `RUST_LOG`, else `level`; the client noise's count
+/// left over at the end of an interval is written by a thread of its own.
 fn logs(level: tracing::Level) {
     let directives = std::env::var("RUST_LOG").ok();
+    let noise = Arc::clone(NOISE.get_or_init(|| Arc::new(ClientNoise::new())));
     subscriber(
         env_filter(level, directives.as_deref()),
         std::io::stderr,
         std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        Arc::clone(&noise),
     )
     .init();
+    let _ = std::thread::Builder::new()
+        .name("client-noise".to_owned())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(noise.until_next());
+                if let Some(count) = noise.left_over(false) {
+                    noise.write(count, None);
+                }
+            }
+        });
+}
+
+/// Writes the client noise counted since its last line, at once: for a
+/// binary's shutdown, so that the count of its last interval is not lost
+/// with the process. Nothing when nothing is left (or logging was not
+/// started by [`Cli::start`]).
+///
+/// # Examples
+///
+/// ```
+/// admission_examples::cli::flush_client_noise(); // nothing counted here: no line
+/// ```
+pub fn flush_client_noise() {
+    if let Some(noise) = NOISE.get()
+        && let Some(count) = noise.left_over(true)
+    {
+        noise.write(count, None);
+    }
 }
 
 /// A count of at least 1 (`--workers`, `--max-connections`): zero is a
@@ -297,6 +335,9 @@ pub fn positive_millis(text: &str) -> Result<Duration, String> {
 /// Every event [`ClientNoise`] counted in this process.
 static CLIENT_ERRORS: AtomicU64 = AtomicU64::new(0);
 
+/// The throttle the process logs through, for [`flush_client_noise`].
+static NOISE: OnceLock<Arc<ClientNoise>> = OnceLock::new();
+
 /// How many client errors the HTTP framework reported since start-up
 /// (events from [`CLIENT_NOISE`] targets at `WARN` or above): the total
 /// behind the rate-limited lines, for a shutdown summary or a status page.
@@ -321,6 +362,9 @@ struct ClientNoise {
     count: AtomicU64,
     /// Microseconds since `epoch` before which no line is due.
     next: AtomicU64,
+    /// The target of the last event counted, named by a line written
+    /// after it.
+    target: Mutex<&'static str>,
 }
 
 impl ClientNoise {
@@ -329,34 +373,47 @@ impl ClientNoise {
             epoch: Instant::now(),
             count: AtomicU64::new(0),
             next: AtomicU64::new(0),
+            target: Mutex::new(""),
         }
     }
 
-    /// Counts one event; the count since the last line when one is due.
-    fn due(&self) -> Option<u64> {
-        CLIENT_ERRORS.fetch_add(1, Relaxed);
-        self.count.fetch_add(1, Relaxed);
-        let now = u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// Takes the next line's turn if it is due at `now`.
+    fn take_turn(&self, now: u64) -> bool {
         let next = self.next.load(Relaxed);
         let every = u64::try_from(CLIENT_NOISE_EVERY.as_micros()).unwrap_or(u64::MAX);
-        if now < next
-            || self
+        now >= next
+            && self
                 .next
                 .compare_exchange(next, now.saturating_add(every), Relaxed, Relaxed)
-                .is_err()
-        {
+                .is_ok()
+    }
+
+    /// The count no line has carried yet, taken, once the interval of the
+    /// last line is over (or `at_once`).
+    fn left_over(&self, at_once: bool) -> Option<u64> {
+        if self.count.load(Relaxed) == 0 || !(at_once || self.take_turn(self.now())) {
             return None;
         }
-        Some(self.count.swap(0, Relaxed))
+        Some(self.count.swap(0, Relaxed)).filter(|&count| count > 0)
     }
-}
 
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for ClientNoise {
-    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        let Some(count) = self.due() else {
-            return;
-        };
-        let target = event.metadata().target();
+    /// How long until the current interval ends (a whole interval when
+    /// none runs), at least 10 ms.
+    fn until_next(&self) -> Duration {
+        let left = self.next.load(Relaxed).saturating_sub(self.now());
+        match left {
+            0 => CLIENT_NOISE_EVERY,
+            micros => Duration::from_micros(micros).max(Duration::from_millis(10)),
+        }
+    }
+
+    /// Writes one line carrying `count` (and the acceptor's OS error).
+    fn write(&self, count: u64, last: Option<&str>) {
+        let target = *self.target.lock().unwrap_or_else(PoisonError::into_inner);
         let mut line = String::new();
         let _ = tracing_subscriber::fmt::time::SystemTime
             .format_time(&mut tracing_subscriber::fmt::format::Writer::new(&mut line));
@@ -364,14 +421,44 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for ClientNoise {
             "  WARN {target}: client errors from the HTTP framework, at most one line per {} s count={count}",
             CLIENT_NOISE_EVERY.as_secs()
         ));
+        if let Some(last) = last {
+            line.push_str(&format!(" last={last:?}"));
+        }
+        line.push('\n');
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
+
+    /// Counts one event of `target`; the count since the last line when
+    /// one is due.
+    fn due(&self, target: &'static str) -> Option<u64> {
+        CLIENT_ERRORS.fetch_add(1, Relaxed);
+        *self.target.lock().unwrap_or_else(PoisonError::into_inner) = target;
+        self.count.fetch_add(1, Relaxed);
+        if !self.take_turn(self.now()) {
+            return None;
+        }
+        Some(self.count.swap(0, Relaxed))
+    }
+}
+
+/// [`ClientNoise`] as a layer, shared with the thread that writes what an
+/// interval left over.
+struct Throttled(Arc<ClientNoise>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Throttled {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        let target = event.metadata().target();
+        let Some(count) = self.0.due(target) else {
+            return;
+        };
         if target == "actix_server::accept" {
             // An OS error (e.g. `Too many open files`), not client input.
             let mut message = Message(String::new());
             event.record(&mut message);
-            line.push_str(&format!(" last={:?}", message.0));
+            self.0.write(count, Some(&message.0));
+        } else {
+            self.0.write(count, None);
         }
-        line.push('\n');
-        let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
 }
 
@@ -395,13 +482,42 @@ mod tests {
     #[test]
     fn client_noise_is_one_line_per_interval_with_the_count() {
         let noise = ClientNoise::new();
-        assert_eq!(noise.due(), Some(1), "the first is written at once");
+        assert_eq!(noise.due("h2"), Some(1), "the first is written at once");
         for _ in 0..4999 {
-            assert_eq!(noise.due(), None, "then counted");
+            assert_eq!(noise.due("h2"), None, "then counted");
         }
         // The interval has passed.
         noise.next.store(0, Relaxed);
-        assert_eq!(noise.due(), Some(5000), "the next line carries the count");
+        assert_eq!(
+            noise.due("h2"),
+            Some(5000),
+            "the next line carries the count"
+        );
+    }
+
+    #[test]
+    fn the_count_an_interval_left_over_is_taken_when_it_ends_or_at_shutdown() {
+        let noise = ClientNoise::new();
+        assert_eq!(noise.due("h2"), Some(1), "the first is written at once");
+        for _ in 0..99 {
+            assert_eq!(noise.due("h2"), None);
+        }
+        assert_eq!(noise.left_over(false), None, "not before the interval ends");
+        assert!(
+            noise.until_next() > CLIENT_NOISE_EVERY / 2,
+            "the interval runs"
+        );
+        noise.next.store(0, Relaxed);
+        assert_eq!(
+            noise.left_over(false),
+            Some(99),
+            "when it ends, with no event after"
+        );
+        assert_eq!(noise.left_over(true), None, "taken once");
+        for _ in 0..7 {
+            assert_eq!(noise.due("h2"), None, "the new interval runs");
+        }
+        assert_eq!(noise.left_over(true), Some(7), "at shutdown, at once");
     }
 
     /// The log lines written under `directives` (as `RUST_LOG`) at the
@@ -411,7 +527,12 @@ mod tests {
         let sink = Arc::clone(&written);
         let writer = move || Sink(Arc::clone(&sink));
         tracing::subscriber::with_default(
-            subscriber(env_filter(level, directives), writer, false),
+            subscriber(
+                env_filter(level, directives),
+                writer,
+                false,
+                Arc::new(ClientNoise::new()),
+            ),
             emit,
         );
         let bytes = written

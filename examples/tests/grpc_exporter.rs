@@ -171,6 +171,75 @@ async fn walks_are_served_and_refused_with_the_pools_name_and_a_pushback() {
     assert!(running.stop().await.report.drained());
 }
 
+/// Calls to paths the exporter does not serve (an unknown method of the
+/// registry, an unknown service, a path that is no method at all) are
+/// `UNIMPLEMENTED` without a lease: they never move the *work* pool's
+/// `admitted` count, and are answered so even while every lease is taken.
+#[tokio::test]
+async fn unknown_methods_are_unimplemented_without_a_lease() {
+    let exporter = exporter(small());
+    let work = exporter.requests().pool(Class::Work).clone();
+    let requests = exporter.requests().clone();
+    let running = serve(exporter).await;
+    let channel = within(
+        "a connection",
+        Endpoint::from_shared(running.uri.clone())
+            .expect("a URI")
+            .connect(),
+    )
+    .await
+    .expect("connect");
+    let bogus = [
+        "/admission.example.v1.Registry/Nope",
+        "/bogus.v1.Service/Walk",
+        "/not-a-method",
+    ];
+    let call = |path: &'static str| {
+        let mut grpc = tonic::client::Grpc::new(channel.clone());
+        async move {
+            grpc.ready().await.expect("the connection is ready");
+            grpc.unary::<WalkRequest, admission_examples::grpc::Exposition, _>(
+                tonic::Request::new(WalkRequest::default()),
+                http::uri::PathAndQuery::from_static(path),
+                tonic_prost::ProstCodec::default(),
+            )
+            .await
+        }
+    };
+    for round in 0..20 {
+        for path in bogus {
+            let answer = call(path).await.expect_err("no such method");
+            assert_eq!(
+                answer.code(),
+                Code::Unimplemented,
+                "{path} (round {round}): {answer:?}"
+            );
+        }
+    }
+    assert_eq!(
+        work.stats().admitted,
+        0,
+        "60 unknown calls took no work lease"
+    );
+
+    // Every *work* lease taken: still UNIMPLEMENTED, never a refusal.
+    let leases: Vec<_> = (0..work.capacity())
+        .map(|_| requests.try_lease(Class::Work).expect("a free lease"))
+        .collect();
+    let answer = call(bogus[0]).await.expect_err("no such method");
+    assert_eq!(answer.code(), Code::Unimplemented, "{answer:?}");
+    drop(leases);
+    // And a method the exporter serves still takes its lease.
+    running
+        .client()
+        .await
+        .walk(WalkRequest::default())
+        .await
+        .expect("a walk");
+    assert_eq!(work.stats().admitted, work.capacity() as u64 + 1);
+    assert!(running.stop().await.report.drained());
+}
+
 /// tonic's client has no retry policy (grpc/grpc-rust#1463); the example's
 /// `RetryingClient` is `admission-client`'s layer under a real tonic call
 /// over a `Channel`. Its own back-off here is 10 ms: a client that ignored

@@ -609,7 +609,8 @@ async fn workflow_logs_malformed_requests_as_one_rate_limited_line() {
         "client errors are never logged at ERROR:\n{}",
         noisy.join("\n")
     );
-    let allowed = 1 + usize::try_from(took.as_secs() / 10).unwrap_or(usize::MAX);
+    // One line per 10 s, and the count left over written at the exit.
+    let allowed = 2 + usize::try_from(took.as_secs() / 10).unwrap_or(usize::MAX);
     assert!(
         (1..=allowed).contains(&noisy.len()),
         "one WARN line per 10 s at most ({allowed} in {took:?}), got:\n{}",
@@ -1108,8 +1109,9 @@ async fn workflow_logs_descriptor_exhaustion_at_most_once_per_interval() {
         accept.join("\n")
     );
     assert!(!stderr.contains("ERROR"), "nothing at ERROR:\n{stderr}");
+    // One line per 10 s, and the count left over written at the exit.
     assert!(
-        (1..=2).contains(&accept.len()),
+        (1..=3).contains(&accept.len()),
         "one WARN line per 10 s, got:\n{}",
         accept.join("\n")
     );

@@ -13,14 +13,14 @@ use std::time::Duration;
 
 use crate::Criticality;
 use crate::loom::sync::atomic::{AtomicUsize, Ordering};
-use crate::pool::permits::{Enqueued, Patience, Permits, Shed};
+use crate::pool::permits::{Enqueued, Patience, Permits, Shed, SlotId};
 
 /// Queues a caller of `level` and waits for its answer; `Ok` when it holds
 /// a slot.
-fn queue(permits: &Permits, level: Criticality) -> Result<(), Option<Shed>> {
+fn queue(permits: &Permits, level: Criticality) -> Result<SlotId, Option<Shed>> {
     let times = (Duration::from_secs(60), Duration::from_secs(60));
     match permits.enqueue(level, Patience::Queued, times, false) {
-        Enqueued::Acquired => Ok(()),
+        Enqueued::Acquired(id) => Ok(id),
         Enqueued::Full | Enqueued::Closed => Err(None),
         Enqueued::Waiting(ticket) => {
             loom::future::block_on(poll_fn(|cx| permits.poll_wait(ticket.key, cx))).map_err(Some)
@@ -32,9 +32,11 @@ fn queue(permits: &Permits, level: Criticality) -> Result<(), Option<Shed>> {
 fn a_critical_caller_at_a_full_queue_displaces_the_oldest_sheddable_one() {
     loom::model(|| {
         // Two slots, sheddable work may fill one; the queue holds one.
-        let permits = Arc::new(Permits::new([2, 2, 1], 1));
-        permits.try_acquire(Criticality::Critical).unwrap();
-        permits.try_acquire(Criticality::Critical).unwrap();
+        let permits = Arc::new(Permits::new(2, [2, 2, 1], 1));
+        let first = [
+            permits.try_acquire(Criticality::Critical).unwrap(),
+            permits.try_acquire(Criticality::Critical).unwrap(),
+        ];
         // The slots the first holder still holds, lowered before each
         // release: while it reads above zero, that holder has a slot.
         let first_holds = Arc::new(AtomicUsize::new(2));
@@ -52,7 +54,7 @@ fn a_critical_caller_at_a_full_queue_displaces_the_oldest_sheddable_one() {
             move || {
                 let answer =
                     loom::future::block_on(poll_fn(|cx| permits.poll_wait(ticket.key, cx)));
-                if answer.is_ok() {
+                if let Ok(id) = answer {
                     // Its share is one slot: it was served only once no
                     // other slot was in use, so the first holder had let
                     // go of both.
@@ -61,24 +63,24 @@ fn a_critical_caller_at_a_full_queue_displaces_the_oldest_sheddable_one() {
                         0,
                         "a sheddable caller served beyond its share"
                     );
-                    permits.release();
+                    permits.release(id);
                 }
-                answer
+                answer.map(drop)
             }
         });
         let critical = loom::thread::spawn({
             let permits = Arc::clone(&permits);
             move || {
                 let answer = queue(&permits, Criticality::Critical);
-                if answer.is_ok() {
-                    permits.release();
+                if let Ok(id) = answer {
+                    permits.release(id);
                 }
-                answer
+                answer.map(drop)
             }
         });
-        for _ in 0..2 {
+        for id in first {
             first_holds.fetch_sub(1, Ordering::SeqCst);
-            permits.release();
+            permits.release(id);
         }
         let shed = sheddable.join().unwrap();
         let crit = critical.join().unwrap();

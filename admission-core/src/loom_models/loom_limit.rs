@@ -16,31 +16,33 @@ const LEVEL: Criticality = Criticality::Default;
 #[test]
 fn a_higher_limit_racing_a_waiter_and_a_fail_fast_caller() {
     loom::model(|| {
-        let permits = Arc::new(Permits::new([1, 1, 1], 4));
-        permits.try_acquire(LEVEL).unwrap();
+        let permits = Arc::new(Permits::new(2, [1, 1, 1], 4));
+        let first = permits.try_acquire(LEVEL).unwrap();
 
         let waiter = loom::thread::spawn({
             let permits = Arc::clone(&permits);
             move || {
                 let times = (std::time::Duration::ZERO, std::time::Duration::ZERO);
-                match permits.enqueue(LEVEL, Patience::Patient, times, false) {
-                    Enqueued::Acquired => {}
+                let id = match permits.enqueue(LEVEL, Patience::Patient, times, false) {
+                    Enqueued::Acquired(id) => id,
                     Enqueued::Waiting(ticket) => {
                         loom::future::block_on(poll_fn(|cx| permits.poll_wait(ticket.key, cx)))
                             .expect("the pool stays open")
                     }
                     other => panic!("a patient waiter of an open pool: {other:?}"),
-                }
+                };
                 assert!(permits.in_use() <= 2, "never more in use than the limit");
-                permits.release();
+                assert_ne!(id, first, "a slot in use has a number no other has");
+                permits.release(id);
             }
         });
         let fail_fast = loom::thread::spawn({
             let permits = Arc::clone(&permits);
             move || {
-                if permits.try_acquire(LEVEL).is_ok() {
+                if let Ok(id) = permits.try_acquire(LEVEL) {
                     assert!(permits.in_use() <= 2, "never more in use than the limit");
-                    permits.release();
+                    assert_ne!(id, first, "a slot in use has a number no other has");
+                    permits.release(id);
                 }
             }
         });
@@ -49,29 +51,42 @@ fn a_higher_limit_racing_a_waiter_and_a_fail_fast_caller() {
         // higher limit, or by the fail-fast caller's return.
         waiter.join().unwrap();
         fail_fast.join().unwrap();
-        permits.release();
+        permits.release(first);
 
-        let books = permits.books();
+        let books = permits.slot_counts();
         assert_eq!(books.in_use, 0, "every slot is back");
         assert_eq!(books.admitted, books.released, "each returned once");
+        assert_all_free(&permits, 2);
     });
+}
+
+/// Every slot's number is back on the free list, once.
+fn assert_all_free(permits: &Permits, capacity: u32) {
+    let mut free = permits.free_slots();
+    free.sort_unstable();
+    assert_eq!(
+        free,
+        (0..capacity).collect::<Vec<_>>(),
+        "each number back on the free list exactly once"
+    );
 }
 
 #[test]
 fn a_lower_limit_racing_a_release_and_a_fail_fast_caller() {
     loom::model(|| {
-        let permits = Arc::new(Permits::new([3, 3, 3], 4));
-        permits.try_acquire(LEVEL).unwrap();
-        permits.try_acquire(LEVEL).unwrap();
+        let permits = Arc::new(Permits::new(3, [3, 3, 3], 4));
+        let first = permits.try_acquire(LEVEL).unwrap();
+        let second = permits.try_acquire(LEVEL).unwrap();
         let lowered = Arc::new(AtomicBool::new(false));
 
         let caller = loom::thread::spawn({
             let (permits, lowered) = (Arc::clone(&permits), Arc::clone(&lowered));
             move || {
                 let after = lowered.load(SeqCst);
-                let admitted = permits.try_acquire(LEVEL).is_ok();
-                if admitted {
-                    permits.release();
+                let taken = permits.try_acquire(LEVEL);
+                let admitted = taken.is_ok();
+                if let Ok(id) = taken {
+                    permits.release(id);
                 }
                 assert!(
                     !(after && admitted),
@@ -81,17 +96,18 @@ fn a_lower_limit_racing_a_release_and_a_fail_fast_caller() {
         });
         let returning = loom::thread::spawn({
             let permits = Arc::clone(&permits);
-            move || permits.release()
+            move || permits.release(second)
         });
         permits.set_limits([1, 1, 1]);
         lowered.store(true, SeqCst);
         assert!(permits.in_use() >= 1, "a lower limit revokes nothing");
         caller.join().unwrap();
         returning.join().unwrap();
-        permits.release();
+        permits.release(first);
 
-        let books = permits.books();
+        let books = permits.slot_counts();
         assert_eq!(books.in_use, 0, "every slot is back");
         assert_eq!(books.admitted, books.released, "each returned once");
+        assert_all_free(&permits, 3);
     });
 }

@@ -13,6 +13,7 @@ mod loom_close;
 mod loom_counts;
 mod loom_estimator;
 mod loom_evict;
+mod loom_holders;
 mod loom_limit;
 mod loom_queue;
 mod loom_reservation;

@@ -18,8 +18,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::estimate::WorkTimes;
-use super::holders::{Cell, Holders};
-use super::permits::{Enqueued, Key, NoSlot, Patience, Permits, QueuePolicy, Shares, Shed, Ticket};
+use super::holders::Holders;
+use super::permits::{
+    Enqueued, Key, NoSlot, Patience, Permits, QueuePolicy, Shares, Shed, SlotId, Ticket,
+};
 use super::stats::Counters;
 use super::workers::{Closed, Job as QueuedJob, Workers};
 use super::{PoolBuilder, PoolStats, RegistryWork, RetryHint, Slot, WorkError};
@@ -238,7 +240,7 @@ impl Pool {
                 name,
                 kind,
                 capacity,
-                permits: Permits::new(limits, bound),
+                permits: Permits::new(capacity, limits, bound),
                 limit: AtomicUsize::new(capacity),
                 shares,
                 queue,
@@ -289,49 +291,46 @@ impl Pool {
     /// ```
     #[inline]
     pub fn try_admit(&self) -> Result<Slot, Refusal> {
-        self.try_admit_coded(self.saturated_code())
+        self.try_admit_coded_for(self.saturated_code(), &Caller::current())
     }
 
-    /// [`try_admit`](Self::try_admit) with the code a saturated refusal
-    /// carries, for a slot the current task holds.
-    #[inline]
-    pub(crate) fn try_admit_coded(&self, saturated: Code) -> Result<Slot, Refusal> {
-        self.try_admit_coded_for(saturated, &Caller::current())
-    }
-
-    /// [`try_admit_coded`](Self::try_admit_coded) for `caller`, not the
-    /// task's current one (an adapter that read it from a request).
+    /// [`try_admit`](Self::try_admit) for `caller` (the primary form: the
+    /// task's current caller, or one an adapter read from a request), with
+    /// the code a saturated refusal carries, for a slot the current task
+    /// holds.
     #[inline]
     pub(crate) fn try_admit_coded_for(
         &self,
         saturated: Code,
         caller: &Caller,
     ) -> Result<Slot, Refusal> {
-        self.take_permit_for(saturated, caller)?;
-        Ok(Slot::new(self.clone(), self.inner.holders.claim()))
+        let id = self.take_permit_for(saturated, caller)?;
+        Ok(self.held(id))
+    }
+
+    /// The slot `id`, recorded as held by the current task (or thread).
+    #[inline]
+    fn held(&self, id: SlotId) -> Slot {
+        self.inner.holders.record(id);
+        Slot::new(self.clone(), id)
     }
 
     /// [`try_admit`](Self::try_admit) for a slot that goes straight into
     /// work: no task holds it, so it is not recorded as held.
     #[inline]
     pub(crate) fn try_admit_for_work(&self, saturated: Code) -> Result<Slot, Refusal> {
-        self.take_permit(saturated)?;
-        Ok(Slot::new(self.clone(), None))
+        let id = self.take_permit_for(saturated, &Caller::current())?;
+        Ok(Slot::new(self.clone(), id))
     }
 
     #[inline]
-    fn take_permit(&self, saturated: Code) -> Result<(), Refusal> {
-        self.take_permit_for(saturated, &Caller::current())
-    }
-
-    #[inline]
-    fn take_permit_for(&self, saturated: Code, caller: &Caller) -> Result<(), Refusal> {
+    fn take_permit_for(&self, saturated: Code, caller: &Caller) -> Result<SlotId, Refusal> {
         if caller.deadline().is_some() {
             self.budget_left(caller)?;
         }
         let level = caller.criticality();
         match self.inner.permits.try_acquire(level) {
-            Ok(()) => Ok(()),
+            Ok(id) => Ok(id),
             Err(NoSlot::Full) => Err(self.refuse_for(saturated, level)),
             Err(NoSlot::Closed) => Err(self.refuse_for(Code::ShuttingDown, level)),
         }
@@ -402,11 +401,7 @@ impl Pool {
     /// ```
     #[track_caller]
     pub fn admit(&self) -> impl Future<Output = Result<Slot, Refusal>> {
-        let at = Location::caller();
-        async move {
-            self.wait_for_permit(Patience::Patient, None, at).await?;
-            Ok(Slot::new(self.clone(), self.inner.holders.claim()))
-        }
+        self.admit_with(Admission::Wait)
     }
 
     /// Waits in line for a permit, at most `limit` (a queued caller at most
@@ -415,16 +410,16 @@ impl Pool {
     /// grace, and is refused as reentrant if it still does then.
     async fn wait_for_permit(
         &self,
+        caller: &Caller,
         patience: Patience,
         mut limit: Option<Duration>,
         at: &'static Location<'static>,
-    ) -> Result<(), Refusal> {
-        let caller = Caller::current();
+    ) -> Result<SlotId, Refusal> {
         let level = caller.criticality();
-        let budget = self.budget_left(&caller)?;
+        let budget = self.budget_left(caller)?;
         let mut suspect = match self.inner.permits.try_acquire(level) {
-            Ok(()) => return Ok(()),
-            Err(NoSlot::Closed) => return Err(self.refuse(Code::ShuttingDown)),
+            Ok(id) => return Ok(id),
+            Err(NoSlot::Closed) => return Err(self.refuse_for(Code::ShuttingDown, level)),
             Err(NoSlot::Full) => self.inner.holders.current_task_holds_all(),
         };
         if suspect && tokio::runtime::Handle::try_current().is_err() {
@@ -451,12 +446,12 @@ impl Pool {
             (times.target, times.window),
             promised,
         ) {
-            Enqueued::Acquired => return Ok(()),
-            Enqueued::Closed => return Err(self.refuse(Code::ShuttingDown)),
-            Enqueued::Full => return Err(self.refuse(self.saturated_code())),
+            Enqueued::Acquired(id) => return Ok(id),
+            Enqueued::Closed => return Err(self.refuse_for(Code::ShuttingDown, level)),
+            Enqueued::Full => return Err(self.refuse_for(self.saturated_code(), level)),
             Enqueued::Waiting(ticket) => ticket,
         };
-        let place = Place {
+        let in_line = InLine {
             permits: &self.inner.permits,
             key,
             armed: true,
@@ -469,8 +464,8 @@ impl Pool {
             #[expect(clippy::cast_precision_loss, reason = "a few thousand waiters at most")]
             let rounds = ahead as f64 / self.inner.capacity as f64 + 1.0;
             if budget.remaining < self.inner.work_times.typical().mul_f64(rounds) {
-                drop(place);
-                return Err(self.refuse(Code::BudgetTooShort));
+                drop(in_line);
+                return Err(self.refuse_for(Code::BudgetTooShort, level));
             }
         }
         let left = budget.map(|budget| budget.wait);
@@ -503,35 +498,35 @@ impl Pool {
                 break answer;
             }
             if suspect && self.inner.holders.current_task_holds_all() {
-                drop(place);
+                drop(in_line);
                 return Err(self.reentrant(level, at));
             }
             // Another task holds a slot now: this is an ordinary wait.
             suspect = false;
             if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-                drop(place);
+                drop(in_line);
                 counters.count_wait(false, since.elapsed());
                 if patience == Patience::Queued && standing && limit == Some(times.target) {
                     counters.count_standing_shed();
                 }
-                return Err(self.refuse(Code::WaitTimedOut));
+                return Err(self.refuse_for(Code::WaitTimedOut, level));
             }
         };
-        place.disarm();
+        in_line.disarm();
         counters.count_wait(answer.is_ok(), since.elapsed());
         match answer {
-            Ok(()) => Ok(()),
+            Ok(id) => Ok(id),
             // A more critical caller took this one's place in a full queue.
             Err(Shed::Displaced) => {
                 counters.count_eviction();
-                Err(self.refuse(self.saturated_code()))
+                Err(self.refuse_for(self.saturated_code(), level))
             }
             // Its queue stands and it waited past the target.
             Err(Shed::Stale) => {
                 counters.count_standing_shed();
-                Err(self.refuse(Code::WaitTimedOut))
+                Err(self.refuse_for(Code::WaitTimedOut, level))
             }
-            Err(Shed::Closed) => Err(self.refuse(Code::ShuttingDown)),
+            Err(Shed::Closed) => Err(self.refuse_for(Code::ShuttingDown, level)),
         }
     }
 
@@ -577,12 +572,7 @@ impl Pool {
     /// ```
     #[track_caller]
     pub fn admit_timeout(&self, timeout: Duration) -> impl Future<Output = Result<Slot, Refusal>> {
-        let at = Location::caller();
-        async move {
-            self.wait_for_permit(Patience::Patient, Some(timeout), at)
-                .await?;
-            Ok(Slot::new(self.clone(), self.inner.holders.claim()))
-        }
+        self.admit_with(Admission::WaitFor(timeout))
     }
 
     /// Takes a slot the way `admission` says.
@@ -624,8 +614,9 @@ impl Pool {
                 Admission::WaitFor(timeout) => (Patience::Patient, Some(timeout)),
                 Admission::Queue => (Patience::Queued, None),
             };
-            self.wait_for_permit(patience, limit, at).await?;
-            Ok(Slot::new(self.clone(), self.inner.holders.claim()))
+            let caller = Caller::current();
+            let id = self.wait_for_permit(&caller, patience, limit, at).await?;
+            Ok(self.held(id))
         }
     }
 
@@ -685,9 +676,10 @@ impl Pool {
                 Admission::WaitFor(timeout) => (Patience::Patient, Some(timeout)),
                 Admission::Queue => (Patience::Queued, None),
             };
-            self.wait_for_permit(patience, limit, at).await?;
+            let caller = Caller::current();
+            let id = self.wait_for_permit(&caller, patience, limit, at).await?;
             // No task holds a slot that goes straight into work.
-            Slot::new(self.clone(), None).offload(work).await
+            Slot::new(self.clone(), id).offload(work).await
         }
     }
 
@@ -743,7 +735,7 @@ impl Pool {
         self.inner.counters.snapshot(
             self.inner.name.as_str(),
             (self.inner.capacity, self.inner.limit.load(Relaxed)),
-            self.inner.permits.books(),
+            self.inner.permits.slot_counts(),
             self.inner.permits.waiting(),
             self.inner.work_times.typical(),
         )
@@ -878,14 +870,13 @@ impl Pool {
         )
     }
 
-    /// A refusal with `code`, counted.
-    #[inline]
-    pub(crate) fn refuse(&self, code: Code) -> Refusal {
-        self.refuse_for(code, Caller::current().criticality())
-    }
-
-    /// [`refuse`](Self::refuse) for a caller whose criticality is known.
-    #[inline]
+    /// A refusal with `code` for a caller of `criticality`, counted.
+    ///
+    /// Never inlined: out of line it returns the refusal in one register,
+    /// stored into the admission's result as one word; inlined into
+    /// `try_admit` its fields were stored one by one, and the caller's read
+    /// of that word waited on the stores (refusals took half as long again).
+    #[inline(never)]
     fn refuse_for(&self, code: Code, criticality: Criticality) -> Refusal {
         self.inner.counters.count_refusal(code, criticality);
         Refusal::for_pool(
@@ -904,18 +895,29 @@ impl Pool {
         &self.inner.counters
     }
 
-    /// Returns a slot: frees its holder cell, then its permit.
+    /// Returns slot `id`: clears its holder, then gives back its permit.
     #[inline]
-    pub(crate) fn release(&self, cell: Option<Cell>) {
-        if let Some(cell) = cell {
-            self.inner.holders.clear(cell);
-        }
-        self.inner.permits.release();
+    pub(crate) fn release(&self, id: SlotId) {
+        self.inner.holders.clear(id);
+        self.inner.permits.release(id);
     }
 
-    /// Frees a slot's holder cell: the slot moved into work, no task holds it.
-    pub(crate) fn forget_holder(&self, cell: Cell) {
-        self.inner.holders.clear(cell);
+    /// Clears slot `id`'s holder: the slot moved into work, no task holds it.
+    #[inline]
+    pub(crate) fn forget_holder(&self, id: SlotId) {
+        self.inner.holders.clear(id);
+    }
+
+    /// The holder table, for the models.
+    #[cfg(all(test, loom))]
+    pub(crate) fn holders(&self) -> &Holders {
+        &self.inner.holders
+    }
+
+    /// The permits, for the models.
+    #[cfg(all(test, loom))]
+    pub(crate) fn permits(&self) -> &Permits {
+        &self.inner.permits
     }
 
     /// Queues a job on the pool's threads; gives it back once closed.
@@ -967,23 +969,23 @@ struct Budget {
 /// ```
 pub const REENTRANT_GRACE: Duration = Duration::from_millis(100);
 
-/// A waiter's place in line, left when the wait ends without its answer (it
-/// timed out, or its future was dropped): the node is unlinked, or a slot
-/// handed to it at that moment is given back.
-struct Place<'a> {
+/// A waiter in line, which leaves the line when the wait ends without its
+/// answer (it timed out, or its future was dropped): the node is unlinked,
+/// or a slot handed to it at that moment is given back.
+struct InLine<'a> {
     permits: &'a Permits,
     key: Key,
     armed: bool,
 }
 
-impl Place<'_> {
+impl InLine<'_> {
     /// The waiter saw its answer: nothing to leave.
     fn disarm(mut self) {
         self.armed = false;
     }
 }
 
-impl Drop for Place<'_> {
+impl Drop for InLine<'_> {
     fn drop(&mut self) {
         if self.armed {
             // A slot handed to it as it gave up goes on to the next waiter

@@ -1,7 +1,7 @@
 //! Which tasks hold a pool's slots, so that a task never waits forever for
 //! a slot that only its own slots could free.
 //!
-//! This module owns the holder table: one cell per slot, each naming who
+//! This module owns the holder table: one entry per slot, each naming who
 //! took that slot (the tokio task, or the thread when the caller runs
 //! outside any task, as `#[tokio::main]`'s body and `block_on` do), or
 //! free, and the identities it names them by. It must never decide an
@@ -9,9 +9,15 @@
 //! slot here?".
 //!
 //! A slot is recorded only while the task that took it may still hold it: a
-//! slot moved into work on a worker thread has no cell, since its work will
-//! end and free it. A slot moved into another task still names the task that
-//! took it until it is offloaded or dropped.
+//! slot moved into work on a worker thread has no holder, since its work
+//! will end and free it. A slot moved into another task still names the
+//! task that took it until it is offloaded or dropped.
+//!
+//! Each entry is written only by the slot at its index: the permits hand
+//! every slot taken a number no other slot in use has
+//! ([`SlotId`]), so recording and clearing a holder are plain stores, with
+//! no compare-and-swap on the admission path. The cost that remains is
+//! naming the caller (a task-local read or two).
 //!
 //! Identities are our own numbers, never another crate's bits read through
 //! a hasher of ours: a thread is numbered from a counter the first time it
@@ -24,122 +30,72 @@
 
 use std::hash::{Hash, Hasher};
 
-use crate::loom::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use super::permits::SlotId;
+use crate::loom::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// A free cell.
+/// A free entry: no task holds the slot.
 const FREE: u64 = 0;
 
 /// Marks a thread's identity, so a task's and a thread's never meet.
 const THREAD_BIT: u64 = 1 << 63;
 
-/// One cell per slot of the pool, each on a cache line of its own, so that
+/// One entry per slot of the pool, each on a cache line of its own, so that
 /// threads admitting at once do not bounce one line between them.
 #[derive(Debug)]
 pub(crate) struct Holders {
-    cells: Box<[Padded]>,
+    entries: Box<[Padded]>,
 }
 
 #[derive(Debug)]
 #[repr(align(64))]
 struct Padded(AtomicU64);
 
-/// The cell a slot occupies, if a task holds it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Cell(u32);
-
-/// A slot's cell, if it has one: given up at most once, either when the
-/// slot goes (`&mut`) or when its last task-side holder lets go while work
-/// still holds the slot (`&`).
-#[derive(Debug)]
-pub(crate) struct Entry(AtomicU32);
-
-const NO_CELL: u32 = u32::MAX;
-
-impl Entry {
-    #[inline]
-    pub(crate) fn new(cell: Option<Cell>) -> Entry {
-        Entry(AtomicU32::new(cell.map_or(NO_CELL, |c| c.0)))
-    }
-
-    /// Takes the cell through a shared reference.
-    pub(crate) fn take_shared(&self) -> Option<Cell> {
-        match self.0.swap(NO_CELL, Relaxed) {
-            NO_CELL => None,
-            i => Some(Cell(i)),
-        }
-    }
-
-    /// Takes the cell, no atomic operation needed.
-    #[inline]
-    pub(crate) fn take(&mut self) -> Option<Cell> {
-        #[cfg(not(loom))]
-        let was = std::mem::replace(self.0.get_mut(), NO_CELL);
-        #[cfg(loom)]
-        let was = self.0.with_mut(|cell| std::mem::replace(cell, NO_CELL));
-        match was {
-            NO_CELL => None,
-            i => Some(Cell(i)),
-        }
-    }
-}
-
 impl Holders {
     pub(crate) fn new(capacity: usize) -> Holders {
         Holders {
-            cells: (0..capacity)
+            entries: (0..capacity)
                 .map(|_| Padded(AtomicU64::new(FREE)))
                 .collect(),
         }
     }
 
-    /// Records that the caller holds one more slot. A free cell always
-    /// exists: the gate hands out at most one slot per cell, and a slot
-    /// frees its cell before its permit goes back.
+    /// Records that the caller holds slot `id`. Only the slot's owner
+    /// writes its entry, and the caller only ever needs to see its own
+    /// records, so a relaxed store suffices.
     #[inline]
-    pub(crate) fn claim(&self) -> Option<Cell> {
-        let holder = current_holder();
-        // Cells are only ever set by the holder that claims them and cleared
-        // by the slot that owns them; a relaxed scan then one CAS suffices,
-        // since a holder only ever needs to see its own records. The scan
-        // starts where this holder's identity points, so that concurrent
-        // holders start on different cells.
-        let n = self.cells.len();
-        // The identity spread over 0..n without a division (a 64-bit `%`
-        // alone costs more than the rest of the claim).
-        let spread = holder.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
-        let start = usize::try_from((spread * n as u64) >> 32).unwrap_or(0);
-        let mut i = start;
-        loop {
-            if let Some(cell) = self.cells.get(i) {
-                let cell = &cell.0;
-                if cell.load(Relaxed) == FREE
-                    && cell
-                        .compare_exchange(FREE, holder, Relaxed, Relaxed)
-                        .is_ok()
-                {
-                    return u32::try_from(i).ok().map(Cell);
-                }
-            }
-            i = if i + 1 >= n { 0 } else { i + 1 };
-            if i == start {
-                return None;
-            }
+    pub(crate) fn record(&self, id: SlotId) {
+        if let Some(entry) = self.entries.get(id.index()) {
+            entry.0.store(current_holder(), Relaxed);
         }
     }
 
-    /// Frees a cell.
+    /// No task holds slot `id` any more (it moved into work, or returns).
     #[inline]
-    pub(crate) fn clear(&self, cell: Cell) {
-        if let Some(slot) = self.cells.get(cell.0 as usize) {
-            slot.0.store(FREE, Relaxed);
+    pub(crate) fn clear(&self, id: SlotId) {
+        if let Some(entry) = self.entries.get(id.index()) {
+            entry.0.store(FREE, Relaxed);
         }
+    }
+
+    /// How many slots the table says the current task (or thread) holds,
+    /// and how many it says anyone holds (for the models).
+    #[cfg(all(test, loom))]
+    pub(crate) fn held(&self) -> (usize, usize) {
+        let holder = current_holder();
+        let named = |who: &dyn Fn(u64) -> bool| {
+            self.entries
+                .iter()
+                .filter(|e| who(e.0.load(Relaxed)))
+                .count()
+        };
+        (named(&|h| h == holder), named(&|h| h != FREE))
     }
 
     /// Whether the current task (or thread) holds every slot of this pool:
     /// a wait for another could only be satisfied by a slot it holds itself.
     pub(crate) fn current_task_holds_all(&self) -> bool {
         let holder = current_holder();
-        self.cells.iter().all(|c| c.0.load(Relaxed) == holder)
+        self.entries.iter().all(|e| e.0.load(Relaxed) == holder)
     }
 }
 

@@ -31,7 +31,7 @@ use super::{Pool, RegistryWork, Slot, WorkError, WorkFuture};
 /// What keeps the capacity of a piece of work held until it ends: it is
 /// only ever dropped, never read.
 #[derive(Debug)]
-pub(crate) enum Hold {
+pub(crate) enum HeldCapacity {
     /// A slot of its own.
     Slot(Slot),
     /// A share of a slot held by others too (a request lease).
@@ -39,13 +39,13 @@ pub(crate) enum Hold {
 }
 
 /// A finished piece of work's result and the capacity it held.
-pub(crate) type Delivery<T, E> = (Result<T, WorkError<E>>, Hold);
+pub(crate) type Delivery<T, E> = (Result<T, WorkError<E>>, HeldCapacity);
 
 /// Work bound to a pool and to the capacity it holds, not yet started.
 #[derive(Debug)]
 pub(crate) struct Job<W> {
     pool: Pool,
-    hold: Hold,
+    hold: HeldCapacity,
     work: W,
     /// The caller's span when the work was bound to its capacity.
     span: tracing::Span,
@@ -55,8 +55,8 @@ impl<W: RegistryWork> Job<W> {
     /// Binds `work` to `pool`'s threads with `hold` moved into it, under
     /// the caller's current span. A slot of its own is no longer held by
     /// the calling task once in a job.
-    pub(crate) fn new(pool: Pool, mut hold: Hold, work: W) -> Self {
-        if let Hold::Slot(slot) = &mut hold {
+    pub(crate) fn new(pool: Pool, mut hold: HeldCapacity, work: W) -> Self {
+        if let HeldCapacity::Slot(slot) = &mut hold {
             slot.detach();
         }
         Job {
@@ -90,7 +90,7 @@ impl<W: RegistryWork> Job<W> {
     where
         D: FnOnce(
                 Result<W::Output, WorkError<W::Error>>,
-                Hold,
+                HeldCapacity,
             ) -> Result<(), Delivery<W::Output, W::Error>>
             + Send
             + 'static,
@@ -118,7 +118,7 @@ impl<W: RegistryWork> Job<W> {
     where
         D: FnOnce(
             Result<W::Output, WorkError<W::Error>>,
-            Hold,
+            HeldCapacity,
         ) -> Result<(), Delivery<W::Output, W::Error>>,
     {
         let Job {
@@ -180,7 +180,7 @@ pub(crate) fn report_orphan<T, E>(pool: &Pool, result: &Result<T, WorkError<E>>,
     if let Err(err) = result {
         tracing::warn!(
             pool = pool.static_name(),
-            class = err.class(),
+            class = err.log_class(),
             "orphaned work failed after its caller went away"
         );
     }

@@ -32,10 +32,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::stats::Books;
+use super::stats::SlotCounts;
 use crate::caller::Criticality;
 use crate::loom::sync::Mutex;
-use crate::loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use crate::loom::sync::atomic::{
+    AtomicU32, AtomicU64, AtomicUsize,
+    Ordering::{Relaxed, SeqCst},
+};
 
 /// Fixed limits for a pool's waiting queue, the one
 /// [`Admission::Queue`](crate::Admission::Queue) callers wait in.
@@ -171,11 +174,25 @@ pub(crate) enum Patience {
     Queued,
 }
 
+/// One of a pool's N slots, by number (`0..N`): the permits hand each
+/// taken slot a number no other slot in use has, and the holder table
+/// keeps who holds it at that index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SlotId(u32);
+
+impl SlotId {
+    /// The slot's index in a table of N entries.
+    #[inline]
+    pub(crate) const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 /// What [`Permits::enqueue`] did.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Enqueued {
     /// A slot was free after all: the caller holds it.
-    Acquired,
+    Acquired(SlotId),
     /// The pool is closed.
     Closed,
     /// The queue is at its bound.
@@ -219,8 +236,11 @@ const NIL: u32 = u32::MAX;
 enum State {
     /// In line; woken through its waker once answered.
     Waiting(Option<Waker>),
-    /// Handed a slot, which is counted in use and is the waiter's.
-    Granted,
+    /// Handed a slot, which is counted in use and is the waiter's: with
+    /// its number when a returning slot was passed on, without one when a
+    /// raised limit made room (the waiter takes a free number as it takes
+    /// the slot).
+    Granted(Option<SlotId>),
     /// Let go without a slot.
     Shed(Shed),
     /// Not a waiter's: on the free list.
@@ -299,7 +319,7 @@ impl Wakes {
 }
 
 #[derive(Debug)]
-struct Line {
+struct WaitLine {
     /// Every node, linked, answered (not yet freed by its waiter) or free.
     nodes: Vec<Node>,
     /// The first free node, [`NIL`] when none.
@@ -324,9 +344,9 @@ struct Line {
     target: Duration,
 }
 
-impl Line {
-    fn new() -> Line {
-        Line {
+impl WaitLine {
+    fn new() -> WaitLine {
+        WaitLine {
             nodes: Vec::new(),
             free: NIL,
             lists: [List::EMPTY; 6],
@@ -410,7 +430,7 @@ impl Line {
     fn answer(&mut self, at: u32, answer: State) -> Option<Waker> {
         match std::mem::replace(&mut self.nodes[at as usize].state, answer) {
             State::Waiting(waker) => waker,
-            State::Granted | State::Shed(_) | State::Free => None,
+            State::Granted(_) | State::Shed(_) | State::Free => None,
         }
     }
 
@@ -515,12 +535,34 @@ const WRAP: u64 = 1 << 26;
 const LINE: u64 = 1 << 27;
 /// The pool is closed.
 const CLOSED: u64 = 1 << 28;
-/// Where the count of admissions starts: the top 35 bits, which wrap
-/// (into [`Permits::epochs`]) every 34 billion admissions.
-const ADMIT_SHIFT: u32 = 29;
+/// Where the number of the first free slot starts (13 bits): the head of
+/// the free list, [`NO_SLOT`] when every slot is taken.
+const FREE_SHIFT: u32 = 29;
+const FREE: u64 = COUNT << FREE_SHIFT;
+/// The end of the free list: no slot has this number.
+const NO_SLOT: u32 = COUNT as u32;
+/// Where the count of admissions starts: the top 22 bits, which wrap
+/// (into [`Permits::epochs`]) every 4 million admissions. The count is
+/// also the free list's tag: every pop is an admission, so a pop's
+/// compare-and-swap fails whenever another pop came between its load and
+/// its swap (unless exactly a multiple of 4 million did).
+const ADMIT_SHIFT: u32 = 42;
 const ADMIT_ONE: u64 = 1 << ADMIT_SHIFT;
 
 const _: () = assert!(crate::error::MAX_CAPACITY as u64 <= COUNT);
+const _: () = assert!((crate::error::MAX_CAPACITY as u32) < NO_SLOT);
+
+/// The number of the first free slot in `state`.
+#[inline]
+const fn free_head(state: u64) -> u32 {
+    ((state & FREE) >> FREE_SHIFT) as u32
+}
+
+/// `state` with `id` as the first free slot.
+#[inline]
+const fn with_free_head(state: u64, id: u32) -> u64 {
+    (state & !FREE) | ((id as u64) << FREE_SHIFT)
+}
 
 /// `state` with one more slot in use, taken by a caller.
 #[inline]
@@ -541,6 +583,15 @@ const fn admitted(state: u64) -> u64 {
 /// (where close sets its bit and empties the line) whether its slot goes
 /// to a waiter or back to the pool. The word also counts admissions and
 /// the slots in transit to a waiter (see the module's doc).
+///
+/// It also heads the free list of slot numbers, so that each slot taken
+/// gets a number ([`SlotId`]) no other slot in use has, by the same
+/// compare-and-swap that takes it: the holder table can then record who
+/// holds a slot with a plain store to an entry no one else writes, with
+/// no second atomic read-modify-write on the admission path. A slot's
+/// number goes back on the list by the swap that returns the slot, or
+/// passes with it to the waiter it is handed to. The numbers only name
+/// holders: the count alone decides admissions.
 #[derive(Debug)]
 pub(crate) struct Permits {
     /// Per level (most critical first): the slots in use at or above which
@@ -552,23 +603,41 @@ pub(crate) struct Permits {
     state: AtomicU64,
     /// How many times the admissions in `state` wrapped.
     epochs: AtomicU64,
+    /// The free list's links: for a free slot, the number of the next
+    /// free one ([`NO_SLOT`] at the end). Written only by the owner of the
+    /// slot as it returns it, before the swap that frees it.
+    next_free: Box<[AtomicU32]>,
     /// Waiters in line, for the statistics (the line's length, kept under
     /// its lock).
     waiting: AtomicUsize,
     /// How many callers may wait in the queue at once.
     bound: usize,
-    line: Mutex<Line>,
+    line: Mutex<WaitLine>,
 }
 
 impl Permits {
-    pub(crate) fn new(limits: [usize; 3], bound: usize) -> Self {
+    /// Permits for `capacity` slots (every limit at most that), all free:
+    /// the free list runs `0, 1, .., capacity - 1` from the head, which is
+    /// slot 0 in a zero word.
+    pub(crate) fn new(capacity: usize, limits: [usize; 3], bound: usize) -> Self {
+        debug_assert!(limits.iter().all(|&limit| limit <= capacity));
+        let next_free = (1..=capacity)
+            .map(|next| {
+                AtomicU32::new(if next == capacity {
+                    NO_SLOT
+                } else {
+                    next as u32
+                })
+            })
+            .collect();
         Permits {
             limits: limits.map(AtomicUsize::new),
             state: AtomicU64::new(0),
             epochs: AtomicU64::new(0),
+            next_free,
             waiting: AtomicUsize::new(0),
             bound,
-            line: Mutex::new(Line::new()),
+            line: Mutex::new(WaitLine::new()),
         }
     }
 
@@ -578,7 +647,7 @@ impl Permits {
 
     /// The books, from one load of the word: slots admitted, returned, and
     /// in use (those in transit to a waiter are in use, not yet admitted).
-    pub(crate) fn books(&self) -> Books {
+    pub(crate) fn slot_counts(&self) -> SlotCounts {
         loop {
             let epochs = self.epochs.load(SeqCst);
             let state = self.state.load(SeqCst);
@@ -593,7 +662,7 @@ impl Permits {
             let admitted = (epochs << (64 - ADMIT_SHIFT)) | (state >> ADMIT_SHIFT);
             let in_use = state & COUNT;
             let held = in_use - ((state / TRANSIT_ONE) & COUNT);
-            return Books {
+            return SlotCounts {
                 admitted,
                 released: admitted - held,
                 in_use: in_use as usize,
@@ -626,22 +695,66 @@ impl Permits {
 
     #[cfg(all(test, not(loom)))]
     fn with_admitted(limits: [usize; 3], bound: usize, admitted: u64) -> Self {
-        let permits = Permits::new(limits, bound);
+        let permits = Permits::new(limits[0], limits, bound);
         permits.state.store(admitted << ADMIT_SHIFT, SeqCst);
         permits.epochs.store(admitted >> (64 - ADMIT_SHIFT), SeqCst);
         permits
     }
 
-    fn lock(&self) -> crate::loom::sync::MutexGuard<'_, Line> {
+    fn lock(&self) -> crate::loom::sync::MutexGuard<'_, WaitLine> {
         self.line
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Takes a slot if the pool is open and the level's share has room:
-    /// one compare-and-swap against a word without the closed bit.
+    /// `next` (the word with one more slot taken) with the first free slot
+    /// of the word it was computed from off the free list, and that slot's
+    /// number. Its link is read after that word: a swap from it fails if
+    /// the list changed since (a push changes the head and the count, a
+    /// pop the admissions).
     #[inline]
-    pub(crate) fn try_acquire(&self, level: Criticality) -> Result<(), NoSlot> {
+    fn pop(&self, next: u64) -> (u64, SlotId) {
+        let id = free_head(next);
+        let after = self
+            .next_free
+            .get(id as usize)
+            .map_or(NO_SLOT, |link| link.load(Relaxed));
+        (with_free_head(next, after), SlotId(id))
+    }
+
+    /// `state` less `taken` with `id` back at the head of the free list,
+    /// its link set to the head it covers (the caller owns `id`, so no one
+    /// else writes that link).
+    #[inline]
+    fn push(&self, state: u64, taken: u64, id: SlotId) -> u64 {
+        if let Some(link) = self.next_free.get(id.index()) {
+            link.store(free_head(state), Relaxed);
+        }
+        with_free_head(state - taken, id.0)
+    }
+
+    /// Gives `taken` back from the word (a slot, and its transit for one
+    /// handed to a waiter) and `id` back to the free list.
+    fn give_back(&self, taken: u64, id: Option<SlotId>) {
+        let Some(id) = id else {
+            self.state.fetch_sub(taken, SeqCst);
+            return;
+        };
+        let mut state = self.state.load(SeqCst);
+        loop {
+            let next = self.push(state, taken, id);
+            match self.state.compare_exchange(state, next, SeqCst, SeqCst) {
+                Ok(_) => return,
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
+    /// Takes a slot if the pool is open and the level's share has room:
+    /// one compare-and-swap against a word without the closed bit, which
+    /// also takes the slot's number off the free list.
+    #[inline]
+    pub(crate) fn try_acquire(&self, level: Criticality) -> Result<SlotId, NoSlot> {
         let mut state = self.state.load(SeqCst);
         loop {
             if state & CLOSED != 0 {
@@ -653,14 +766,14 @@ impl Permits {
             if state & COUNT >= self.limit(level) {
                 return Err(NoSlot::Full);
             }
-            let next = admitted(state);
+            let (next, id) = self.pop(admitted(state));
             match self
                 .state
                 .compare_exchange_weak(state, next, SeqCst, SeqCst)
             {
                 Ok(_) => {
                     self.after_admission(state, next);
-                    return Ok(());
+                    return Ok(id);
                 }
                 Err(actual) => state = actual,
             }
@@ -710,7 +823,7 @@ impl Permits {
             // The bound counts waiters, not slots: a free slot is still
             // taken at once.
             return match self.try_acquire(level) {
-                Ok(()) => Enqueued::Acquired,
+                Ok(id) => Enqueued::Acquired(id),
                 Err(NoSlot::Closed) => Enqueued::Closed,
                 Err(NoSlot::Full) => Enqueued::Full,
             };
@@ -721,7 +834,11 @@ impl Permits {
                 return Enqueued::Closed;
             }
             let free = state & COUNT < self.limit(level);
-            let next = if free { admitted(state) } else { state | LINE };
+            let (next, id) = if free {
+                self.pop(admitted(state))
+            } else {
+                (state | LINE, SlotId(NO_SLOT))
+            };
             match self.state.compare_exchange(state, next, SeqCst, SeqCst) {
                 Ok(_) if free => {
                     self.after_admission(state, next);
@@ -730,7 +847,7 @@ impl Permits {
                     if line.linked == 0 && next & LINE != 0 {
                         self.state.fetch_and(!LINE, SeqCst);
                     }
-                    return Enqueued::Acquired;
+                    return Enqueued::Acquired(id);
                 }
                 Ok(_) => break,
                 Err(actual) => state = actual,
@@ -759,7 +876,7 @@ impl Permits {
     /// it was handed a slot (now the caller's), `Ready(Err(_))` when it was
     /// let go without one; in both cases its node is freed and the key must
     /// not be used again. `Pending` keeps `cx`'s waker to wake it by.
-    pub(crate) fn poll_wait(&self, key: Key, cx: &mut Context<'_>) -> Poll<Result<(), Shed>> {
+    pub(crate) fn poll_wait(&self, key: Key, cx: &mut Context<'_>) -> Poll<Result<SlotId, Shed>> {
         let mut line = self.lock();
         let at = key.0;
         let answer = match &mut line.nodes[at as usize].state {
@@ -770,26 +887,32 @@ impl Permits {
                 }
                 return Poll::Pending;
             }
-            State::Granted => Ok(()),
+            State::Granted(id) => Ok(*id),
             State::Shed(shed) => Err(*shed),
             State::Free => unreachable!("a waiter polls only its own node"),
         };
         line.free(at);
-        if answer.is_ok() {
-            // The slot in transit is the caller's now: admitted.
-            let mut state = self.state.load(SeqCst);
-            loop {
-                let next = admitted(state).wrapping_sub(TRANSIT_ONE + 1);
-                match self.state.compare_exchange(state, next, SeqCst, SeqCst) {
-                    Ok(_) => {
-                        self.after_admission(state, next);
-                        break;
-                    }
-                    Err(actual) => state = actual,
+        let given = match answer {
+            Ok(given) => given,
+            Err(shed) => return Poll::Ready(Err(shed)),
+        };
+        // The slot in transit is the caller's now: admitted, with the
+        // number it came with or a free one.
+        let mut state = self.state.load(SeqCst);
+        loop {
+            let next = admitted(state).wrapping_sub(TRANSIT_ONE + 1);
+            let (next, id) = match given {
+                Some(id) => (next, id),
+                None => self.pop(next),
+            };
+            match self.state.compare_exchange(state, next, SeqCst, SeqCst) {
+                Ok(_) => {
+                    self.after_admission(state, next);
+                    return Poll::Ready(Ok(id));
                 }
+                Err(actual) => state = actual,
             }
         }
-        Poll::Ready(answer)
     }
 
     /// Leaves the line (a waiter that gave up before it saw its answer): a
@@ -808,13 +931,13 @@ impl Permits {
                     own = line.answer(at, State::Free);
                     self.left_line(&line, 1);
                 }
-                State::Granted => {
+                State::Granted(id) => {
                     if let Some(next) = self.next_waiter(&mut line) {
                         // Still in transit, to the next waiter.
-                        wakes.push(line.answer(next, State::Granted));
+                        wakes.push(line.answer(next, State::Granted(id)));
                         self.left_line(&line, 1);
                     } else {
-                        self.state.fetch_sub(TRANSIT_ONE + 1, SeqCst);
+                        self.give_back(TRANSIT_ONE + 1, id);
                     }
                 }
                 State::Shed(_) | State::Free => {}
@@ -828,7 +951,7 @@ impl Permits {
 
     /// The waiter a slot coming back goes to (while the pool is open): the
     /// first one whose share has room beside the slots the others hold.
-    fn next_waiter(&self, line: &mut Line) -> Option<u32> {
+    fn next_waiter(&self, line: &mut WaitLine) -> Option<u32> {
         let state = self.state.load(SeqCst);
         if state & CLOSED != 0 {
             return None;
@@ -878,7 +1001,7 @@ impl Permits {
                     self.state.fetch_sub(TRANSIT_ONE + 1, SeqCst);
                     break;
                 };
-                wakes.push(line.answer(at, State::Granted));
+                wakes.push(line.answer(at, State::Granted(None)));
                 self.left_line(&line, 1);
                 state = self.state.load(SeqCst);
             }
@@ -887,8 +1010,8 @@ impl Permits {
     }
 
     /// Lets go of stale callers of standing queues (see
-    /// [`Line::shed_stale`]) and counts them out of the line.
-    fn shed_stale(&self, line: &mut Line, wakes: &mut Wakes) {
+    /// [`WaitLine::shed_stale`]) and counts them out of the line.
+    fn shed_stale(&self, line: &mut WaitLine, wakes: &mut Wakes) {
         if line.total_queued() == 0 {
             return;
         }
@@ -899,7 +1022,7 @@ impl Permits {
     }
 
     /// Lets go of a less critical queued caller to make room for `level`.
-    fn evicted_below(&self, line: &mut Line, level: Criticality, wakes: &mut Wakes) -> bool {
+    fn evicted_below(&self, line: &mut WaitLine, level: Criticality, wakes: &mut Wakes) -> bool {
         if line.evict_below(level.index(), wakes) {
             // Not `left_line`: the joiner is about to take its place, so
             // the line bit stays.
@@ -912,36 +1035,38 @@ impl Permits {
 
     /// Counts `n` waiters out of the line, and clears the line bit once the
     /// line is empty (under the lock, where the bit is set).
-    fn left_line(&self, line: &Line, n: usize) {
+    fn left_line(&self, line: &WaitLine, n: usize) {
         self.waiting.fetch_sub(n, SeqCst);
         if line.linked == 0 {
             self.state.fetch_and(!LINE, SeqCst);
         }
     }
 
-    /// Gives one slot back: to the next waiter it may go to (the slot stays
-    /// counted in use and is now that waiter's), or to the pool. A closed
-    /// pool hands nothing over.
+    /// Gives slot `id` back: to the next waiter it may go to (the slot
+    /// stays counted in use and is now that waiter's, number included), or
+    /// to the pool, its number back on the free list by the same swap. A
+    /// closed pool hands nothing over.
     #[inline]
-    pub(crate) fn release(&self) {
+    pub(crate) fn release(&self, id: SlotId) {
         let mut state = self.state.load(SeqCst);
         while state & LINE == 0 {
+            let next = self.push(state, 1, id);
             match self
                 .state
-                .compare_exchange_weak(state, state - 1, SeqCst, SeqCst)
+                .compare_exchange_weak(state, next, SeqCst, SeqCst)
             {
                 Ok(_) => return,
                 Err(actual) => state = actual,
             }
         }
-        self.release_to_line();
+        self.release_to_line(id);
     }
 
     /// [`release`](Self::release) while someone may be in line: decided
     /// under the lock, where the line bit is set and cleared and where
     /// close sets its bit.
     #[cold]
-    fn release_to_line(&self) {
+    fn release_to_line(&self, id: SlotId) {
         let mut wakes = Wakes::default();
         {
             let mut line = self.lock();
@@ -949,10 +1074,10 @@ impl Permits {
             if let Some(at) = self.next_waiter(&mut line) {
                 // Returned, and in transit to the waiter.
                 self.state.fetch_add(TRANSIT_ONE, SeqCst);
-                wakes.push(line.answer(at, State::Granted));
+                wakes.push(line.answer(at, State::Granted(Some(id))));
                 self.left_line(&line, 1);
             } else {
-                self.state.fetch_sub(1, SeqCst);
+                self.give_back(1, Some(id));
             }
         }
         wakes.wake();
@@ -984,9 +1109,72 @@ impl Permits {
     }
 }
 
+#[cfg(test)]
+impl Permits {
+    /// The numbers on the free list, head first, at most N + 1 of them
+    /// (a cycle shows as a list longer than N).
+    pub(crate) fn free_slots(&self) -> Vec<u32> {
+        let mut free = Vec::new();
+        let mut at = free_head(self.state.load(SeqCst));
+        while at != NO_SLOT && free.len() <= self.next_free.len() {
+            free.push(at);
+            at = self
+                .next_free
+                .get(at as usize)
+                .map_or(NO_SLOT, |link| link.load(SeqCst));
+        }
+        free
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    /// Every slot in use has a number no other has, and the free list holds
+    /// exactly the others, however slots are taken, returned, handed to a
+    /// waiter or made room for by a raised limit.
+    #[test]
+    fn slot_numbers_in_use_are_distinct_and_the_free_list_holds_the_rest() {
+        let permits = Permits::new(3, [2, 2, 2], 4);
+        let check = |held: &[SlotId]| {
+            let mut all: Vec<u32> = held.iter().map(|id| id.0).collect();
+            all.extend(permits.free_slots());
+            all.sort_unstable();
+            assert_eq!(
+                all,
+                [0, 1, 2],
+                "held {held:?}, free {:?}",
+                permits.free_slots()
+            );
+        };
+        let a = permits.try_acquire(Criticality::Default).unwrap();
+        let b = permits.try_acquire(Criticality::Default).unwrap();
+        check(&[a, b]);
+        let Enqueued::Waiting(waiter) = permits.enqueue(
+            Criticality::Default,
+            Patience::Patient,
+            (Duration::ZERO, Duration::ZERO),
+            false,
+        ) else {
+            panic!("the limit is reached");
+        };
+        // A raised limit makes room: the waiter takes a free number.
+        permits.set_limits([3, 3, 3]);
+        let mut cx = Context::from_waker(Waker::noop());
+        let Poll::Ready(Ok(c)) = permits.poll_wait(waiter.key, &mut cx) else {
+            panic!("granted by the raised limit");
+        };
+        check(&[a, b, c]);
+        permits.release(a);
+        check(&[b, c]);
+        let a = permits.try_acquire(Criticality::Default).unwrap();
+        check(&[a, b, c]);
+        for id in [a, b, c] {
+            permits.release(id);
+        }
+        check(&[]);
+    }
 
     /// The admissions wrap out of the word into `epochs` with nothing lost:
     /// the books read across the wrap count on by one per admission.
@@ -997,9 +1185,9 @@ mod tests {
         let permits = Permits::with_admitted([4, 4, 4], 8, start);
         let mut seen = Vec::new();
         for _ in 0..4 {
-            permits.try_acquire(Criticality::Default).unwrap();
-            permits.release();
-            seen.push(permits.books());
+            let id = permits.try_acquire(Criticality::Default).unwrap();
+            permits.release(id);
+            seen.push(permits.slot_counts());
         }
         let admitted: Vec<u64> = seen.iter().map(|b| b.admitted).collect();
         assert_eq!(admitted, [start + 1, start + 2, start + 3, start + 4]);
@@ -1015,8 +1203,8 @@ mod tests {
     /// it is handed one passes it on, counted as neither.
     #[test]
     fn a_handoff_is_counted_once_whether_the_waiter_takes_it_or_not() {
-        let permits = Permits::new([1, 1, 1], 2);
-        permits.try_acquire(Criticality::Default).unwrap();
+        let permits = Permits::new(1, [1, 1, 1], 2);
+        let id = permits.try_acquire(Criticality::Default).unwrap();
         let wait = |permits: &Permits| match permits.enqueue(
             Criticality::Default,
             Patience::Patient,
@@ -1027,28 +1215,40 @@ mod tests {
             other => panic!("the pool is full: {other:?}"),
         };
         let (first, second) = (wait(&permits), wait(&permits));
-        let books = |admitted, released, in_use| Books {
+        let books = |admitted, released, in_use| SlotCounts {
             admitted,
             released,
             in_use,
         };
-        permits.release();
-        assert_eq!(permits.books(), books(1, 1, 1), "returned, in transit");
+        permits.release(id);
+        assert_eq!(
+            permits.slot_counts(),
+            books(1, 1, 1),
+            "returned, in transit"
+        );
         permits.cancel(first);
-        assert_eq!(permits.books(), books(1, 1, 1), "passed on, uncounted");
+        assert_eq!(
+            permits.slot_counts(),
+            books(1, 1, 1),
+            "passed on, uncounted"
+        );
         let mut cx = Context::from_waker(Waker::noop());
-        assert_eq!(permits.poll_wait(second, &mut cx), Poll::Ready(Ok(())));
-        assert_eq!(permits.books(), books(2, 1, 1), "taken: admitted");
-        permits.release();
-        assert_eq!(permits.books(), books(2, 2, 0));
+        assert_eq!(
+            permits.poll_wait(second, &mut cx),
+            Poll::Ready(Ok(id)),
+            "the slot's number went with it"
+        );
+        assert_eq!(permits.slot_counts(), books(2, 1, 1), "taken: admitted");
+        permits.release(id);
+        assert_eq!(permits.slot_counts(), books(2, 2, 0));
     }
 
     /// Once `close` has returned, neither the fail-fast path nor the line
     /// grants a slot, and a waiter in line is answered.
     #[test]
     fn nothing_is_granted_once_closed() {
-        let permits = Permits::new([1, 1, 1], 2);
-        permits.try_acquire(Criticality::Default).unwrap();
+        let permits = Permits::new(1, [1, 1, 1], 2);
+        let id = permits.try_acquire(Criticality::Default).unwrap();
         let Enqueued::Waiting(ticket) = permits.enqueue(
             Criticality::Default,
             Patience::Patient,
@@ -1058,7 +1258,7 @@ mod tests {
             panic!("the pool is full");
         };
         permits.close();
-        permits.release();
+        permits.release(id);
         assert_eq!(permits.in_use(), 0, "the release went to the pool");
         let mut cx = Context::from_waker(Waker::noop());
         assert_eq!(

@@ -3,8 +3,8 @@
 //! This module owns [`Slot`]. A slot returns to its pool exactly once, when
 //! the guard is dropped; it must never be released by anything else.
 
-use super::holders::{Cell, Entry};
-use super::job::{Hold, Job};
+use super::job::{HeldCapacity, Job};
+use super::permits::SlotId;
 use super::{Pool, RegistryWork, WorkFuture};
 
 /// One admitted unit of a pool's capacity.
@@ -35,18 +35,15 @@ use super::{Pool, RegistryWork, WorkFuture};
 #[derive(Debug)]
 pub struct Slot {
     pool: Pool,
-    /// The holder-table cell naming the task that holds this slot; none
-    /// once the slot moved into work, or when no task took it.
-    cell: Entry,
+    /// Which of the pool's slots this is: its entry in the holder table,
+    /// and its number on the free list once it returns.
+    id: SlotId,
 }
 
 impl Slot {
     #[inline]
-    pub(crate) fn new(pool: Pool, cell: Option<Cell>) -> Self {
-        Slot {
-            pool,
-            cell: Entry::new(cell),
-        }
+    pub(crate) fn new(pool: Pool, id: SlotId) -> Self {
+        Slot { pool, id }
     }
 
     /// The name of the pool this slot belongs to.
@@ -68,19 +65,10 @@ impl Slot {
         &self.pool
     }
 
-    /// No task holds this slot any more: it moved into work.
-    pub(crate) fn detach(&mut self) {
-        if let Some(cell) = self.cell.take() {
-            self.pool.forget_holder(cell);
-        }
-    }
-
-    /// As [`detach`](Self::detach), for a slot shared with running work
-    /// whose last task-side holder let go.
-    pub(crate) fn detach_shared(&self) {
-        if let Some(cell) = self.cell.take_shared() {
-            self.pool.forget_holder(cell);
-        }
+    /// No task holds this slot any more: it moved into work, or it is
+    /// shared with running work whose last task-side holder let go.
+    pub(crate) fn detach(&self) {
+        self.pool.forget_holder(self.id);
     }
 
     /// Runs `work` on one of the pool's worker threads, with this slot moved
@@ -114,15 +102,14 @@ impl Slot {
     /// ```
     pub fn offload<W: RegistryWork>(self, work: W) -> WorkFuture<W::Output, W::Error> {
         let pool = self.pool.clone();
-        Job::new(pool, Hold::Slot(self), work).spawn()
+        Job::new(pool, HeldCapacity::Slot(self), work).spawn()
     }
 }
 
 impl Drop for Slot {
     #[inline]
     fn drop(&mut self) {
-        let cell = self.cell.take();
-        self.pool.release(cell);
+        self.pool.release(self.id);
     }
 }
 

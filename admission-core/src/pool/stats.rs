@@ -272,7 +272,7 @@ fn shard() -> usize {
 /// The pool's books, kept by its gate in the word that counts its slots:
 /// slots admitted (taken by a caller), returned, and in use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Books {
+pub(crate) struct SlotCounts {
     pub(crate) admitted: u64,
     pub(crate) released: u64,
     pub(crate) in_use: usize,
@@ -372,7 +372,7 @@ impl Counters {
         &self,
         name: &str,
         (capacity, limit): (usize, usize),
-        books: Books,
+        books: SlotCounts,
         waiting: usize,
         recent_work: Duration,
     ) -> PoolStats {
@@ -517,7 +517,7 @@ mod tests {
                 .snapshot(
                     "p",
                     (1, 1),
-                    Books {
+                    SlotCounts {
                         admitted: 0,
                         released: 0,
                         in_use: 0,

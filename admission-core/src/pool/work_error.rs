@@ -46,9 +46,9 @@ impl<E> WorkError<E> {
 
     /// The class named in logs: the refusal's code class, the short type
     /// name of the work's error, `panic` or `cancelled`.
-    pub fn class(&self) -> &'static str {
+    pub fn log_class(&self) -> &'static str {
         match self {
-            WorkError::Refused(r) => r.code().class(),
+            WorkError::Refused(r) => r.code().log_class(),
             WorkError::Failed(_) => crate::log::short_type_name::<E>(),
             WorkError::Panicked => "panic",
             WorkError::Cancelled => "cancelled",
@@ -79,7 +79,7 @@ impl<E> fmt::Display for WorkError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WorkError::Refused(r) => fmt::Display::fmt(r, f),
-            WorkError::Failed(_) => write!(f, "work failed ({})", self.class()),
+            WorkError::Failed(_) => write!(f, "work failed ({})", self.log_class()),
             WorkError::Panicked => f.write_str("work panicked"),
             WorkError::Cancelled => f.write_str("work cancelled by shutdown before it started"),
         }

@@ -13,8 +13,6 @@ use std::str::FromStr;
 /// ```
 /// use admission_core::Class;
 ///
-/// assert_eq!(Class::for_method("GET"), Class::Control);
-/// assert_eq!(Class::for_method("POST"), Class::Work);
 /// assert_eq!("control".parse::<Class>(), Ok(Class::Control));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -34,15 +32,6 @@ impl Class {
         match self {
             Class::Work => "work",
             Class::Control => "control",
-        }
-    }
-
-    /// The default classification: `GET`, `HEAD` and `OPTIONS` are reads
-    /// (*control*), every other method is a mutation (*work*).
-    pub fn for_method(method: &str) -> Class {
-        match method {
-            "GET" | "HEAD" | "OPTIONS" => Class::Control,
-            _ => Class::Work,
         }
     }
 }
@@ -82,13 +71,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_are_control_and_names_round_trip() {
-        for read in ["GET", "HEAD", "OPTIONS"] {
-            assert_eq!(Class::for_method(read), Class::Control, "{read}");
-        }
-        for write in ["POST", "PUT", "PATCH", "DELETE", "get"] {
-            assert_eq!(Class::for_method(write), Class::Work, "{write}");
-        }
+    fn names_round_trip() {
         for class in Class::ALL {
             assert_eq!(class.to_string().parse::<Class>(), Ok(class));
         }

@@ -1,16 +1,22 @@
 //! The request lease guard.
 //!
 //! This module owns [`Lease`]: one slot of a request class, shared by the
-//! request and every piece of pure work it starts. It must never release the
-//! slot while the request or any of its work still holds a share.
+//! request and every piece of pure work it starts, and the ways to run a
+//! request under it (its scope, through [`crate::scope`]). It must never
+//! release the slot while the request or any of its work still holds a
+//! share.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use tokio::time::Instant;
 
 use super::Class;
 use super::adaptive::Controller;
+use super::context::{self, Context};
+use crate::caller::Caller;
 use crate::pool::{Pool, Slot};
+use crate::scope::{self, Scope, Scoped};
 
 /// One slot of a request class, held for a whole response.
 ///
@@ -56,7 +62,7 @@ struct Share {
 
 impl Drop for Share {
     fn drop(&mut self) {
-        self.slot.detach_shared();
+        self.slot.detach();
         if let Some((controller, at)) = self.timed.take() {
             controller.ended(at);
         }
@@ -129,5 +135,129 @@ impl Lease {
     /// A share of the lease's slot, for work that must hold it until it ends.
     pub(crate) fn share(&self) -> Arc<Slot> {
         Arc::clone(&self.share.slot)
+    }
+
+    /// The lease of `pool` the current task runs under, if any, as a
+    /// request that already holds it gets it again: it takes no second
+    /// slot of the same class.
+    pub(crate) fn held_in(pool: &Pool) -> Option<Lease> {
+        context::with_current(|context| match context {
+            Context::Lease(lease) if lease.pool().same_pool(pool) => Some(lease.inherited()),
+            _ => None,
+        })
+    }
+
+    /// The request lease the current task runs under, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, Lease, RequestPools};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let requests = RequestPools::new(2, 4).unwrap();
+    /// assert!(Lease::current().is_none());
+    /// let lease = requests.try_lease(Class::Control).unwrap();
+    /// let class = lease.scope(async { Lease::current().map(|l| l.class()) }).await;
+    /// assert_eq!(class, Some(Class::Control));
+    /// # }
+    /// ```
+    pub fn current() -> Option<Lease> {
+        context::with_current(|context| match context {
+            Context::Lease(lease) => Some(lease.clone()),
+            _ => None,
+        })
+    }
+
+    /// Runs `future` with this lease as the task's context, so that pure
+    /// work inside it ([`RequestPools::execute_pure`](crate::RequestPools::execute_pure))
+    /// runs under the lease and takes no second slot, and a second admission
+    /// of the same class inside it ([`RequestPools::try_lease`](crate::RequestPools::try_lease),
+    /// a nested layer, `#[admitted]`) shares this lease. The caller is the
+    /// one of the scope the future is polled in. The scope holds a share of
+    /// the lease until the future is dropped.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the returned future drops its share of the lease; pure work it
+    /// started keeps its own share until that work ends.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, RequestPools};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let requests = RequestPools::new(1, 1).unwrap();
+    /// let lease = requests.try_lease(Class::Work).unwrap();
+    /// let out = lease
+    ///     .scope(async {
+    ///         requests.execute_pure(Class::Work, || Ok::<_, std::fmt::Error>(7)).await
+    ///     })
+    ///     .await;
+    /// assert_eq!(out, Ok(7), "ran under the inherited lease although the class is full");
+    /// # }
+    /// ```
+    pub fn scope<F: Future>(self, future: F) -> Scoped<F> {
+        Scoped::part(Context::Lease(self).part(), future)
+    }
+
+    /// Runs `future` under this lease and for `caller`, both in one scope:
+    /// what an adapter does for every admitted request (the lease it took,
+    /// the caller its headers describe), and the same as
+    /// `caller.scope(lease.scope(future))` with one task-local instead of
+    /// two.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`scope`](Self::scope)'s.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Caller, Class, Criticality, Lease, RequestPools};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let requests = RequestPools::new(1, 1).unwrap();
+    /// let lease = requests.try_lease(Class::Work).unwrap();
+    /// let (level, class) = lease
+    ///     .scope_for(Caller::new(Criticality::Sheddable), async {
+    ///         (Caller::current().criticality(), Lease::current().map(|l| l.class()))
+    ///     })
+    ///     .await;
+    /// assert_eq!((level, class), (Criticality::Sheddable, Some(Class::Work)));
+    /// # }
+    /// ```
+    pub fn scope_for<F: Future>(self, caller: Caller, future: F) -> Scoped<F> {
+        Scoped::whole(
+            Scope {
+                caller,
+                context: Context::Lease(self).held(),
+            },
+            future,
+        )
+    }
+
+    /// Runs the synchronous `call` with this lease as the context (an inner
+    /// service's `call`, which may admit in turn), for adapters.
+    #[doc(hidden)]
+    pub fn scope_sync<R>(&self, call: impl FnOnce() -> R) -> R {
+        scope::sync_scope_part(&Context::Lease(self.clone()).part(), call)
+    }
+
+    /// Runs the synchronous `call` under this lease and for `caller`, in one
+    /// scope (an inner service's `call`), for adapters.
+    #[doc(hidden)]
+    pub fn scope_sync_for<R>(&self, caller: Caller, call: impl FnOnce() -> R) -> R {
+        scope::sync_scope(
+            Scope {
+                caller,
+                context: Context::Lease(self.clone()).held(),
+            },
+            call,
+        )
     }
 }

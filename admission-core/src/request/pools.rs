@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use super::adaptive::{AdaptiveLimit, Controller};
-use super::scope::{self, Context};
+use super::context::{self, Context};
 use super::{Class, Lease};
 use crate::caller::Caller;
 use crate::error::ConfigError;
-use crate::pool::job::{Hold, Job};
+use crate::pool::job::{HeldCapacity, Job};
 use crate::pool::{Admission, HasPools, Pool, RegistryWork, RetryHint, WorkError};
 use crate::refusal::{Code, Refusal};
 use crate::stats::PoolStats;
@@ -273,7 +273,7 @@ impl RequestPools {
     /// ```
     pub fn try_lease_for(&self, class: Class, caller: Caller) -> Result<Lease, Refusal> {
         let pool = self.pool(class);
-        if let Some(lease) = scope::inherited(pool) {
+        if let Some(lease) = Lease::held_in(pool) {
             return Ok(lease);
         }
         pool.try_admit_coded_for(pool.saturated_code(), &caller)
@@ -307,7 +307,7 @@ impl RequestPools {
     /// ```
     pub async fn lease_with(&self, class: Class, admission: Admission) -> Result<Lease, Refusal> {
         let pool = self.pool(class);
-        if let Some(lease) = scope::inherited(pool) {
+        if let Some(lease) = Lease::held_in(pool) {
             return Ok(lease);
         }
         pool.admit_with(admission)
@@ -431,22 +431,22 @@ impl RequestPools {
         class: Class,
         work: W,
     ) -> Result<W::Output, WorkError<W::Error>> {
-        let job = scope::with_current(|context| match context {
+        let job = context::with_current(|context| match context {
             // The work holds a share of the lease until it ends.
             Context::Lease(lease) => Ok(Job::new(
                 lease.pool().clone(),
-                Hold::Shared(lease.share()),
+                HeldCapacity::Shared(lease.share()),
                 work,
             )),
             Context::Reservation(pool) => pool
                 .try_admit_for_work(Code::ReservationExhausted)
-                .map(|slot| Job::new(pool.clone(), Hold::Slot(slot), work)),
+                .map(|slot| Job::new(pool.clone(), HeldCapacity::Slot(slot), work)),
             // The fresh lease serves this one call: its slot goes straight
             // into the work.
             Context::Empty => {
                 let pool = self.pool(class);
                 pool.try_admit_for_work(Code::LeaseUnavailable)
-                    .map(|slot| Job::new(pool.clone(), Hold::Slot(slot), work))
+                    .map(|slot| Job::new(pool.clone(), HeldCapacity::Slot(slot), work))
             }
         })?;
         job.spawn().await

@@ -9,8 +9,8 @@ use std::num::NonZeroUsize;
 use crate::error::ConfigError;
 use crate::pool::{HasPools, Pool, Slot};
 use crate::refusal::Refusal;
-use crate::request::Scoped;
-use crate::request::scope::{Context, Half};
+use crate::request::context::Context;
+use crate::scope::Scoped;
 use crate::stats::PoolStats;
 
 /// A background owner's reserved slots: N slots and N worker threads that no
@@ -103,10 +103,7 @@ impl Reservation {
     ///
     /// See the type's example.
     pub fn execution<F: Future>(&self, future: F) -> Scoped<F> {
-        Scoped::half(
-            Half::Context(Context::Reservation(self.pool.clone())),
-            future,
-        )
+        Scoped::part(Context::Reservation(self.pool.clone()).part(), future)
     }
 
     /// Takes one slot or refuses at once with

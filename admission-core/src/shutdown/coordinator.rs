@@ -18,7 +18,7 @@ use super::drain::{self, Hook};
 use super::report::ShutdownReport;
 use crate::error::ConfigError;
 use crate::pool::{HasPools, Pool};
-use crate::request::scope::{self, Scope};
+use crate::scope::{self, Scope, Scoped};
 
 /// The default shutdown deadline: 5 s.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(5);
@@ -278,7 +278,7 @@ impl Shutdown {
         // captures from a request's scope, it does not capture its lease or
         // its caller.
         let loop_future = scope::sync_scope(Scope::default(), || make(self.inner.stop.clone()));
-        let future = crate::request::Scoped::whole(Scope::default(), loop_future);
+        let future = Scoped::whole(Scope::default(), loop_future);
         let handle = tokio::spawn(future);
         self.inner
             .loops

@@ -155,7 +155,10 @@ async fn main() {
         "exporter up"
     );
     match exporter::serve(config, listener, admission_examples::signal::terminated()).await {
-        Ok(stopped) => stopped.log(),
+        Ok(stopped) => {
+            stopped.log();
+            admission_examples::cli::flush_client_noise();
+        }
         Err(err) => {
             tracing::error!(class = ?err.kind(), "server failed");
             std::process::exit(1);

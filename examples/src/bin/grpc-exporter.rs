@@ -110,7 +110,10 @@ async fn main() {
         "grpc exporter up"
     );
     match grpc::serve(config, listener, admission_examples::signal::terminated()).await {
-        Ok(stopped) => stopped.log(),
+        Ok(stopped) => {
+            stopped.log();
+            admission_examples::cli::flush_client_noise();
+        }
         Err(err) => {
             tracing::error!(class = ?err.kind(), "server failed");
             std::process::exit(1);

@@ -123,7 +123,10 @@ fn main() {
     let served = actix_web::rt::System::new()
         .block_on(workflow.serve(listener, admission_examples::signal::terminated()));
     match served {
-        Ok(stopped) => stopped.log(),
+        Ok(stopped) => {
+            stopped.log();
+            admission_examples::cli::flush_client_noise();
+        }
         Err(err) => {
             tracing::error!(class = ?err.kind(), "server failed");
             std::process::exit(1);

@@ -6,13 +6,14 @@
 //! (never the pool's load: a saturated exporter stays ready).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use admission_core::Admission;
-use admission_core::balancer::Readiness;
+use admission_http::balancer::Readiness;
 use axum::Router;
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{StatusCode, Version, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use bytes::Bytes;
@@ -22,6 +23,7 @@ use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::load_shed::LoadShedLayer;
 
 use super::backend::{Backend, WalkError, Walked};
+use super::body::Chunked;
 use super::held::HeldBytes;
 use crate::walk::{RegistryStats, WalkGauge, Walker};
 
@@ -41,24 +43,43 @@ pub(crate) struct App {
     pub(crate) readiness: Readiness,
     /// The criticality and budget headers are honoured as sent.
     pub(crate) trust_peers: bool,
+    /// How long a scrape's body may go without the server taking a chunk
+    /// over HTTP/2 (`--write-timeout-ms`): past it the body and its held
+    /// bytes go.
+    pub(crate) write_timeout: Duration,
 }
 
 /// A scrape's body with its content type. The body is the walk's own
-/// buffer: callers that shared a walk share it, never a copy.
+/// buffer (callers that shared a walk share it); over HTTP/2 it is handed
+/// to the server in chunks under the write timeout ([`Chunked`]), since
+/// a stream's flow control, not the socket, decides whether it moves.
 #[derive(Debug)]
-pub(crate) struct Exposition(Bytes);
+pub(crate) struct Exposition {
+    text: Bytes,
+    /// The write timeout, for an HTTP/2 stream; `None` over HTTP/1, whose
+    /// connection's write timeout covers the one frame.
+    chunked: Option<Duration>,
+}
 
 impl IntoResponse for Exposition {
     fn into_response(self) -> Response {
-        ([(header::CONTENT_TYPE, OPENMETRICS)], self.0).into_response()
+        let body = match self.chunked {
+            Some(bound) => axum::body::Body::new(Chunked::new(self.text, bound)),
+            None => axum::body::Body::from(self.text),
+        };
+        ([(header::CONTENT_TYPE, OPENMETRICS)], body).into_response()
     }
 }
 
 impl App {
-    /// The whole registry as exposition text, fail-fast.
-    pub(crate) async fn exposition(&self) -> Result<Exposition, WalkError> {
+    /// The whole registry as exposition text, fail-fast, for a request
+    /// over `version`.
+    pub(crate) async fn exposition(&self, version: Version) -> Result<Exposition, WalkError> {
         let walked = self.walk(Admission::FailFast).await?;
-        Ok(Exposition(walked.text))
+        Ok(Exposition {
+            text: walked.text,
+            chunked: (version >= Version::HTTP_2).then_some(self.write_timeout),
+        })
     }
 
     /// The status page from one full walk (perhaps shared), fail-fast.
@@ -117,8 +138,8 @@ impl App {
     }
 }
 
-async fn metrics(State(app): State<Arc<App>>) -> Result<Exposition, WalkError> {
-    app.exposition().await
+async fn metrics(State(app): State<Arc<App>>, version: Version) -> Result<Exposition, WalkError> {
+    app.exposition(version).await
 }
 
 async fn status(State(app): State<Arc<App>>) -> Result<Html<String>, WalkError> {

@@ -86,7 +86,7 @@ impl WalkError {
     /// The class named in logs.
     pub fn class(&self) -> &'static str {
         match self {
-            WalkError::Admission(err) => err.class(),
+            WalkError::Admission(err) => err.log_class(),
             WalkError::Failed => "Failed",
             WalkError::Lost => "Lost",
             WalkError::MemoryBound => "MemoryBound",

@@ -143,11 +143,11 @@ pub struct Config {
     /// `/readyz` answers `503` and the agent says `drain`, while the
     /// listener stays open and every route (`/healthz` included) is served
     /// for this long; the shutdown deadline starts after it. See
-    /// [`Readiness::withdraw_for`](admission_core::balancer::Readiness::withdraw_for).
+    /// [`Readiness::withdraw_for`](admission_http::balancer::Readiness::withdraw_for).
     pub drain_delay: Duration,
     /// Where to answer HAProxy's agent checks (`--agent-check ADDR`, off
     /// by default): a weight from the walk pool's free slots, `drain` from
-    /// the signal on. See [`AgentCheck`](admission_core::balancer::AgentCheck).
+    /// the signal on. See [`AgentCheck`](admission_http::balancer::AgentCheck).
     /// It answers anyone who connects, with the replica's load: bind it to
     /// an address only the balancer reaches (a private interface), never a
     /// public one.

@@ -25,6 +25,7 @@
 mod app;
 mod backend;
 mod backends;
+mod body;
 mod config;
 mod connections;
 mod flags;

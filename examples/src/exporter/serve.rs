@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use admission_axum::load_report::ReportLoad;
 use admission_axum::serve::ConnectionStats;
-use admission_core::balancer::{AgentCheck, LoadReport, Readiness};
 use admission_core::metrics::AdmissionMetrics;
 use admission_core::shutdown::{CancellationToken, ShutdownReport};
 use admission_core::{Admission, Shutdown};
+use admission_http::balancer::{AgentCheck, LoadReport, Readiness};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::net::TcpListener;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -200,6 +200,7 @@ impl Exporter {
             workers: config.workers,
             readiness: Readiness::new(&shutdown),
             trust_peers: config.trust_peers,
+            write_timeout: config.connections.get_write_timeout(),
         });
         Ok(Exporter {
             app,

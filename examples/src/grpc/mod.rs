@@ -28,6 +28,7 @@
 //! ```
 
 mod config;
+mod methods;
 mod proto;
 mod retry;
 mod serve;

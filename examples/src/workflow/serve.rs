@@ -18,9 +18,9 @@ use std::time::Duration;
 use actix_web::{App, HttpServer, Resource, Route, web};
 use admission_actix::AdmissionControl;
 use admission_actix::load_report::ReportLoad;
-use admission_core::balancer::{AgentCheck, LoadReport, Readiness};
 use admission_core::shutdown::ShutdownReport;
 use admission_core::{ConfigError, RequestPools, Shutdown};
+use admission_http::balancer::{AgentCheck, LoadReport, Readiness};
 use tokio::time::Instant;
 
 use super::Config;

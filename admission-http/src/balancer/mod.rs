@@ -6,7 +6,7 @@
 //!
 //! | the balancer needs | piece | reads |
 //! | --- | --- | --- |
-//! | whether to route here at all (`/readyz`, a readiness probe) | [`Readiness`]: ready until the stop signal, then never again; saturation never flips it | the [`Shutdown`](crate::Shutdown) |
+//! | whether to route here at all (`/readyz`, a readiness probe) | [`Readiness`]: ready until the stop signal, then never again; saturation never flips it | the [`Shutdown`](admission_core::Shutdown) |
 //! | time to notice before the listener closes (the preStop delay) | [`Readiness::withdraw_for`] | a configured delay |
 //! | a weight per replica (HAProxy `agent-check`) | [`AgentCheck`]: `up ready W%` from free slots, `drain` once not ready | [`LoadReport`] and [`Readiness`] |
 //! | a load figure on every response (Envoy's client-side weighted round robin) | [`Load::orca_text`], which the adapters' `load_report` layers put in the `endpoint-load-metrics` response header | [`LoadReport`] |
@@ -14,14 +14,14 @@
 //! Each file owns one piece (the ready state is `shutdown`'s): `load.rs` the
 //! reading of the pools and its two written forms, `agent.rs` the agent
 //! protocol on its own port. This module never admits, refuses or holds a
-//! slot; it only reads pools ([`Pool::stats`](crate::Pool::stats)) and the
+//! slot; it only reads pools ([`Pool::stats`](admission_core::Pool::stats)) and the
 //! shutdown's state, and never puts a user value on the wire or in a log.
 //!
 //! # Examples
 //!
 //! ```
 //! use std::time::Duration;
-//! use admission_core::balancer::{AgentCheck, LoadReport, Readiness};
+//! use admission_http::balancer::{AgentCheck, LoadReport, Readiness};
 //! use admission_core::{Pool, Shutdown};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -50,4 +50,4 @@ pub use self::agent::{AgentAnswer, AgentCheck, DEFAULT_MAX_LINGERING, LINGER, MA
 pub use self::load::{Load, LoadReport, RATE_WINDOW};
 /// Readiness lives with shutdown, which withdraws it; named here too, beside
 /// the balancer pieces that read it.
-pub use crate::shutdown::Readiness;
+pub use admission_core::shutdown::Readiness;

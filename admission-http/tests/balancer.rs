@@ -7,8 +7,8 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use admission_core::balancer::{AgentCheck, LoadReport, Readiness};
 use admission_core::{Pool, Shutdown, WorkError};
+use admission_http::balancer::{AgentCheck, LoadReport, Readiness};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 

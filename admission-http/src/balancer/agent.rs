@@ -36,7 +36,7 @@ pub const DEFAULT_MAX_LINGERING: usize = 64;
 /// # Examples
 ///
 /// ```
-/// use admission_core::balancer::AgentAnswer;
+/// use admission_http::balancer::AgentAnswer;
 ///
 /// assert_eq!(AgentAnswer::Up { weight: 73 }.to_string(), "up ready 73%\n");
 /// assert_eq!(AgentAnswer::Drain.to_string(), "drain\n");
@@ -91,7 +91,7 @@ impl fmt::Display for AgentAnswer {
 /// # Examples
 ///
 /// ```
-/// use admission_core::balancer::{AgentCheck, LoadReport, Readiness};
+/// use admission_http::balancer::{AgentCheck, LoadReport, Readiness};
 /// use admission_core::{Pool, Shutdown};
 /// use tokio::io::AsyncReadExt;
 ///
@@ -130,7 +130,7 @@ impl AgentCheck {
     /// # Examples
     ///
     /// ```
-    /// use admission_core::balancer::{AgentAnswer, AgentCheck, LoadReport, Readiness};
+    /// use admission_http::balancer::{AgentAnswer, AgentCheck, LoadReport, Readiness};
     /// use admission_core::{Pool, Shutdown};
     ///
     /// let agent = AgentCheck::new(
@@ -153,7 +153,7 @@ impl AgentCheck {
     /// # Examples
     ///
     /// ```
-    /// use admission_core::balancer::{AgentCheck, LoadReport, Readiness};
+    /// use admission_http::balancer::{AgentCheck, LoadReport, Readiness};
     /// use admission_core::{Pool, Shutdown};
     ///
     /// let agent = AgentCheck::new(
@@ -174,7 +174,7 @@ impl AgentCheck {
     /// # Examples
     ///
     /// ```
-    /// use admission_core::balancer::{AgentAnswer, AgentCheck, LoadReport, Readiness};
+    /// use admission_http::balancer::{AgentAnswer, AgentCheck, LoadReport, Readiness};
     /// use admission_core::{Pool, Shutdown};
     ///
     /// let pool = Pool::new("registry", 2).unwrap();

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::Pool;
-use crate::pool::HasPools;
+use admission_core::Pool;
+use admission_core::pool::HasPools;
 
 /// How long a rate is counted over before it is read again.
 pub const RATE_WINDOW: Duration = Duration::from_secs(1);
@@ -24,7 +24,7 @@ pub const RATE_WINDOW: Duration = Duration::from_secs(1);
 /// # Examples
 ///
 /// ```
-/// use admission_core::balancer::Load;
+/// use admission_http::balancer::Load;
 ///
 /// let load = Load::new(0.5, 40.0, 2.0);
 /// assert_eq!(load.agent_weight(), 50);
@@ -52,7 +52,7 @@ impl Load {
     /// # Examples
     ///
     /// ```
-    /// use admission_core::balancer::Load;
+    /// use admission_http::balancer::Load;
     ///
     /// assert_eq!(Load::new(1.7, -1.0, f64::NAN), Load::new(1.0, 0.0, 0.0));
     /// ```
@@ -80,7 +80,7 @@ impl Load {
     /// # Examples
     ///
     /// ```
-    /// use admission_core::balancer::Load;
+    /// use admission_http::balancer::Load;
     ///
     /// assert_eq!(Load::new(0.0, 0.0, 0.0).agent_weight(), 100);
     /// assert_eq!(Load::new(0.27, 0.0, 0.0).agent_weight(), 73);
@@ -116,7 +116,7 @@ impl Load {
     /// # Examples
     ///
     /// ```
-    /// use admission_core::balancer::Load;
+    /// use admission_http::balancer::Load;
     ///
     /// assert_eq!(
     ///     Load::new(1.0, 12.5, 30.0).orca_text(),
@@ -140,7 +140,7 @@ impl Load {
 /// # Examples
 ///
 /// ```
-/// use admission_core::balancer::LoadReport;
+/// use admission_http::balancer::LoadReport;
 /// use admission_core::{Pool, RequestPools};
 ///
 /// let registry = Pool::new("registry", 2).unwrap();
@@ -176,7 +176,7 @@ impl Default for LoadReport {
     /// # Examples
     ///
     /// ```
-    /// use admission_core::balancer::LoadReport;
+    /// use admission_http::balancer::LoadReport;
     ///
     /// assert_eq!(LoadReport::default().load().agent_weight(), 100);
     /// ```
@@ -193,7 +193,7 @@ impl LoadReport {
     ///
     /// ```
     /// use admission_core::Pool;
-    /// use admission_core::balancer::LoadReport;
+    /// use admission_http::balancer::LoadReport;
     ///
     /// let report = LoadReport::new(&Pool::new("registry", 2).unwrap());
     /// assert_eq!(report.load().utilization, 0.0);
@@ -224,7 +224,7 @@ impl LoadReport {
     /// # Examples
     ///
     /// ```
-    /// use admission_core::balancer::LoadReport;
+    /// use admission_http::balancer::LoadReport;
     /// use admission_core::{Pool, RequestPools};
     ///
     /// let requests = RequestPools::new(1, 4).unwrap();
@@ -252,7 +252,7 @@ impl LoadReport {
     /// # Examples
     ///
     /// ```
-    /// use admission_core::balancer::LoadReport;
+    /// use admission_http::balancer::LoadReport;
     /// use admission_core::{Admission, Pool};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use admission_core::balancer::{Load, LoadReport, RATE_WINDOW, Readiness};
 use admission_core::{Class, RequestPools, Shutdown};
+use admission_http::balancer::{Load, LoadReport, RATE_WINDOW, Readiness};
 use tokio::time::{Instant, advance};
 
 fn refused_lease(requests: &RequestPools, class: Class) {

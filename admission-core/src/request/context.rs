@@ -1,0 +1,53 @@
+//! What pure work in the current task runs under: a request's lease, a
+//! loop owner's reservation, or nothing.
+//!
+//! This module owns [`Context`] and its passage through the crate's
+//! task-local scope, which stores it opaquely (the scope names nothing
+//! above it). It must never decide an admission: it only says what the
+//! current task holds.
+
+use std::sync::Arc;
+
+use super::Lease;
+use crate::pool::Pool;
+use crate::scope::{self, Held, ScopePart};
+
+/// What pure work in the current task runs under.
+#[derive(Debug, Clone, Default)]
+pub(crate) enum Context {
+    /// Neither a lease nor a reservation: pure work takes a fresh lease.
+    #[default]
+    Empty,
+    /// A request's lease, inherited by the work it does.
+    Lease(Lease),
+    /// A loop owner's reservation (its pool): each call takes one of its
+    /// slots.
+    Reservation(Pool),
+}
+
+impl Context {
+    /// This context as the scope stores it.
+    pub(crate) fn held(self) -> Option<Held> {
+        match self {
+            Context::Empty => None,
+            context => Some(Arc::new(context)),
+        }
+    }
+
+    /// A scope part that sets this context over the caller it is polled
+    /// for.
+    pub(crate) fn part(self) -> ScopePart {
+        ScopePart::Context(self.held())
+    }
+}
+
+/// Reads the current task's context, `Empty` outside any scope, without
+/// cloning it.
+pub(crate) fn with_current<R>(read: impl FnOnce(&Context) -> R) -> R {
+    scope::with_current(
+        |held| match held.and_then(|held| held.downcast_ref::<Context>()) {
+            Some(context) => read(context),
+            None => read(&Context::Empty),
+        },
+    )
+}

@@ -1,0 +1,239 @@
+//! The bound on how long a request's body may keep its reader waiting.
+//!
+//! This module owns [`RequestBody`], a request body under the same
+//! [`ProgressTimeout`] as a leased response, and the [`RequestStalled`]
+//! error it ends with. A call whose handler waits on a body the client
+//! stopped sending (HEADERS and one byte of a message, never the rest)
+//! would hold its lease for as long as the client likes; under the bound
+//! the body ends with an error, the handler answers, and the lease goes
+//! with that answer. It must never buffer the body, never count the
+//! handler's own pace (a body not polled is not waited on), and never log
+//! per request: stalls are counted and logged once per interval (the
+//! `progress` module's `stalled`).
+
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use tokio::time::{Instant, Sleep};
+
+use crate::body::BoxError;
+use crate::progress::{self, ProgressTimeout, STREAM_STALLED, Side};
+
+pin_project_lite::pin_project! {
+    /// A request body whose reader is not kept waiting past a
+    /// [`ProgressTimeout`]: the clock starts when a poll finds no frame
+    /// (the handler waits on the client) and stops at the next frame; a
+    /// wait that reaches the bound ends the body with [`RequestStalled`]
+    /// (code `ADMISSION_STREAM_STALLED`, counted with stalled responses).
+    ///
+    /// Wrap the server's request bodies before the handlers see them, with
+    /// the server's own erased body type around it: for tonic,
+    /// `tower::util::MapRequestLayer` turning `Request<tonic::body::Body>`
+    /// into `req.map(|b| tonic::body::Body::new(RequestBody::new(b, bound)))`,
+    /// and likewise `axum::body::Body::new` for axum. Outside a tokio
+    /// runtime the body is never timed (nothing can wake it).
+    ///
+    /// # Panics
+    ///
+    /// Polling it inside a tokio runtime built without timers panics, as
+    /// every tokio timer does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use admission_http::body::ProgressTimeout;
+    /// use admission_http::request_body::{RequestBody, RequestStalled};
+    /// use http_body::Frame;
+    /// use http_body_util::{BodyExt, StreamBody};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// // One byte of a message, then nothing: a client that stopped sending.
+    /// let first = futures_util::stream::iter([Ok::<_, std::convert::Infallible>(Frame::data(bytes::Bytes::from("x")))]);
+    /// let stalled = StreamBody::new(first.chain(futures_util::stream::pending()));
+    /// let bound = ProgressTimeout::new(Duration::from_millis(50)).unwrap();
+    /// let mut body = RequestBody::new(stalled, bound);
+    ///
+    /// assert_eq!(body.frame().await.unwrap().unwrap().into_data().unwrap(), "x");
+    /// let ended = body.frame().await.unwrap().unwrap_err();
+    /// assert!(ended.is::<RequestStalled>(), "ended at the bound: {ended}");
+    /// assert!(body.frame().await.is_none(), "and stays ended");
+    /// # }
+    /// # use futures_util::StreamExt as _;
+    /// ```
+    #[derive(Debug)]
+    pub struct RequestBody<B> {
+        #[pin]
+        inner: B,
+        bound: ProgressTimeout,
+        // Armed while the reader waits: created at the first wait, reset at
+        // the first wait after each frame.
+        timer: Option<Pin<Box<Sleep>>>,
+        waiting: bool,
+        stalled: bool,
+    }
+}
+
+impl<B> RequestBody<B> {
+    /// Puts `inner` under `bound`.
+    pub fn new(inner: B, bound: ProgressTimeout) -> Self {
+        RequestBody {
+            inner,
+            bound,
+            timer: None,
+            waiting: false,
+            stalled: false,
+        }
+    }
+}
+
+impl<B> Body for RequestBody<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.project();
+        if *this.stalled {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(frame) = this.inner.poll_frame(cx) {
+            *this.waiting = false;
+            return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
+        }
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Poll::Pending;
+        }
+        let deadline = Instant::now() + this.bound.get();
+        let timer = this
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if !*this.waiting {
+            // The first wait since the last frame: the clock starts now.
+            *this.waiting = true;
+            timer.as_mut().reset(deadline);
+        }
+        if timer.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        *this.stalled = true;
+        progress::stalled(Side::Request);
+        Poll::Ready(Some(Err(Box::new(RequestStalled))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.stalled || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The error a [`RequestBody`] ends with when its client sent nothing for
+/// its [`ProgressTimeout`] while the handler waited: the handler's read
+/// fails, its call answers, and its lease goes with the answer. Over gRPC
+/// the call's status message starts with `ADMISSION_STREAM_STALLED`.
+///
+/// # Examples
+///
+/// ```
+/// use admission_http::body::STREAM_STALLED;
+/// use admission_http::request_body::RequestStalled;
+///
+/// assert!(RequestStalled.to_string().starts_with(STREAM_STALLED));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestStalled;
+
+impl fmt::Display for RequestStalled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{STREAM_STALLED}: the request's body stopped arriving; the call was ended"
+        )
+    }
+}
+
+impl std::error::Error for RequestStalled {}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use http_body::Frame;
+    use http_body_util::{BodyExt, StreamBody};
+    use tokio::sync::mpsc;
+
+    use super::{ProgressTimeout, RequestBody, RequestStalled};
+
+    type Sent = Result<Frame<Bytes>, std::convert::Infallible>;
+
+    /// A body whose client is the returned sender, under a bound of `bound_ms`.
+    fn body(
+        bound_ms: u64,
+    ) -> (
+        mpsc::UnboundedSender<Sent>,
+        RequestBody<impl http_body::Body<Data = Bytes, Error = std::convert::Infallible>>,
+    ) {
+        let (send, mut receive) = mpsc::unbounded_channel();
+        let frames = futures_util::stream::poll_fn(move |cx| receive.poll_recv(cx));
+        let bound = ProgressTimeout::new(Duration::from_millis(bound_ms)).unwrap();
+        (send, RequestBody::new(StreamBody::new(frames), bound))
+    }
+
+    fn part() -> Sent {
+        Ok(Frame::data(Bytes::from_static(b"x")))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_keeps_sending_within_the_bound_is_never_cut() {
+        let (send, mut body) = body(1000);
+        // A part every 900 ms for 9 s: ten times the bound in all, never
+        // the bound between two parts.
+        let sender = tokio::spawn(async move {
+            for _ in 0..10 {
+                tokio::time::sleep(Duration::from_millis(900)).await;
+                send.send(part()).unwrap();
+            }
+        });
+        for n in 0..10 {
+            let frame = body
+                .frame()
+                .await
+                .expect("a part")
+                .unwrap_or_else(|e| panic!("part {n}: {e}"));
+            assert!(frame.is_data());
+        }
+        sender.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_that_reaches_the_bound_ends_the_body_and_the_clock_starts_at_the_wait() {
+        let (send, mut body) = body(1000);
+        send.send(part()).unwrap();
+        body.frame().await.unwrap().unwrap();
+        // The handler works 5 s before it reads again: not a wait.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let started = tokio::time::Instant::now();
+        let ended = body.frame().await.unwrap().unwrap_err();
+        assert!(ended.is::<RequestStalled>(), "{ended}");
+        assert_eq!(
+            started.elapsed(),
+            Duration::from_secs(1),
+            "the bound from the wait's start"
+        );
+        drop(send);
+    }
+}
