@@ -45,6 +45,7 @@ struct Shared {
     /// event.
     pool: &'static str,
     capacity: usize,
+    #[cfg_attr(loom, expect(dead_code, reason = "under loom no thread exits idle"))]
     keep_alive: Duration,
     state: Mutex<State>,
     ready: Condvar,
