@@ -63,3 +63,14 @@ fn all_back(pool: &crate::Pool) {
         "each slot returned exactly once"
     );
 }
+
+/// Every slot's number is back on the free list of `permits`, once.
+fn assert_all_free(permits: &crate::pool::permits::Permits, capacity: u32) {
+    let mut free = permits.free_slots();
+    free.sort_unstable();
+    assert_eq!(
+        free,
+        (0..capacity).collect::<Vec<_>>(),
+        "each number back on the free list exactly once"
+    );
+}
