@@ -1,137 +1,92 @@
 //! The answer a handler gives when admission or its work did not produce a
 //! response.
 //!
-//! This module owns [`Rejection`] and the one place a core
-//! [`Problem`] becomes an HTTP response in this adapter. It must never choose
-//! a body or a header of its own: status, headers and bytes are core's.
-
-use std::fmt;
+//! This module owns actix-web's [`Rejection`] (its `ResponseError`) and the
+//! one place an `http` answer becomes an actix-web response in this
+//! adapter; everything else about a rejection is `admission-http`'s shared
+//! one. It must never choose a body or a header of its own.
 
 use actix_web::body::BoxBody;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 use actix_web::{HttpResponse, ResponseError};
-use admission_core::{Refusal, WorkError};
 use admission_http::{HeaderText, HttpRefusalStatus, Problem};
 use bytes::Bytes;
 
-/// A refusal or a failed piece of work, as a handler returns it: `503` (or
-/// `429`, see [`with_status`](Self::with_status)) with `Retry-After` and an
-/// `application/problem+json` body for a refusal, `500` with a code and no
-/// message for work that failed or panicked, and `500` with
-/// `ADMISSION_REENTRANT` and no `Retry-After` for a task that waited on a
-/// slot only it could free (a programming error, not overload).
-///
-/// `From<Refusal>` and `From<WorkError<E>>` (for any `E`) let a handler use
-/// `?` on [`Pool::run`](admission_core::Pool::run),
-/// [`RequestPools::execute_pure`](admission_core::RequestPools::execute_pure),
-/// [`Coalescing::run`](admission_core::Coalescing::run) and a lease; it is an
-/// actix-web [`ResponseError`].
-///
-/// # Examples
-///
-/// ```
-/// use actix_web::ResponseError;
-/// use admission_actix::Rejection;
-/// use admission_core::{Admission, Pool};
-///
-/// async fn metrics(registry: &Pool) -> Result<String, Rejection> {
-///     Ok(registry.run(|| Ok::<_, std::fmt::Error>("# EOF\n".to_owned()), Admission::FailFast).await?)
-/// }
-///
-/// # #[actix_web::main]
-/// # async fn main() {
-/// let registry = Pool::new("registry", 1).unwrap();
-/// assert_eq!(metrics(&registry).await.unwrap(), "# EOF\n");
-///
-/// let _walking = registry.try_admit().unwrap();
-/// let refused = metrics(&registry).await.unwrap_err().error_response();
-/// assert_eq!(refused.status(), 503);
-/// assert_eq!(refused.headers().get("retry-after").unwrap(), "1");
-/// # }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rejection {
-    // What kind of end it was; the work's own error value is dropped on the
-    // way in, since it never reaches the client. A refusal is `Refused`.
-    error: WorkError<()>,
-    status: HttpRefusalStatus,
-}
-
-impl Rejection {
-    /// The same rejection, answered with `status` if it is a refusal (work
-    /// that failed stays `500`).
+admission_http::declare_rejection! {
+    /// A refusal or a failed piece of work, as a handler returns it: `503` (or
+    /// `429`, see [`with_status`](Self::with_status)) with `Retry-After` and an
+    /// `application/problem+json` body for a refusal, `500` with a code and no
+    /// message for work that failed or panicked, and `500` with
+    /// `ADMISSION_REENTRANT` and no `Retry-After` for a task that waited on a
+    /// slot only it could free (a programming error, not overload).
+    ///
+    /// `From<Refusal>` and `From<WorkError<E>>` (for any `E`) let a handler use
+    /// `?` on [`Pool::run`](admission_core::Pool::run),
+    /// [`RequestPools::execute_pure`](admission_core::RequestPools::execute_pure),
+    /// [`Coalescing::run`](admission_core::Coalescing::run) and a lease; it is an
+    /// actix-web [`ResponseError`].
     ///
     /// # Examples
     ///
     /// ```
     /// use actix_web::ResponseError;
     /// use admission_actix::Rejection;
-    /// use admission_core::Pool;
-    /// use admission_actix::HttpRefusalStatus;
+    /// use admission_core::{Admission, Pool};
     ///
-    /// let pool = Pool::new("registry", 1).unwrap();
-    /// let _held = pool.try_admit().unwrap();
-    /// let rejection = Rejection::from(pool.try_admit().unwrap_err());
-    /// assert_eq!(rejection.with_status(HttpRefusalStatus::TooManyRequests).status_code(), 429);
+    /// async fn metrics(registry: &Pool) -> Result<String, Rejection> {
+    ///     Ok(registry.run(|| Ok::<_, std::fmt::Error>("# EOF\n".to_owned()), Admission::FailFast).await?)
+    /// }
+    ///
+    /// # #[actix_web::main]
+    /// # async fn main() {
+    /// let registry = Pool::new("registry", 1).unwrap();
+    /// assert_eq!(metrics(&registry).await.unwrap(), "# EOF\n");
+    ///
+    /// let _walking = registry.try_admit().unwrap();
+    /// let refused = metrics(&registry).await.unwrap_err().error_response();
+    /// assert_eq!(refused.status(), 503);
+    /// assert_eq!(refused.headers().get("retry-after").unwrap(), "1");
+    /// # }
     /// ```
+    HttpRefusalStatus
+}
+
+impl Rejection {
+    /// The same answer with the app's own body (an HTML page, its own
+    /// JSON) in place of the problem document; the status, `Retry-After`,
+    /// `x-admission-retry-after-ms` and `x-admission-refusal` stay ours.
+    /// A content type that is not a valid header value keeps the problem
+    /// document.
     #[must_use]
-    pub fn with_status(self, status: HttpRefusalStatus) -> Rejection {
-        Rejection { status, ..self }
-    }
-
-    /// The refusal, if admission refused.
-    pub fn refusal(&self) -> Option<&Refusal> {
-        self.error.refusal()
-    }
-
-    /// The answer core describes for this rejection.
-    pub fn problem(&self) -> Problem {
-        Problem::work_error(&self.error, self.status)
-    }
-}
-
-impl From<Refusal> for Rejection {
-    fn from(refusal: Refusal) -> Self {
-        Rejection {
-            error: WorkError::Refused(refusal),
-            status: HttpRefusalStatus::default(),
+    pub fn with_body(self, content_type: &HeaderValue, body: Bytes) -> Self {
+        match http::HeaderValue::from_bytes(content_type.as_bytes()) {
+            Ok(content_type) => Rejection(self.0.with_body(content_type, body)),
+            Err(_) => self,
         }
-    }
-}
-
-impl<E> From<WorkError<E>> for Rejection {
-    /// Keeps what kind of end it was; the work's own error value is dropped
-    /// here, since it never reaches the client.
-    fn from(err: WorkError<E>) -> Self {
-        Rejection {
-            error: err.map_err(|_| ()),
-            status: HttpRefusalStatus::default(),
-        }
-    }
-}
-
-impl fmt::Display for Rejection {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.error, f)
-    }
-}
-
-impl std::error::Error for Rejection {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.refusal().map(|r| r as _)
     }
 }
 
 impl ResponseError for Rejection {
     fn status_code(&self) -> StatusCode {
-        // The status alone: no problem body is written to answer this.
-        let code = Problem::work_error_status(&self.error, self.status);
-        StatusCode::from_u16(code).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
+        StatusCode::from_u16(self.0.status_code()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
     }
 
     fn error_response(&self) -> HttpResponse {
-        problem_response(self.problem(), BoxBody::new)
+        let answer = self.0.clone().into_http(|bytes| bytes);
+        let status = StatusCode::from_u16(answer.status().as_u16())
+            .unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+        let mut response = HttpResponse::with_body(status, BoxBody::new(answer.body().clone()));
+        let headers = response.headers_mut();
+        for (name, value) in answer.headers() {
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_str().as_bytes()),
+                HeaderValue::from_bytes(value.as_bytes()),
+            ) {
+                headers.insert(name, value);
+            }
+        }
+        response
     }
 }
 

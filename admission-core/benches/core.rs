@@ -43,7 +43,8 @@ fn admit_release(c: &mut Criterion) {
 
 /// `admit_release` inside a tokio task. A slot held by a task is recorded in
 /// the pool's holder table under the task's id (`tokio::task::try_id` and
-/// one CAS on admit, one store on release); outside any task, as in
+/// one plain store on admit, one on release, to the entry of the number
+/// the permit's own swap gave the slot); outside any task, as in
 /// `admit_release`, the holder is the thread. Each sample spawns one task on
 /// a current-thread runtime that runs all `iters` iterations and times them
 /// from inside, so the spawn and the `block_on` are not measured.

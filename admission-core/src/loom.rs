@@ -3,9 +3,9 @@
 //! their interleavings: the worker threads' queue lock and condition
 //! variable, the threads themselves, the drain's state, the pool's gate
 //! (the permit word, with its closed bit and the books it keeps, the
-//! waiting line and its wakers, and the holder cells) and the work times'
-//! seqlock (the running work a refusal reads, and the spin of a reader
-//! that meets a writer).
+//! waiting line and its wakers, the free list of slot numbers, and the
+//! holder table) and the work times' seqlock (the running work a refusal
+//! reads, and the spin of a reader that meets a writer).
 //!
 //! tokio's oneshot (still used for a work's result, no longer by a waiter)
 //! is *not* loom-instrumented when tokio is a dependency (tokio swaps it

@@ -57,6 +57,29 @@ async fn at_once<T>(call: impl Future<Output = T>) -> T {
     out
 }
 
+/// Spawns a task that takes one slot of `pool` and holds it until the
+/// returned sender is used; returns once it holds it.
+async fn held_by_another_task(
+    pool: &Pool,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (holding_tx, holding) = tokio::sync::oneshot::channel::<()>();
+    let (release, release_rx) = tokio::sync::oneshot::channel::<()>();
+    let holder = tokio::spawn({
+        let pool = pool.clone();
+        async move {
+            let slot = pool.try_admit().unwrap();
+            holding_tx.send(()).unwrap();
+            release_rx.await.unwrap();
+            drop(slot);
+        }
+    });
+    holding.await.unwrap();
+    (release, holder)
+}
+
 /// The refusal's code, or the whole result when it is not a refusal.
 fn refused<T: std::fmt::Debug, E: std::fmt::Debug>(result: Result<T, WorkError<E>>) -> Refusal {
     match result {
@@ -319,18 +342,7 @@ async fn a_task_whose_lease_went_to_its_pure_work_waits_and_is_admitted_when_the
 #[tokio::test(flavor = "current_thread")]
 async fn a_different_task_waiting_on_a_full_pool_is_admitted_when_the_slot_frees() {
     let pool = Pool::new("reentrant-other-task", 1).unwrap();
-    let (holding_tx, holding) = tokio::sync::oneshot::channel::<()>();
-    let (release, release_rx) = tokio::sync::oneshot::channel::<()>();
-    let holder = tokio::spawn({
-        let pool = pool.clone();
-        async move {
-            let slot = pool.try_admit().unwrap();
-            holding_tx.send(()).unwrap();
-            release_rx.await.unwrap();
-            drop(slot);
-        }
-    });
-    holding.await.unwrap();
+    let (release, holder) = held_by_another_task(&pool).await;
 
     let (done_tx, mut done) = tokio::sync::mpsc::unbounded_channel();
     let waiter = tokio::spawn({
@@ -366,18 +378,7 @@ async fn a_different_task_waiting_on_a_full_pool_is_admitted_when_the_slot_frees
 #[tokio::test(flavor = "current_thread")]
 async fn a_task_holding_some_but_not_every_slot_waits_for_the_others() {
     let pool = Pool::new("reentrant-some", 2).unwrap();
-    let (release, release_rx) = tokio::sync::oneshot::channel::<()>();
-    let (holding_tx, holding) = tokio::sync::oneshot::channel::<()>();
-    let other = tokio::spawn({
-        let pool = pool.clone();
-        async move {
-            let slot = pool.try_admit().unwrap();
-            holding_tx.send(()).unwrap();
-            release_rx.await.unwrap();
-            drop(slot);
-        }
-    });
-    holding.await.unwrap();
+    let (release, other) = held_by_another_task(&pool).await;
 
     let task_pool = pool.clone();
     let (waited, second) = in_task(async move {
@@ -639,18 +640,7 @@ async fn a_reentrant_wait_is_logged_at_error_once_per_call_site() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_slot_handed_over_through_the_line_is_the_waiters_own() {
     let pool = Pool::new("reentrant-handoff", 1).unwrap();
-    let (holding_tx, holding) = tokio::sync::oneshot::channel::<()>();
-    let (release, release_rx) = tokio::sync::oneshot::channel::<()>();
-    let holder = tokio::spawn({
-        let pool = pool.clone();
-        async move {
-            let slot = pool.try_admit().unwrap();
-            holding_tx.send(()).unwrap();
-            release_rx.await.unwrap();
-            drop(slot);
-        }
-    });
-    holding.await.unwrap();
+    let (release, holder) = held_by_another_task(&pool).await;
 
     let task_pool = pool.clone();
     let (in_line, again) = in_task(async move {

@@ -59,6 +59,11 @@ pin_project_lite::pin_project! {
         Refused {
             response: Response<Option<Bytes>>,
         },
+        // Let through by the app's bypass: no lease, never refused.
+        Bypassed {
+            #[pin]
+            future: F,
+        },
         // Waiting in the class pool's queue: the lease and the inner call's
         // future once it comes, or the refusal's answer.
         Queued {
@@ -105,6 +110,12 @@ impl<F> ResponseFuture<F> {
         }
     }
 
+    pub(crate) fn bypassed(future: F) -> Self {
+        ResponseFuture {
+            state: State::Bypassed { future },
+        }
+    }
+
     pub(crate) fn refused(response: Response<Option<Bytes>>) -> Self {
         ResponseFuture {
             state: State::Refused { response },
@@ -131,6 +142,11 @@ where
                 Err(response) => State::Refused { response },
             };
             state.set(next);
+        }
+        if let StateProj::Bypassed { future } = state.as_mut().project() {
+            let output = ready!(future.poll(cx));
+            state.set(State::Done);
+            return Poll::Ready(output.map(|response| response.map(LeasedBody::unleased)));
         }
         if let StateProj::Admitted { future, .. } = state.as_mut().project() {
             let output = ready!(future.poll(cx));

@@ -9,13 +9,16 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use admission_core::{Caller, Class, RequestPools};
+use admission_core::{Caller, Class, Refusal, RequestPools};
+use bytes::Bytes;
+use http::HeaderValue;
 use http::request::Parts;
 use tower_layer::Layer;
 
 use crate::admit::RequestAdmission;
 use crate::body::ProgressTimeout;
 use crate::classify::Classify;
+use crate::hooks::{Bypass, RefusalBody};
 use crate::problem::HttpRefusalStatus;
 use crate::protocol::Protocol;
 use crate::service::{AdmissionService, FailFast, Queue, Shared};
@@ -174,6 +177,8 @@ impl<P: Protocol> AdmissionLayer<P, FailFast> {
             classify: P::default_classify(),
             protocol,
             progress: ProgressTimeout::DEFAULT,
+            bypass: None,
+            refusal_body: None,
         })
     }
 }
@@ -350,6 +355,43 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
         self.with(|shared| shared.progress = bound)
     }
 
+    /// Lets every request for which `predicate` (over the request head)
+    /// answers `true` through with no lease: never refused, never counted
+    /// against a class, its response body never watched. For health and
+    /// readiness routes, gRPC health and reflection, anything that must
+    /// answer whatever the load. The predicate runs on every request, so
+    /// keep it to a comparison (a path, a header's presence).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, RequestPools};
+    /// use admission_http::AdmissionLayer;
+    /// use http::{Request, Response};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let layer = AdmissionLayer::new(pools.clone()).bypass(|head| head.uri.path() == "/healthz");
+    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(Response::new(String::from("ok")))
+    /// }));
+    /// let _every_control_slot = pools.try_lease(Class::Control).unwrap();
+    /// let health = Request::get("/healthz").body(()).unwrap();
+    /// assert_eq!(service.clone().oneshot(health).await.unwrap().status(), 200);
+    /// let other = Request::get("/status").body(()).unwrap();
+    /// assert_eq!(service.oneshot(other).await.unwrap().status(), 503);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn bypass<F>(self, predicate: F) -> Self
+    where
+        F: Fn(&Parts) -> bool + Send + Sync + 'static,
+    {
+        self.with(|shared| shared.bypass = Some(Bypass::new(predicate)))
+    }
+
     /// Answers refusals with `status` instead of the protocol's default:
     /// e.g. [`HttpRefusalStatus::TooManyRequests`] for clients that expect
     /// `429`.
@@ -432,6 +474,54 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
             shared: Arc::new(shared),
             mode: PhantomData,
         }
+    }
+}
+
+impl<M> AdmissionLayer<HttpRefusalStatus, M> {
+    /// Answers a refusal with the app's own body (an HTML page in the
+    /// site's theme, its own JSON shape) where `body` gives one for the
+    /// refusal and the request's head: its content type and bytes replace
+    /// the problem document, while the status, `Retry-After`,
+    /// `x-admission-retry-after-ms`, `x-admission-refusal` and
+    /// `cache-control: no-store` stay the layer's. `None` keeps the problem
+    /// document (`application/problem+json`, the default), so one layer
+    /// can serve pages and an API. The closure runs on refusals only.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, RequestPools};
+    /// use admission_http::AdmissionLayer;
+    /// use bytes::Bytes;
+    /// use http::{HeaderValue, Request, Response};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let layer = AdmissionLayer::new(pools.clone()).refusal_body(|_refusal, head| {
+    ///     head.uri.path().starts_with("/app/").then(|| {
+    ///         (HeaderValue::from_static("text/html; charset=utf-8"), Bytes::from_static(b"<h1>Busy</h1>"))
+    ///     })
+    /// });
+    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+    /// }));
+    /// let _every_control_slot = pools.try_lease(Class::Control).unwrap();
+    /// let page = service.clone().oneshot(Request::get("/app/home").body(()).unwrap()).await.unwrap();
+    /// assert_eq!(page.status(), 503);
+    /// assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
+    /// assert!(page.headers().contains_key("retry-after"));
+    /// let api = service.oneshot(Request::get("/api/items").body(()).unwrap()).await.unwrap();
+    /// assert_eq!(api.headers()["content-type"], "application/problem+json");
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn refusal_body<F>(self, body: F) -> Self
+    where
+        F: Fn(&Refusal, &Parts) -> Option<(HeaderValue, Bytes)> + Send + Sync + 'static,
+    {
+        self.with(|shared| shared.refusal_body = Some(RefusalBody::new(body)))
     }
 }
 

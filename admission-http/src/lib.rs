@@ -109,6 +109,8 @@ mod grpc;
 #[cfg(feature = "server")]
 mod headers;
 #[cfg(feature = "server")]
+mod hooks;
+#[cfg(feature = "server")]
 mod layer;
 #[cfg(feature = "balancer")]
 #[cfg_attr(docsrs, doc(cfg(feature = "balancer")))]
@@ -118,6 +120,7 @@ mod problem;
 mod progress;
 #[cfg(feature = "server")]
 mod protocol;
+mod rejection;
 #[cfg(feature = "server")]
 pub mod request_body;
 #[cfg(feature = "server")]
@@ -133,6 +136,7 @@ pub use crate::problem::{
 };
 // Sibling-only: the adapters and the client re-export what their users
 // need; here they stay out of the documented API.
+pub use crate::rejection::Rejection;
 #[doc(hidden)]
 pub use crate::wire::{
     BUDGET_HEADER, CRITICALITY_HEADER, ENVOY_TIMEOUT_HEADER, GRPC_TIMEOUT_HEADER, Malformed,
@@ -141,7 +145,16 @@ pub use crate::wire::{
 #[doc(hidden)]
 pub use crate::{grpc::grpc_path, problem::HeaderText};
 
-#[cfg(all(feature = "server", any(feature = "tower-http", feature = "tower-http-06")))]
+/// What [`declare_rejection`] names; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    pub use admission_core::{Refusal, WorkError};
+}
+
+#[cfg(all(
+    feature = "server",
+    any(feature = "tower-http", feature = "tower-http-06")
+))]
 pub use crate::shed::ShedAware;
 #[cfg(feature = "server")]
 pub use crate::{

@@ -12,7 +12,8 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use admission_core::{Caller, Class};
+use admission_core::{Caller, Class, Refusal};
+use bytes::Bytes;
 use http::{Request, Response};
 use tower_service::Service;
 
@@ -20,6 +21,7 @@ use crate::admit::RequestAdmission;
 use crate::body::{LeasedBody, ProgressTimeout};
 use crate::classify::Classify;
 use crate::future::ResponseFuture;
+use crate::hooks::{Bypass, RefusalBody};
 use crate::problem::HttpRefusalStatus;
 use crate::protocol::Protocol;
 
@@ -44,9 +46,24 @@ pub(crate) struct Shared<P> {
     pub(crate) protocol: P,
     /// How long an admitted response may let a frame lie unread.
     pub(crate) progress: ProgressTimeout,
+    /// Requests that pass with no lease (health, reflection), if any.
+    pub(crate) bypass: Option<Bypass>,
+    /// The app's own refusal body, if any (HTTP only).
+    pub(crate) refusal_body: Option<RefusalBody>,
 }
 
 impl<P> Shared<P> {
+    /// Whether the app's bypass lets `request` through with no lease, and
+    /// the request.
+    fn bypassed<B>(&self, request: Request<B>) -> (bool, Request<B>) {
+        let Some(bypass) = &self.bypass else {
+            return (false, request);
+        };
+        let (parts, body) = request.into_parts();
+        let passes = bypass.passes(&parts);
+        (passes, Request::from_parts(parts, body))
+    }
+
     /// The caller a request's headers describe, its class, and the request
     /// given back whole.
     fn read<B>(&self, request: Request<B>) -> (Caller, Class, Request<B>) {
@@ -61,6 +78,18 @@ impl<P> Shared<P> {
     }
 }
 
+impl<P: Protocol> Shared<P> {
+    /// The answer to `refusal` of `request`: the protocol's, with the app's
+    /// body when it gave one.
+    fn refuse<B>(&self, refusal: &Refusal, request: Request<B>) -> Response<Option<Bytes>> {
+        let response = self.protocol.refusal(refusal);
+        match &self.refusal_body {
+            Some(body) => body.apply(refusal, &request.into_parts().0, response),
+            None => response,
+        }
+    }
+}
+
 impl<P: fmt::Debug> fmt::Debug for Shared<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Shared")
@@ -69,6 +98,8 @@ impl<P: fmt::Debug> fmt::Debug for Shared<P> {
             .field("trust", &self.admission.trust())
             .field("classify", &self.classify)
             .field("refusal_status", &self.protocol)
+            .field("bypass", &self.bypass)
+            .field("refusal_body", &self.refusal_body)
             .finish()
     }
 }
@@ -176,6 +207,10 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<S::Future> {
+        let (passes, request) = self.shared.bypassed(request);
+        if passes {
+            return ResponseFuture::bypassed(self.inner.call(request));
+        }
         let (caller, class, request) = self.shared.read(request);
         match self.shared.admission.try_lease(class, caller) {
             Ok(lease) => {
@@ -189,7 +224,7 @@ where
                     self.shared.progress,
                 )
             }
-            Err(refusal) => ResponseFuture::refused(self.shared.protocol.refusal(&refusal)),
+            Err(refusal) => ResponseFuture::refused(self.shared.refuse(&refusal, request)),
         }
     }
 }
@@ -226,7 +261,7 @@ where
                         let future = lease.scope_sync_for(caller, || inner.call(request));
                         Ok((lease.clone().scope_for(caller, future), lease))
                     }
-                    Err(refusal) => Err(shared.protocol.refusal(&refusal)),
+                    Err(refusal) => Err(shared.refuse(&refusal, request)),
                 }
             }),
         )

@@ -4,15 +4,13 @@
 //! create pools: tonic clones the layered service for every connection, and
 //! every clone shares the one set of pools the layer was given.
 
-use std::sync::Arc;
-
 use admission_core::{Class, RequestPools};
 use admission_http::body::ProgressTimeout;
 use admission_http::{Classify, FailFast, GrpcRefusalStatus, Queue};
 use tower_layer::Layer;
 
 use crate::classify::Call;
-use crate::service::{AdmissionService, Streams};
+use crate::service::{AdmissionService, UNLEASED, unleased};
 
 /// A tower [`Layer`] for tonic servers
 /// (`Server::builder().layer(AdmissionLayer::new(pools))`) that makes every
@@ -69,7 +67,6 @@ use crate::service::{AdmissionService, Streams};
 #[derive(Debug, Clone)]
 pub struct AdmissionLayer<M = FailFast> {
     inner: admission_http::AdmissionLayer<GrpcRefusalStatus, M>,
-    streams: Streams,
 }
 
 impl AdmissionLayer {
@@ -100,8 +97,8 @@ impl AdmissionLayer {
     /// ```
     pub fn new(pools: RequestPools) -> Self {
         AdmissionLayer {
-            inner: admission_http::AdmissionLayer::speaking(pools, GrpcRefusalStatus::default()),
-            streams: Streams::default(),
+            inner: admission_http::AdmissionLayer::speaking(pools, GrpcRefusalStatus::default())
+                .bypass(unleased(UNLEASED)),
         }
     }
 
@@ -224,7 +221,6 @@ impl<M> AdmissionLayer<M> {
     pub fn refusal_status(self, status: GrpcRefusalStatus) -> Self {
         AdmissionLayer {
             inner: self.inner.refusal_status(status),
-            streams: self.streams,
         }
     }
 
@@ -260,7 +256,6 @@ impl<M> AdmissionLayer<M> {
     pub fn queue(self) -> AdmissionLayer<Queue> {
         AdmissionLayer {
             inner: self.inner.queue(),
-            streams: self.streams,
         }
     }
 
@@ -283,7 +278,6 @@ impl<M> AdmissionLayer<M> {
     pub fn trust_peers(self) -> Self {
         AdmissionLayer {
             inner: self.inner.trust_peers(),
-            streams: self.streams,
         }
     }
 
@@ -355,9 +349,45 @@ impl<M> AdmissionLayer<M> {
     /// # }
     /// ```
     #[must_use]
-    pub fn unleased(mut self, services: impl IntoIterator<Item = &'static str>) -> Self {
-        self.streams.unleased = services.into_iter().collect::<Arc<[_]>>();
-        self
+    pub fn unleased(self, services: impl IntoIterator<Item = &'static str>) -> Self {
+        AdmissionLayer {
+            inner: self.inner.bypass(unleased(services)),
+        }
+    }
+
+    /// Lets every call for which `predicate` (over the request head)
+    /// answers `true` through with no lease, never refused, in place of the
+    /// [`unleased`](Self::unleased) services: the general form of it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, RequestPools};
+    /// use admission_tonic::AdmissionLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let layer = AdmissionLayer::new(pools.clone())
+    ///     .bypass(|head| head.uri.path().starts_with("/shop.v1.Ready/"));
+    /// let server = layer.layer(service_fn(|_req: http::Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
+    /// }));
+    /// let _work = pools.try_lease(Class::Work).unwrap();
+    /// let call = http::Request::post("/shop.v1.Ready/Check").body(()).unwrap();
+    /// let response = server.oneshot(call).await.unwrap();
+    /// assert!(response.headers().get("grpc-status").is_none(), "never refused");
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn bypass<F>(self, predicate: F) -> Self
+    where
+        F: Fn(&http::request::Parts) -> bool + Send + Sync + 'static,
+    {
+        AdmissionLayer {
+            inner: self.inner.bypass(predicate),
+        }
     }
 
     /// How long a leased response may let a message lie unread (its
@@ -385,14 +415,12 @@ impl<M> AdmissionLayer<M> {
     pub fn progress_timeout(self, bound: ProgressTimeout) -> Self {
         AdmissionLayer {
             inner: self.inner.progress_timeout(bound),
-            streams: self.streams,
         }
     }
 
     fn with_classify(self, classify: Classify) -> Self {
         AdmissionLayer {
             inner: self.inner.with_classify(classify),
-            streams: self.streams,
         }
     }
 }
@@ -401,6 +429,6 @@ impl<S, M> Layer<S> for AdmissionLayer<M> {
     type Service = AdmissionService<S, M>;
 
     fn layer(&self, inner: S) -> AdmissionService<S, M> {
-        AdmissionService::new(self.inner.layer(inner), self.streams.clone())
+        AdmissionService::new(self.inner.layer(inner))
     }
 }

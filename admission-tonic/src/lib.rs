@@ -19,7 +19,8 @@
 //!   honours the criticality and budget metadata of trusted peers, and
 //!   [`refusal_status`](AdmissionLayer::refusal_status) answers
 //!   `RESOURCE_EXHAUSTED` ([`GrpcRefusalStatus`]). It makes an
-//!   [`AdmissionService`], whose [`future::ResponseFuture`] answers with a
+//!   [`AdmissionService`], whose `admission_http`
+//!   [`ResponseFuture`](admission_http::future::ResponseFuture) answers with a
 //!   [`body::LeasedBody`].
 //! * [`Rejection`]: a core [`Refusal`](admission_core::Refusal) or
 //!   [`WorkError`](admission_core::WorkError) on its way to a
@@ -158,7 +159,7 @@ mod classify;
 #[cfg(feature = "connections")]
 #[cfg_attr(docsrs, doc(cfg(feature = "connections")))]
 pub mod connections;
-pub mod future;
+
 mod layer;
 mod rejection;
 mod service;

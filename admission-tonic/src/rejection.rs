@@ -1,150 +1,73 @@
 //! The answer a handler gives when admission or its work did not produce a
 //! response, as a gRPC status.
 //!
-//! This module owns [`Rejection`] and the one place an `admission-http`
-//! [`GrpcAnswer`] becomes a [`tonic::Status`]. It must never choose a code,
-//! a message or a trailer of its own: they are the middle's, the same the
-//! layer sends for a refusal.
+//! This module owns tonic's [`Rejection`] and the one place an
+//! `admission-http` [`GrpcAnswer`] becomes a [`tonic::Status`]; everything
+//! else about a rejection is `admission-http`'s shared one. It must never
+//! choose a code, a message or a trailer of its own.
 
-use std::fmt;
-
-use admission_core::{Refusal, WorkError};
 use admission_http::{GrpcAnswer, GrpcRefusalStatus, RETRY_PUSHBACK_MS};
 use tonic::Status;
 use tonic::metadata::{MetadataMap, MetadataValue};
 
-/// A refusal or a failed piece of work, as a tonic handler returns it:
-/// `UNAVAILABLE` (or `RESOURCE_EXHAUSTED`, see
-/// [`with_status`](Self::with_status)) with the stable code and the pool in
-/// the message and `grpc-retry-pushback-ms` for a refusal;
-/// `DEADLINE_EXCEEDED` and no pushback for a call whose deadline cannot
-/// cover the work; `INTERNAL` with a code (`ADMISSION_WORK_PANICKED`,
-/// `ADMISSION_WORK_FAILED`, `ADMISSION_REENTRANT`) and no message of the
-/// work's own for work that panicked or failed, and for a task that waited
-/// on a slot only it could free (a programming error, not overload).
-///
-/// `From<Refusal>` and `From<WorkError<E>>` build one, and
-/// `From<Rejection> for Status` lets `?` finish the job, so registry work
-/// in a handler is one line:
-/// `pool.run(work, Admission::FailFast).await.map_err(Rejection::from)?`.
-///
-/// # Examples
-///
-/// ```
-/// use admission_core::{Admission, Pool};
-/// use admission_tonic::Rejection;
-/// use tonic::{Code, Request, Response, Status};
-///
-/// // The body of a method of a generated service trait.
-/// async fn walk(registry: &Pool, _request: Request<()>) -> Result<Response<String>, Status> {
-///     let walk = || Ok::<_, std::fmt::Error>("# EOF\n".to_owned());
-///     let text = registry.run(walk, Admission::FailFast).await.map_err(Rejection::from)?;
-///     Ok(Response::new(text))
-/// }
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let registry = Pool::new("registry", 1).unwrap();
-/// assert_eq!(walk(&registry, Request::new(())).await.unwrap().into_inner(), "# EOF\n");
-///
-/// let _walking = registry.try_admit().unwrap();
-/// let refused = walk(&registry, Request::new(())).await.unwrap_err();
-/// assert_eq!(refused.code(), Code::Unavailable);
-/// assert!(refused.message().starts_with("ADMISSION_SATURATED: pool `registry`"));
-/// // The walk took microseconds: the pushback is the pool's millisecond
-/// // hint (`Retry-After` would have to say 1 s).
-/// let pushback = refused.metadata().get("grpc-retry-pushback-ms").unwrap();
-/// assert!(pushback.to_str().unwrap().parse::<u32>().unwrap() < 1000);
-/// # }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rejection {
-    // What kind of end it was; the work's own error value is dropped on the
-    // way in, since it never reaches the client. A refusal is `Refused`.
-    error: WorkError<()>,
-    status: GrpcRefusalStatus,
+admission_http::declare_rejection! {
+    /// A refusal or a failed piece of work, as a tonic handler returns it:
+    /// `UNAVAILABLE` (or `RESOURCE_EXHAUSTED`, see
+    /// [`with_status`](Self::with_status)) with the stable code and the pool in
+    /// the message and `grpc-retry-pushback-ms` for a refusal;
+    /// `DEADLINE_EXCEEDED` and no pushback for a call whose deadline cannot
+    /// cover the work; `INTERNAL` with a code (`ADMISSION_WORK_PANICKED`,
+    /// `ADMISSION_WORK_FAILED`, `ADMISSION_REENTRANT`) and no message of the
+    /// work's own for work that panicked or failed, and for a task that waited
+    /// on a slot only it could free (a programming error, not overload).
+    ///
+    /// `From<Refusal>` and `From<WorkError<E>>` build one, and
+    /// `From<Rejection> for Status` lets `?` finish the job, so registry work
+    /// in a handler is one line:
+    /// `pool.run(work, Admission::FailFast).await.map_err(Rejection::from)?`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Admission, Pool};
+    /// use admission_tonic::Rejection;
+    /// use tonic::{Code, Request, Response, Status};
+    ///
+    /// // The body of a method of a generated service trait.
+    /// async fn walk(registry: &Pool, _request: Request<()>) -> Result<Response<String>, Status> {
+    ///     let walk = || Ok::<_, std::fmt::Error>("# EOF\n".to_owned());
+    ///     let text = registry.run(walk, Admission::FailFast).await.map_err(Rejection::from)?;
+    ///     Ok(Response::new(text))
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let registry = Pool::new("registry", 1).unwrap();
+    /// assert_eq!(walk(&registry, Request::new(())).await.unwrap().into_inner(), "# EOF\n");
+    ///
+    /// let _walking = registry.try_admit().unwrap();
+    /// let refused = walk(&registry, Request::new(())).await.unwrap_err();
+    /// assert_eq!(refused.code(), Code::Unavailable);
+    /// assert!(refused.message().starts_with("ADMISSION_SATURATED: pool `registry`"));
+    /// // The walk took microseconds: the pushback is the pool's millisecond
+    /// // hint (`Retry-After` would have to say 1 s).
+    /// let pushback = refused.metadata().get("grpc-retry-pushback-ms").unwrap();
+    /// assert!(pushback.to_str().unwrap().parse::<u32>().unwrap() < 1000);
+    /// # }
+    /// ```
+    GrpcRefusalStatus
 }
 
 impl Rejection {
-    /// The same rejection, answered with `status` if it is a refusal (work
-    /// that failed stays `INTERNAL`).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use admission_core::Pool;
-    /// use admission_tonic::Rejection;
-    /// use admission_tonic::GrpcRefusalStatus;
-    ///
-    /// let pool = Pool::new("registry", 1).unwrap();
-    /// let _held = pool.try_admit().unwrap();
-    /// let rejection = Rejection::from(pool.try_admit().unwrap_err());
-    /// let status = rejection.with_status(GrpcRefusalStatus::ResourceExhausted).to_status();
-    /// assert_eq!(status.code(), tonic::Code::ResourceExhausted);
-    /// ```
-    #[must_use]
-    pub fn with_status(self, status: GrpcRefusalStatus) -> Rejection {
-        Rejection { status, ..self }
-    }
-
-    /// The refusal, if admission refused.
-    pub fn refusal(&self) -> Option<&Refusal> {
-        self.error.refusal()
-    }
-
-    /// The gRPC status this rejection is answered with.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use admission_core::WorkError;
-    /// use admission_tonic::Rejection;
-    ///
-    /// let status = Rejection::from(WorkError::<()>::Panicked).to_status();
-    /// assert_eq!(status.code(), tonic::Code::Internal);
-    /// assert_eq!(status.message(), "ADMISSION_WORK_PANICKED");
-    /// assert!(status.metadata().get("grpc-retry-pushback-ms").is_none(), "a panic is no refusal");
-    /// ```
+    /// The status this answers with.
     pub fn to_status(&self) -> Status {
-        into_status(&GrpcAnswer::work_error(&self.error, self.status))
-    }
-}
-
-impl From<Refusal> for Rejection {
-    fn from(refusal: Refusal) -> Self {
-        Rejection {
-            error: WorkError::Refused(refusal),
-            status: GrpcRefusalStatus::default(),
-        }
-    }
-}
-
-impl<E> From<WorkError<E>> for Rejection {
-    /// Keeps what kind of end it was; the work's own error value is dropped
-    /// here, since it never reaches the client.
-    fn from(err: WorkError<E>) -> Self {
-        Rejection {
-            error: err.map_err(|_| ()),
-            status: GrpcRefusalStatus::default(),
-        }
+        into_status(&self.0.answer())
     }
 }
 
 impl From<Rejection> for Status {
     fn from(rejection: Rejection) -> Status {
         rejection.to_status()
-    }
-}
-
-impl fmt::Display for Rejection {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.error, f)
-    }
-}
-
-impl std::error::Error for Rejection {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.refusal().map(|r| r as _)
     }
 }
 
@@ -165,7 +88,7 @@ fn into_status(answer: &GrpcAnswer) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use admission_core::{Code, Pool};
+    use admission_core::{Code, Pool, Refusal, WorkError};
     use admission_http::{WORK_FAILED, WORK_PANICKED};
 
     fn saturated(pool: &Pool) -> Refusal {

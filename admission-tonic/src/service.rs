@@ -2,11 +2,10 @@
 //!
 //! This module owns [`AdmissionService`]: the middle's service speaking
 //! gRPC, a [`NamedService`] when the service it wraps is one, so that
-//! `add_service(layer.layer(service))` works, and [`Streams`], what the
-//! layer decides of calls before the middle sees them: which services take
-//! no lease (health and reflection), and how long a leased response may
-//! wait for its reader. It must never admit, classify or refuse anything
-//! itself: the middle does, for every adapter alike.
+//! `add_service(layer.layer(service))` works, and the bypass that lets the
+//! services of [`UNLEASED`] (health and reflection) through with no lease.
+//! It must never admit, classify or refuse anything itself: the middle
+//! does, for every adapter alike.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -15,8 +14,6 @@ use admission_http::body::LeasedBody;
 use admission_http::{FailFast, GrpcRefusalStatus, grpc_path};
 use tonic::server::NamedService;
 use tower_service::Service;
-
-use crate::future::ResponseFuture;
 
 /// The services whose calls take no lease by default: gRPC health checking
 /// (`Check`, and `Watch`, whose streams live as long as their client) and
@@ -28,24 +25,13 @@ pub const UNLEASED: [&str; 3] = [
     "grpc.reflection.v1alpha.ServerReflection",
 ];
 
-/// What the layer decides of a call before admission does.
-#[derive(Debug, Clone)]
-pub(crate) struct Streams {
-    pub(crate) unleased: Arc<[&'static str]>,
-}
-
-impl Default for Streams {
-    fn default() -> Self {
-        Streams {
-            unleased: Arc::new(UNLEASED),
-        }
-    }
-}
-
-impl Streams {
-    fn unleased(&self, path: &str) -> bool {
-        grpc_path(path).is_some_and(|(service, _)| self.unleased.contains(&service))
-    }
+/// The bypass that lets the calls of `services` (whole names,
+/// `package.Service`) through with no lease.
+pub(crate) fn unleased(
+    services: impl IntoIterator<Item = &'static str>,
+) -> impl Fn(&http::request::Parts) -> bool + Send + Sync + 'static {
+    let services: Arc<[&'static str]> = services.into_iter().collect();
+    move |head| grpc_path(head.uri.path()).is_some_and(|(service, _)| services.contains(&service))
 }
 
 /// A service that runs each call under a request lease held until its
@@ -94,15 +80,11 @@ impl Streams {
 #[derive(Debug, Clone)]
 pub struct AdmissionService<S, M = FailFast> {
     inner: admission_http::AdmissionService<S, GrpcRefusalStatus, M>,
-    streams: Streams,
 }
 
 impl<S, M> AdmissionService<S, M> {
-    pub(crate) fn new(
-        inner: admission_http::AdmissionService<S, GrpcRefusalStatus, M>,
-        streams: Streams,
-    ) -> Self {
-        AdmissionService { inner, streams }
+    pub(crate) fn new(inner: admission_http::AdmissionService<S, GrpcRefusalStatus, M>) -> Self {
+        AdmissionService { inner }
     }
 
     /// The wrapped service.
@@ -137,18 +119,13 @@ where
 {
     type Response = http::Response<LeasedBody<ResBody>>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future>;
+    type Future = admission_http::future::ResponseFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
-        if self.streams.unleased(request.uri().path()) {
-            // Ready: the middle's `poll_ready` is the inner service's.
-            ResponseFuture::unleased(self.inner.get_mut().call(request))
-        } else {
-            ResponseFuture::admitted(self.inner.call(request))
-        }
+        self.inner.call(request)
     }
 }

@@ -3,8 +3,8 @@
 
 use std::convert::Infallible;
 
+use admission_http::future::ResponseFuture;
 use admission_tonic::body::LeasedBody;
-use admission_tonic::future::ResponseFuture;
 use admission_tonic::{AdmissionLayer, AdmissionService, Rejection};
 use tonic::body::Body;
 use tonic::service::Routes;

@@ -240,6 +240,61 @@ async fn unknown_methods_are_unimplemented_without_a_lease() {
     assert!(running.stop().await.report.drained());
 }
 
+/// A client that sends its `Walk` and closes its side of the connection
+/// (a FIN, no reset) while the walk runs is gone: its walk counts as an
+/// orphan running at once (keeping its slot until it ends), as after a
+/// reset, not only when the walk ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_closes_with_a_fin_is_orphaned_at_once() {
+    use tokio::io::AsyncWriteExt as _;
+    let exporter = exporter(Config {
+        series: 50,
+        walk_delay: Duration::from_secs(5),
+        ..Config::default()
+    });
+    let registry = exporter.registry().expect("the admission gate").clone();
+    let walks = exporter.walks();
+    let running = serve(exporter).await;
+    let addr: std::net::SocketAddr = running
+        .uri
+        .trim_start_matches("http://")
+        .parse()
+        .expect("an address");
+    let mut tcp = within("a connection", tokio::net::TcpStream::connect(addr))
+        .await
+        .expect("the server accepts");
+    let mut call = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    call.extend(support::frame(0x4, 0, 0, &[])); // SETTINGS
+    let mut block = vec![0x83, 0x86]; // :method POST, :scheme http
+    support::literal(&mut block, ":path", admission_examples::grpc::WALK);
+    support::literal(&mut block, ":authority", "127.0.0.1");
+    support::literal(&mut block, "content-type", "application/grpc");
+    support::literal(&mut block, "te", "trailers");
+    call.extend(support::frame(0x1, 0x4, 1, &block)); // HEADERS, END_HEADERS
+    call.extend(support::frame(0x0, 0x1, 1, &[0; 5])); // an empty message, END_STREAM
+    tcp.write_all(&call).await.expect("the call is written");
+    eventually("the walk to start", || walks.running() == 1).await;
+
+    let closed = std::time::Instant::now();
+    tcp.shutdown().await.expect("a FIN");
+    // `orphans_running` counts a walk whose caller went away as it goes;
+    // `orphaned` counts it once the walk has ended.
+    eventually("the call to be orphaned", || {
+        registry.stats().orphans_running == 1
+    })
+    .await;
+    let took = closed.elapsed();
+    println!("a FIN counted as an orphan running after {took:?} (the walk runs 5 s)");
+    assert!(
+        took < Duration::from_secs(2),
+        "orphaned at the FIN, not at the walk's end: {took:?}"
+    );
+    assert_eq!(walks.running(), 1, "the walk keeps its slot until it ends");
+    assert_eq!(registry.stats().orphaned, 0, "counted once it ends");
+    drop(tcp);
+    drop(running);
+}
+
 /// tonic's client has no retry policy (grpc/grpc-rust#1463); the example's
 /// `RetryingClient` is `admission-client`'s layer under a real tonic call
 /// over a `Channel`. Its own back-off here is 10 ms: a client that ignored

@@ -18,7 +18,7 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
 
-use support::Service;
+use support::{Service, frame, literal};
 
 /// The bound on every wait that only matters when a test is about to fail.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -305,25 +305,6 @@ async fn idle_connections_past_the_descriptor_limit_leave_health_answered() {
     );
     assert!(logs.contains("shutdown drained"), "{logs}");
     drop(held);
-}
-
-/// An HTTP/2 frame: its 9-byte header and `payload`.
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = u32::try_from(payload.len()).expect("a small frame");
-    let mut frame = len.to_be_bytes()[1..].to_vec();
-    frame.extend([kind, flags]);
-    frame.extend(stream.to_be_bytes());
-    frame.extend(payload);
-    frame
-}
-
-/// An HPACK literal header field without indexing, new name, no Huffman.
-fn literal(block: &mut Vec<u8>, name: &str, value: &str) {
-    block.push(0x00);
-    for text in [name, value] {
-        block.push(u8::try_from(text.len()).expect("a short header"));
-        block.extend(text.as_bytes());
-    }
 }
 
 /// One connection of HTTP/2 rapid reset, written frame by frame (h2's own

@@ -15,52 +15,64 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tonic::transport::Endpoint;
 
-use support::Service;
+use support::{Service, frame, literal};
 
 /// The bound on every wait that only matters when a test is about to fail.
 const PATIENCE: Duration = Duration::from_secs(20);
 
-/// An HTTP/2 frame: its 9-byte header and `payload`.
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = u32::try_from(payload.len()).expect("a small frame");
-    let mut frame = len.to_be_bytes()[1..].to_vec();
-    frame.extend([kind, flags]);
-    frame.extend(stream.to_be_bytes());
-    frame.extend(payload);
-    frame
-}
-
-/// An HPACK literal header field without indexing, new name, no Huffman.
-fn literal(block: &mut Vec<u8>, name: &str, value: &str) {
-    block.push(0x00);
-    for text in [name, value] {
-        block.push(u8::try_from(text.len()).expect("a short header"));
-        block.extend(text.as_bytes());
-    }
+/// Reads frames from `tcp` until the ACK of the PING carrying `payload`.
+async fn pong(tcp: &mut TcpStream, payload: [u8; 8]) {
+    let acked = async {
+        loop {
+            let mut head = [0u8; 9];
+            tcp.read_exact(&mut head).await.expect("a frame's head");
+            let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+            let mut body = vec![0u8; len];
+            tcp.read_exact(&mut body).await.expect("a frame's payload");
+            if head[3] == 0x6 && head[4] & 0x1 == 0x1 && body == payload {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(PATIENCE, acked)
+        .await
+        .expect("the PING answered within the patience");
 }
 
 /// One connection opening `streams` `Walk` calls, each its HEADERS and the
 /// first byte of a 10-byte message (of its 5-byte length prefix), never
-/// END_STREAM. The connection stays open (its reads drained) until the
-/// returned task is aborted.
+/// END_STREAM. Each call is followed by a PING whose answer is awaited
+/// before the next, and a last PING after them all: hyper admits a stream
+/// as it accepts it, before it reads further, so once the last PING is
+/// answered every call has been admitted. Returns a task that keeps the
+/// connection open, its reads drained, until aborted.
 async fn stalled_calls(addr: SocketAddr, streams: u32) -> tokio::task::JoinHandle<()> {
     let mut tcp = tokio::time::timeout(PATIENCE, TcpStream::connect(addr))
         .await
         .expect("a connection within the patience")
         .expect("the server accepts");
-    let mut burst = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-    burst.extend(frame(0x4, 0, 0, &[])); // SETTINGS, none changed
+    let mut preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    preface.extend(frame(0x4, 0, 0, &[])); // SETTINGS, none changed
+    tcp.write_all(&preface)
+        .await
+        .expect("the preface is written");
     let mut block = vec![0x83, 0x86]; // :method POST, :scheme http (static table)
     literal(&mut block, ":path", admission_examples::grpc::WALK);
     literal(&mut block, ":authority", "127.0.0.1");
     literal(&mut block, "content-type", "application/grpc");
     literal(&mut block, "te", "trailers");
-    for n in 0..streams {
-        let id = 1 + 2 * n;
-        burst.extend(frame(0x1, 0x4, id, &block)); // HEADERS, END_HEADERS
-        burst.extend(frame(0x0, 0, id, &[0])); // DATA: 1 byte, no END_STREAM
+    for n in 0..=streams {
+        let ping = u64::from(n).to_be_bytes();
+        let mut frames = Vec::new();
+        if n < streams {
+            let id = 1 + 2 * n;
+            frames.extend(frame(0x1, 0x4, id, &block)); // HEADERS, END_HEADERS
+            frames.extend(frame(0x0, 0, id, &[0])); // DATA: 1 byte, no END_STREAM
+        }
+        frames.extend(frame(0x6, 0, 0, &ping)); // PING
+        tcp.write_all(&frames).await.expect("a call is written");
+        pong(&mut tcp, ping).await;
     }
-    tcp.write_all(&burst).await.expect("the burst is written");
     tokio::spawn(async move {
         let mut sink = [0u8; 4096];
         while let Ok(n) = tcp.read(&mut sink).await {
@@ -99,18 +111,11 @@ async fn stalled_request_bodies_give_their_leases_back_at_the_progress_bound() {
 
     let attacked = Instant::now();
     let attacker = stalled_calls(addr, 16).await;
-    // Once the 16 calls are admitted, an honest `Walk` finds no lease.
-    let refused = loop {
-        match walker.walk(WalkRequest::default()).await {
-            Err(status) => break status,
-            Ok(_) => assert!(
-                attacked.elapsed() < BOUND / 2,
-                "a Walk was still admitted {:?} after 16 stalled calls",
-                attacked.elapsed()
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    // The 16 calls are admitted: an honest `Walk` finds no lease.
+    let refused = walker
+        .walk(WalkRequest::default())
+        .await
+        .expect_err("16 stalled calls hold every work lease");
     assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
     assert!(
         refused.message().starts_with("ADMISSION_SATURATED"),

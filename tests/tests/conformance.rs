@@ -101,6 +101,11 @@ mod axum {
     use super::{Adapter, AxumMount};
 
     every_case!(Adapter::AXUM);
+    every_case!(
+        Adapter::AXUM;
+        a_bypassed_route_is_served_through_a_saturated_layer,
+        a_refusal_carries_the_apps_own_page,
+    );
 
     shares_one_pool! {
         separate_connections_share_one_pool_with_a_router_layer => Adapter::Axum(AxumMount::Router),
@@ -130,6 +135,7 @@ mod tonic {
     use super::{Adapter, TonicMount};
 
     every_case!(Adapter::TONIC);
+    every_case!(Adapter::TONIC; a_bypassed_route_is_served_through_a_saturated_layer);
 
     shares_one_pool! {
         separate_connections_share_one_pool_with_a_server_layer => Adapter::Tonic(TonicMount::Server),

@@ -7,6 +7,7 @@
 use std::future::poll_fn;
 use std::sync::Arc;
 
+use super::assert_all_free;
 use crate::caller::Criticality;
 use crate::loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use crate::pool::permits::{Enqueued, Patience, Permits};
@@ -58,17 +59,6 @@ fn a_higher_limit_racing_a_waiter_and_a_fail_fast_caller() {
         assert_eq!(books.admitted, books.released, "each returned once");
         assert_all_free(&permits, 2);
     });
-}
-
-/// Every slot's number is back on the free list, once.
-fn assert_all_free(permits: &Permits, capacity: u32) {
-    let mut free = permits.free_slots();
-    free.sort_unstable();
-    assert_eq!(
-        free,
-        (0..capacity).collect::<Vec<_>>(),
-        "each number back on the free list exactly once"
-    );
 }
 
 #[test]

@@ -4,7 +4,8 @@
 //! Under `--cfg loom` the crate's own locks, atomics and threads (see
 //! `crate::loom`) are loom's, so these models explore the interleavings of
 //! the real worker queue, drain and their handoffs, and of the gate itself:
-//! the permit word, the waiting line and its wakers, and the holder cells.
+//! the permit word and its free list of slot numbers, the waiting line and
+//! its wakers, and the holder table.
 //! tokio's oneshot (still used for a work result) is not instrumented
 //! (tokio swaps in loom only in its own tests): here it acts as an atomic
 //! black box.
@@ -61,5 +62,16 @@ fn all_back(pool: &crate::Pool) {
     assert_eq!(
         stats.admitted, stats.released,
         "each slot returned exactly once"
+    );
+}
+
+/// Every slot's number is back on the free list of `permits`, once.
+fn assert_all_free(permits: &crate::pool::permits::Permits, capacity: u32) {
+    let mut free = permits.free_slots();
+    free.sort_unstable();
+    assert_eq!(
+        free,
+        (0..capacity).collect::<Vec<_>>(),
+        "each number back on the free list exactly once"
     );
 }

@@ -19,6 +19,10 @@
 //! waiter that has not yet taken them, so that each admission, each return
 //! and each handoff is counted by the very operation that makes it, once,
 //! and a snapshot of `admitted`, `released` and `in_use` is one load.
+//! It also heads the free list of slot numbers ([`SlotId`]): the swap
+//! that takes a slot takes a number no slot in use has, so that the
+//! holder table is written with plain stores; it must never hand out a
+//! number that is in use.
 //!
 //! The line is a slab of nodes threaded into six index-linked lists (three
 //! levels, patient and queued): a waiter's state (waiting with its waker,

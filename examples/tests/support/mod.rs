@@ -156,3 +156,23 @@ async fn collect(
         push_line(&output, &line);
     }
 }
+
+/// An HTTP/2 frame: its 9-byte header and `payload` (for clients written
+/// frame by frame, which h2's own client will not be).
+pub(crate) fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(payload.len()).expect("a small frame");
+    let mut frame = len.to_be_bytes()[1..].to_vec();
+    frame.extend([kind, flags]);
+    frame.extend(stream.to_be_bytes());
+    frame.extend(payload);
+    frame
+}
+
+/// An HPACK literal header field without indexing, new name, no Huffman.
+pub(crate) fn literal(block: &mut Vec<u8>, name: &str, value: &str) {
+    block.push(0x00);
+    for text in [name, value] {
+        block.push(u8::try_from(text.len()).expect("a short header"));
+        block.extend(text.as_bytes());
+    }
+}

@@ -20,7 +20,7 @@ use super::client::{Answer, Headers, Reply, eventually, reply, within};
 use super::endpoints::{
     Endpoint, Feeds, Gate, HTML, HandlerEnd, METRICS, Release, Scrapes, Walk, Walks,
 };
-use super::harness::{Adapter, Config, Routes, Server};
+use super::harness::{Adapter, BYPASSED, Config, OWN_PAGE, Routes, Server};
 
 /// The registry pool's name, as refusals name it.
 const REGISTRY: &str = "registry";
@@ -950,7 +950,11 @@ pub(crate) async fn a_long_budget_does_not_lengthen_a_queued_wait_unless_peers_a
     adapter: Adapter,
 ) {
     let class = adapter.class();
-    let queue = |trust| Config { queue: true, trust };
+    let queue = |trust| Config {
+        queue: true,
+        trust,
+        ..Config::default()
+    };
 
     let (requests, held, server) = serve_one_slot_held(adapter, queue(Trust::Nobody), 1).await;
     let asked = server.get_with(LEVEL, LONG_BUDGET);
@@ -982,6 +986,63 @@ pub(crate) async fn a_long_budget_does_not_lengthen_a_queued_wait_unless_peers_a
     };
     let (admitted, ()) = tokio::join!(server.get_with(LEVEL, LONG_BUDGET), release);
     assert_served(&admitted, "default");
+    leases_back(&requests).await;
+    server.stop().await;
+}
+
+/// Case 14: with every slot of the class held, a route the app bypasses
+/// (health, readiness) is served, takes no lease and is never refused,
+/// while any other route of the same middleware is refused.
+pub(crate) async fn a_bypassed_route_is_served_through_a_saturated_layer(adapter: Adapter) {
+    let config = Config {
+        bypass: true,
+        ..Config::default()
+    };
+    let requests = RequestPools::new(1, 1).expect("valid request pools");
+    let held = requests.try_lease(adapter.class()).expect("a free slot");
+    let routes = Routes::new()
+        .route(LEVEL, Endpoint::Criticality)
+        .route(BYPASSED, Endpoint::Criticality);
+    let server = adapter.serve_with(&requests, routes, config).await;
+
+    assert_served(&server.get(BYPASSED).await, "default");
+    assert_refused(&server.get(LEVEL).await, adapter.class().as_str());
+    let stats = requests.stats();
+    assert_eq!(
+        stats.iter().map(|s| s.admitted).sum::<u64>(),
+        1,
+        "the bypassed request took no lease (only the test's own): {stats:?}"
+    );
+    drop(held);
+    leases_back(&requests).await;
+    server.stop().await;
+}
+
+/// Case 15: a refusal on a middleware with the app's own page answers
+/// `503`, `Retry-After` and the millisecond hint as ever, with the app's
+/// HTML instead of the problem document. (gRPC has no body to replace:
+/// the case is HTTP's.)
+pub(crate) async fn a_refusal_carries_the_apps_own_page(adapter: Adapter) {
+    let config = Config {
+        own_page: true,
+        ..Config::default()
+    };
+    let (requests, held, server) = serve_one_slot_held(adapter, config, 1).await;
+    let reply = server.get(LEVEL).await;
+    let answer = reply.http();
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(answer.header("retry-after").parse::<u32>().unwrap() >= 1);
+    assert!(
+        answer
+            .header("x-admission-retry-after-ms")
+            .parse::<u32>()
+            .unwrap()
+            >= 1
+    );
+    assert_eq!(answer.header("x-admission-refusal"), SATURATED);
+    assert_eq!(answer.header("content-type"), super::endpoints::HTML);
+    assert_eq!(answer.text(), OWN_PAGE);
+    drop(held);
     leases_back(&requests).await;
     server.stop().await;
 }

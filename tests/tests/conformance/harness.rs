@@ -86,6 +86,40 @@ pub(crate) struct Config {
     pub(crate) queue: bool,
     /// Whose headers are honoured: `Trust::Peers` is `.trust_peers()`.
     pub(crate) trust: Trust,
+    /// Requests to the route [`BYPASSED`] pass with no lease
+    /// (`.bypass(..)`).
+    pub(crate) bypass: bool,
+    /// Refusals carry the app's own page ([`OWN_PAGE`], as HTML) instead
+    /// of the problem document (`.refusal_body(..)`; HTTP only).
+    pub(crate) own_page: bool,
+}
+
+/// The route a bypassing middleware lets through (over gRPC, its method
+/// `Health`).
+pub(crate) const BYPASSED: &str = "/health";
+
+/// The app's own refusal page.
+pub(crate) const OWN_PAGE: &str = "<h1>We are busy</h1>";
+
+/// The bypass the harness configures: the last path segment is
+/// [`BYPASSED`]'s, in either case (HTTP `/health`, gRPC `/pkg.Svc/Health`).
+pub(crate) fn bypassed(head: &http::request::Parts) -> bool {
+    head.uri
+        .path()
+        .rsplit('/')
+        .next()
+        .is_some_and(|last| last.eq_ignore_ascii_case(&BYPASSED[1..]))
+}
+
+/// The app's own page for every refusal, as the harness configures it.
+pub(crate) fn own_page(
+    _refusal: &admission_core::Refusal,
+    _head: &http::request::Parts,
+) -> Option<(http::HeaderValue, bytes::Bytes)> {
+    Some((
+        http::HeaderValue::from_static(super::endpoints::HTML),
+        bytes::Bytes::from_static(OWN_PAGE.as_bytes()),
+    ))
 }
 
 impl Config {
@@ -450,6 +484,16 @@ mod axum_app {
             AdmissionLayer::new(pools.clone()),
             AdmissionLayer::trust_peers,
         );
+        let layer = if config.bypass {
+            layer.bypass(super::bypassed)
+        } else {
+            layer
+        };
+        let layer = if config.own_page {
+            layer.refusal_body(super::own_page)
+        } else {
+            layer
+        };
         let counted = layer.clone();
         let router = if config.queue {
             mounted!(mount, layer.queue(), routes)
@@ -646,6 +690,11 @@ mod tonic_app {
             AdmissionLayer::new(pools.clone()),
             AdmissionLayer::trust_peers,
         );
+        let layer = if config.bypass {
+            layer.bypass(super::bypassed)
+        } else {
+            layer
+        };
         let counted = layer.clone();
         // A macro, since a queueing layer is a type of its own.
         macro_rules! spawn_with {

@@ -1,0 +1,76 @@
+//! What the app tells the layer about its own routes: which requests pass
+//! without a lease, and what body a refusal carries on its pages.
+//!
+//! This module owns [`Bypass`] and [`RefusalBody`], the two app-supplied
+//! closures the service consults. It must never decide admission itself
+//! and never let an app's body change a refusal's status or its hints
+//! (`Retry-After`, `x-admission-retry-after-ms`, `x-admission-refusal`).
+
+use std::fmt;
+use std::sync::Arc;
+
+use admission_core::Refusal;
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http::request::Parts;
+use http::{HeaderValue, Response};
+
+/// A predicate on the request head: `true` lets the request through with
+/// no lease, never refused (health, readiness, reflection).
+#[derive(Clone)]
+pub(crate) struct Bypass(Arc<dyn Fn(&Parts) -> bool + Send + Sync>);
+
+impl Bypass {
+    pub(crate) fn new(predicate: impl Fn(&Parts) -> bool + Send + Sync + 'static) -> Self {
+        Bypass(Arc::new(predicate))
+    }
+
+    /// Whether `parts` passes without a lease.
+    pub(crate) fn passes(&self, parts: &Parts) -> bool {
+        (self.0)(parts)
+    }
+}
+
+impl fmt::Debug for Bypass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Bypass(..)")
+    }
+}
+
+/// The app's own body for a refusal (an HTML page, its own JSON): its
+/// content type and bytes, or `None` for the problem document.
+pub(crate) type BodyFn = dyn Fn(&Refusal, &Parts) -> Option<(HeaderValue, Bytes)> + Send + Sync;
+
+/// The app's refusal body, when it gave one.
+#[derive(Clone)]
+pub(crate) struct RefusalBody(Arc<BodyFn>);
+
+impl RefusalBody {
+    pub(crate) fn new(
+        body: impl Fn(&Refusal, &Parts) -> Option<(HeaderValue, Bytes)> + Send + Sync + 'static,
+    ) -> Self {
+        RefusalBody(Arc::new(body))
+    }
+
+    /// `response` (our refusal) with the app's body and content type in
+    /// place of the problem document, when the app gives one for this
+    /// refusal and request; status and every other header stay ours.
+    pub(crate) fn apply(
+        &self,
+        refusal: &Refusal,
+        parts: &Parts,
+        mut response: Response<Option<Bytes>>,
+    ) -> Response<Option<Bytes>> {
+        if let Some((content_type, body)) = (self.0)(refusal, parts) {
+            response.headers_mut().insert(CONTENT_TYPE, content_type);
+            *response.body_mut() = Some(body);
+        }
+        response
+    }
+}
+
+impl fmt::Debug for RefusalBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RefusalBody(..)")
+    }
+}
