@@ -196,6 +196,9 @@ pub mod future;
 pub mod load_report;
 mod middleware;
 mod rejection;
+#[cfg(feature = "serve")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serve")))]
+pub mod serve;
 mod transform;
 
 pub use admission_http::{HttpRefusalStatus, Trust};

@@ -69,6 +69,9 @@ mod admit;
 pub mod body;
 mod caller_layer;
 mod classify;
+#[cfg(feature = "connections")]
+#[cfg_attr(docsrs, doc(cfg(feature = "connections")))]
+pub mod connection;
 pub mod future;
 mod grpc;
 mod headers;

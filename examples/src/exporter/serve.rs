@@ -272,6 +272,7 @@ impl Exporter {
         let stop_accepting = CancellationToken::new();
         let server = admission_axum::serve(listener, routes)
             .limits(config.connections)
+            .map_err(io::Error::other)?
             .with_graceful_shutdown(stop_accepting.clone().cancelled_owned());
         let counted = server.connections();
         connections.attach(counted.clone());

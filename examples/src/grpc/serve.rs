@@ -18,7 +18,7 @@ use admission_core::shutdown::{CancellationToken, ShutdownReport};
 use admission_core::{Pool, RequestPools, Shutdown};
 use admission_http::body::ProgressTimeout;
 use admission_tonic::AdmissionLayer;
-use admission_tonic::connections::ConnectionStats;
+use admission_tonic::connections::{self, ConnectionStats};
 use futures_util::TryFutureExt as _;
 use tokio::net::TcpListener;
 use tonic::transport::Server;
@@ -231,10 +231,8 @@ impl GrpcExporter {
             requests,
             ..
         } = self;
-        let incoming = config
-            .connections
-            .incoming(listener)
-            .map_err(io::Error::other)?;
+        let incoming =
+            connections::incoming(listener, config.connections).map_err(io::Error::other)?;
         let connections = incoming.connections();
         let registry_pool = match &app.backend {
             Backend::Admission(pool) => Some(pool.clone()),
@@ -244,7 +242,7 @@ impl GrpcExporter {
         reporter.set_serving::<RegistryServer>().await;
         let stop_accepting = CancellationToken::new();
         let registry = RegistryServer::new(app);
-        let builder = config.connections.server(Server::builder());
+        let builder = connections::server(&config.connections, Server::builder());
         let stopped = stop_accepting.clone().cancelled_owned();
         let mut server = match config.gate {
             Gate::Admission => Serving::spawn(
@@ -281,7 +279,7 @@ impl GrpcExporter {
                 deadline,
                 // Connections that never sent a preface would hold the
                 // graceful shutdown to its deadline.
-                || connections.close_silent(),
+                || connections.close_waiting(),
                 || OpenAtDeadline {
                     walks: registry_pool
                         .as_ref()
