@@ -227,6 +227,11 @@ async fn accept(
         })
         .await;
         let Some(mut handoff) = admitted else { return };
+        // Tracked from the accept, not from when its worker gets to it: a
+        // connection waiting in a worker's queue may be evicted at the
+        // bound (after those the server has read from), rather than make
+        // every newcomer be refused while the workers catch up.
+        let _requests = handoff.0.requests();
         // A worker whose thread ended hands the connection back.
         for _ in 0..workers.len() {
             next = (next + 1) % workers.len();

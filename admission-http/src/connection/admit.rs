@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, ready};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
@@ -29,6 +29,10 @@ use super::stats::{ConnectionStats, Counters};
 /// let out (`TCP_NOTSENT_LOWAT`): a write waits only while the reader
 /// takes nothing, not until a large send buffer drains.
 pub(crate) const NOT_SENT_AT_MOST: u32 = 16 * 1024;
+
+/// How long accepting waits at the bound when room is on its way (see
+/// `Shared::room_is_coming`) before it looks again.
+const UNREAD_PAUSE: Duration = Duration::from_millis(5);
 
 /// A source of connections: anything that accepts tokio sockets.
 ///
@@ -108,7 +112,7 @@ impl Accept for TcpListener {
 ///
 /// ```
 /// use admission_http::connection::{ConnectionLimits, Incoming};
-/// use tokio::io::AsyncWriteExt;
+/// use tokio::io::{AsyncReadExt, AsyncWriteExt};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -117,14 +121,16 @@ impl Accept for TcpListener {
 /// let mut incoming = Incoming::new(tcp, ConnectionLimits::new().with_max_connections(1))?;
 /// let connections = incoming.connections();
 ///
-/// let _first = tokio::net::TcpStream::connect(addr).await?;
-/// let (first, _) = incoming.admit().await;
+/// let mut slow = tokio::net::TcpStream::connect(addr).await?;
+/// slow.write_all(b"GET / HTTP/1.1\r\n").await?; // half a head
+/// let (mut first, _) = incoming.admit().await;
 /// let _requests = first.requests(); // the server tells it when it is busy
+/// let mut head = [0; 16];
+/// first.read_exact(&mut head).await?; // the server reads what came
 /// // At the bound, a newcomer evicts the first, which waits for a head.
 /// let _second = tokio::net::TcpStream::connect(addr).await?;
 /// let (_second, _) = incoming.admit().await;
-/// let mut first = first;
-/// assert!(first.write_all(b"GET / HTTP/1.1\r\n").await.is_err(), "evicted");
+/// assert!(first.read(&mut head).await.is_err(), "evicted");
 /// assert_eq!(connections.stats().evicted, 1);
 /// # Ok(())
 /// # }
@@ -245,6 +251,10 @@ impl<A: Accept> Incoming<A> {
                 ready!(backoff.as_mut().poll(cx));
                 self.backoff = None;
             }
+            if self.shared.room_is_coming() {
+                self.backoff = Some(Box::pin(tokio::time::sleep(UNREAD_PAUSE)));
+                continue;
+            }
             match ready!(self.accept.poll_accept(cx)) {
                 Ok((io, remote)) => {
                     if let Some(connection) = self.shared.admit(io, self.preface) {
@@ -308,14 +318,16 @@ impl Shared {
     }
 
     /// Evicts the connection that has waited longest for a request head,
-    /// however briefly; whether there was one.
+    /// however briefly, in the order of [`ConnState::eviction_class`]
+    /// (slow senders that showed a partial head first); whether there was
+    /// one.
     fn evict_longest_waiting(&self) -> bool {
         let table = self.table();
         let longest = table
             .open
             .values()
             .filter_map(|state| state.waiting_since().map(|since| (since, state)))
-            .min_by_key(|(since, _)| *since);
+            .min_by_key(|(since, state)| (state.eviction_class(), *since));
         match longest {
             Some((_, state)) => {
                 state.evict();
@@ -325,6 +337,31 @@ impl Shared {
             }
             None => false,
         }
+    }
+
+    /// At the bound, whether room is on its way without evicting a
+    /// connection the server has not read from: no waiting connection it
+    /// has read from, but one not yet read (its whole request may be in
+    /// its socket) or one evicted and still closing. Then the newcomer
+    /// waits in the backlog rather than evict the unread one or be refused.
+    /// (A server must read each connection it takes: one it never polls
+    /// holds the newcomers back until it is dropped.)
+    fn room_is_coming(&self) -> bool {
+        if self.counters.open() < self.counters.max() {
+            return false;
+        }
+        let mut coming = false;
+        for state in self.table().open.values() {
+            if state.waiting_since().is_some() {
+                if state.polled() {
+                    return false;
+                }
+                coming = true;
+            } else if state.evicted.load(Relaxed) {
+                coming = true;
+            }
+        }
+        coming
     }
 
     /// A connection closed.

@@ -146,6 +146,7 @@ impl<IO> Connection<IO> {
     fn on_bytes(&mut self, read: usize) {
         match &mut self.preface {
             Some(left) => {
+                self.state.on_bytes();
                 *left = left.saturating_sub(read);
                 if *left == 0 {
                     // An HTTP/2 connection is busy from its preface on:

@@ -40,6 +40,12 @@ pub(crate) struct ConnState {
     /// idle timeouts and eviction apply.
     tracked: AtomicBool,
     pub(crate) evicted: AtomicBool,
+    /// Whether the server has polled it for reading: until then a request
+    /// head may be sitting unread in the socket.
+    polled: AtomicBool,
+    /// Whether bytes of the awaited head (or preface) have arrived: a
+    /// partial head read and not completed is a slow sender's mark.
+    started: AtomicBool,
     /// The task to wake when it is evicted.
     waker: Mutex<Option<Waker>>,
 }
@@ -54,6 +60,8 @@ impl ConnState {
             head: AtomicBool::new(true),
             tracked: AtomicBool::new(false),
             evicted: AtomicBool::new(false),
+            polled: AtomicBool::new(false),
+            started: AtomicBool::new(false),
             waker: Mutex::new(None),
         };
         state.since.store(state.now(), Relaxed);
@@ -78,6 +86,25 @@ impl ConnState {
         waiting.then(|| self.since.load(Relaxed))
     }
 
+    /// Whether the server has polled it for reading at least once.
+    pub(crate) fn polled(&self) -> bool {
+        self.polled.load(Relaxed)
+    }
+
+    /// Which waiting connection goes first at the bound (lowest first): one
+    /// that sent part of a head and stopped, then one read from that sent
+    /// nothing yet, then one not yet read from (a whole request may be
+    /// waiting in its socket).
+    pub(crate) fn eviction_class(&self) -> u8 {
+        if self.started.load(Relaxed) {
+            0
+        } else if self.polled() {
+            1
+        } else {
+            2
+        }
+    }
+
     /// Asks the connection to close (it is waiting: nothing is cut).
     pub(crate) fn evict(&self) {
         self.evicted.store(true, Relaxed);
@@ -99,6 +126,7 @@ impl ConnState {
     /// A request's response ended (or was abandoned).
     fn end_request(&self) {
         if self.in_flight.fetch_sub(1, Relaxed) == 1 {
+            self.started.store(false, Relaxed);
             self.head.store(false, Relaxed);
             self.since.store(self.now(), Relaxed);
         }
@@ -106,6 +134,9 @@ impl ConnState {
 
     /// Bytes arrived: an idle connection starts its next request head.
     pub(crate) fn on_bytes(&self) {
+        if self.in_flight.load(Relaxed) == 0 {
+            self.started.store(true, Relaxed);
+        }
         if self.in_flight.load(Relaxed) == 0 && !self.head.load(Relaxed) {
             self.since.store(self.now(), Relaxed);
             self.head.store(true, Relaxed);
@@ -133,6 +164,7 @@ impl ConnState {
     }
 
     pub(crate) fn register(&self, cx: &Context<'_>) {
+        self.polled.store(true, Relaxed);
         let mut waker = self.waker.lock().unwrap_or_else(PoisonError::into_inner);
         match &mut *waker {
             Some(w) if w.will_wake(cx.waker()) => {}
