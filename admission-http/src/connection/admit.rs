@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, ready};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
@@ -29,10 +29,6 @@ use super::stats::{ConnectionStats, Counters};
 /// let out (`TCP_NOTSENT_LOWAT`): a write waits only while the reader
 /// takes nothing, not until a large send buffer drains.
 pub(crate) const NOT_SENT_AT_MOST: u32 = 16 * 1024;
-
-/// How long accepting waits at the bound when room is on its way (see
-/// `Shared::room_is_coming`) before it looks again.
-const UNREAD_PAUSE: Duration = Duration::from_millis(5);
 
 /// A source of connections: anything that accepts tokio sockets.
 ///
@@ -251,10 +247,6 @@ impl<A: Accept> Incoming<A> {
                 ready!(backoff.as_mut().poll(cx));
                 self.backoff = None;
             }
-            if self.shared.room_is_coming() {
-                self.backoff = Some(Box::pin(tokio::time::sleep(UNREAD_PAUSE)));
-                continue;
-            }
             match ready!(self.accept.poll_accept(cx)) {
                 Ok((io, remote)) => {
                     if let Some(connection) = self.shared.admit(io, self.preface) {
@@ -337,31 +329,6 @@ impl Shared {
             }
             None => false,
         }
-    }
-
-    /// At the bound, whether room is on its way without evicting a
-    /// connection the server has not read from: no waiting connection it
-    /// has read from, but one not yet read (its whole request may be in
-    /// its socket) or one evicted and still closing. Then the newcomer
-    /// waits in the backlog rather than evict the unread one or be refused.
-    /// (A server must read each connection it takes: one it never polls
-    /// holds the newcomers back until it is dropped.)
-    fn room_is_coming(&self) -> bool {
-        if self.counters.open() < self.counters.max() {
-            return false;
-        }
-        let mut coming = false;
-        for state in self.table().open.values() {
-            if state.waiting_since().is_some() {
-                if state.polled() {
-                    return false;
-                }
-                coming = true;
-            } else if state.evicted.load(Relaxed) {
-                coming = true;
-            }
-        }
-        coming
     }
 
     /// A connection closed.

@@ -26,9 +26,7 @@
 //!   which is closed (*evicted*; a connection that sent part of a head
 //!   and stopped goes first, then one that sent nothing yet, then one the
 //!   server has not read from, whose whole request may be waiting in its
-//!   socket; when only such ones wait, or evicted ones are still
-//!   closing, the newcomer waits in the backlog, looking again every
-//!   5 ms); when every open connection is busy, the
+//!   socket); when every open connection is busy, the
 //!   new one is closed at once, before a byte is read (*refused*): a
 //!   client sees a closed connection at once and may retry, rather than
 //!   waiting in the kernel's backlog for a place that may not free. There
