@@ -207,6 +207,9 @@ pub use admission_http::balancer;
 pub mod load_report;
 mod middleware;
 mod rejection;
+#[cfg(feature = "serve")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serve")))]
+pub mod serve;
 mod transform;
 
 pub use admission_http::{HttpRefusalStatus, Trust};

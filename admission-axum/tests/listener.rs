@@ -16,7 +16,7 @@ async fn served(
 ) -> (std::net::SocketAddr, admission_axum::serve::Connections) {
     let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = tcp.local_addr().unwrap();
-    let listener = Listener::new(tcp, limits);
+    let listener = Listener::new(tcp, limits).expect("valid limits");
     let connections = listener.connections();
     let app = Router::new().route("/healthz", get(|| async { "ok\n" }));
     tokio::spawn(async move { axum::serve(listener, track(app)).await });
@@ -47,8 +47,8 @@ async fn http2_with_prior_knowledge_passes_through() {
 async fn a_newcomer_evicts_the_oldest_waiting_connection_however_young() {
     let (addr, connections) = served(
         ConnectionLimits::new()
-            .max_connections(2)
-            .header_read_timeout(Duration::from_secs(60)),
+            .with_max_connections(2)
+            .with_header_timeout(Duration::from_secs(60)),
     )
     .await;
     let mut attackers = Vec::new();

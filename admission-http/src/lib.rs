@@ -103,6 +103,9 @@ pub mod body;
 mod caller_layer;
 #[cfg(feature = "server")]
 mod classify;
+#[cfg(feature = "connections")]
+#[cfg_attr(docsrs, doc(cfg(feature = "connections")))]
+pub mod connection;
 #[cfg(feature = "server")]
 pub mod future;
 mod grpc;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use admission_core::RequestPools;
 use admission_tonic::AdmissionLayer;
-use admission_tonic::connections::{ConnectionLimits, Connections};
+use admission_tonic::connections::{self, ConnectionLimits, Connections};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tonic::transport::Server;
@@ -19,11 +19,10 @@ use common::{bind, check, client, eventually, within};
 /// A health server behind `limits`; its counters.
 async fn serve(limits: ConnectionLimits) -> (std::net::SocketAddr, Connections) {
     let (listener, addr) = bind().await;
-    let incoming = limits.incoming(listener).expect("valid limits");
+    let incoming = connections::incoming(listener, limits).expect("valid limits");
     let connections = incoming.connections();
     let (_reporter, health) = tonic_health::server::health_reporter();
-    let server = limits
-        .server(Server::builder())
+    let server = connections::server(&limits, Server::builder())
         .layer(AdmissionLayer::new(RequestPools::new(1, 1).unwrap()))
         .add_service(health)
         .serve_with_incoming(incoming);
@@ -45,11 +44,9 @@ async fn closed(stream: &mut TcpStream) -> bool {
 
 #[tokio::test]
 async fn at_the_cap_the_oldest_silent_connection_makes_room() {
-    let limits = ConnectionLimits {
-        max_connections: 4,
-        preface_timeout: Duration::from_secs(30),
-        ..ConnectionLimits::default()
-    };
+    let limits = ConnectionLimits::new()
+        .with_max_connections(4)
+        .with_header_timeout(Duration::from_secs(30));
     let (addr, connections) = serve(limits).await;
     let mut silent = Vec::new();
     for _ in 0..4 {
@@ -76,31 +73,25 @@ async fn at_the_cap_the_oldest_silent_connection_makes_room() {
 
 #[tokio::test]
 async fn a_connection_that_sends_no_preface_is_closed_at_the_deadline() {
-    let limits = ConnectionLimits {
-        preface_timeout: Duration::from_millis(200),
-        ..ConnectionLimits::default()
-    };
+    let limits = ConnectionLimits::new().with_header_timeout(Duration::from_millis(200));
     let (addr, connections) = serve(limits).await;
     let mut silent = TcpStream::connect(addr).await.unwrap();
     assert!(closed(&mut silent).await);
-    assert_eq!(connections.stats().preface_timeouts, 1);
+    assert_eq!(connections.stats().header_timeouts, 1);
     eventually("the connection closed", || connections.stats().open == 0).await;
 
     // A client's preface comes in time: it is served past the deadline.
     let mut health = client(addr).await;
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(health.check(check("")).await.is_ok());
-    assert_eq!(connections.stats().preface_timeouts, 1);
+    assert_eq!(connections.stats().header_timeouts, 1);
 }
 
 #[tokio::test]
 async fn a_zero_setting_is_refused_by_name() {
     let (listener, _) = bind().await;
-    let limits = ConnectionLimits {
-        max_connections: 0,
-        ..ConnectionLimits::default()
-    };
-    let err = limits.incoming(listener).unwrap_err();
+    let limits = ConnectionLimits::new().with_max_connections(0);
+    let err = connections::incoming(listener, limits).unwrap_err();
     assert_eq!(
         err.to_string(),
         "connection limit `max_connections` must be above zero"

@@ -307,6 +307,34 @@ async fn idle_connections_past_the_descriptor_limit_leave_health_answered() {
     drop(held);
 }
 
+/// Issue 38.4 at `ulimit -n 64`: the default bound counts the descriptors
+/// the process holds at startup and keeps a quarter in reserve, and on
+/// `EMFILE` the oldest silent connection is closed, so 200 connections
+/// that never send a byte leave every health `Check` answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_is_answered_at_64_descriptors_under_200_idle_connections() {
+    let (mut server, _pid) = exporter_under_ulimit(64, &["--series", "50"]).await;
+    let addr = server.addr;
+    let attack = tokio::spawn(async move {
+        let mut held = Vec::new();
+        for _ in 0..200 {
+            if let Some(stream) = idle(addr).await {
+                held.push(stream);
+            }
+        }
+        held
+    });
+    let slowest =
+        probe_every_100ms(addr, Duration::from_secs(4), "at 64 descriptors, 200 idle").await;
+    println!("ulimit -n 64, 200 idle connections: slowest Check {slowest:?}");
+    server.assert_alive("200 idle connections at 64 descriptors");
+    let held = within("the attack", attack).await.expect("the attack ran");
+    server.terminate();
+    let (status, logs) = server.exit_within(Duration::from_secs(10)).await;
+    assert!(status.success(), "exit 0: {status:?}\n{logs}");
+    drop(held);
+}
+
 /// One connection of HTTP/2 rapid reset, written frame by frame (h2's own
 /// client will not put a stream's HEADERS and its reset on the wire
 /// together): the preface, then `streams` `Walk` calls, each HEADERS

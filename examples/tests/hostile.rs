@@ -777,9 +777,10 @@ async fn probe_healthz(addr: SocketAddr, within: Duration) -> Result<Duration, S
 /// Slowloris at the descriptor limit: 1100 connections that never finish
 /// their request head, against the exporter under `ulimit -n 1024`. Before
 /// connection admission, `/healthz` timed out for as long as the attacker
-/// held them and RSS grew to 376 MB. Now the bound (768, three quarters of
-/// the limit) is reached before the descriptors run out, and past it a
-/// newcomer evicts the connection that has waited longest for a head.
+/// held them and RSS grew to 376 MB. Now the bound (the limit less what
+/// the process holds less a quarter, about 740) is reached before the
+/// descriptors run out, and past it a newcomer evicts the connection that
+/// has waited longest for a head.
 #[tokio::test]
 async fn exporter_keeps_healthz_up_with_1100_unfinished_requests_at_1024_descriptors() {
     const ATTACKERS: usize = 1100;
@@ -897,9 +898,10 @@ async fn exporter_keeps_healthz_up_with_1100_unfinished_requests_at_1024_descrip
         .and_then(|value| value.trim().parse::<u64>().ok())
         .expect("evictions are exported");
     assert!(evicted > 0, "the attackers were evicted, and counted");
+    let max = counter(&metrics, "exporter_connections_max");
     assert!(
-        metrics.contains("exporter_connections_max 768"),
-        "the bound is three quarters of 1024"
+        (700..=1024 - 256 - 8).contains(&max),
+        "the bound leaves a quarter of 1024 and what the process held at startup: {max}"
     );
 
     let (status, stderr) = exporter.terminate().await;
@@ -1066,11 +1068,13 @@ async fn exporter_retry_after_counts_the_walks_running_now() {
     );
 }
 
-/// At the descriptor limit actix-web's acceptor fails every 500 ms (`Too
-/// many open files`), once logged at `ERROR` each time. Here the workflow
-/// runs under `ulimit -n 128` with a bound above it on purpose, so its
-/// accepts fail for seconds: they are logged as one `WARN` line per 10 s
-/// with a count, and the service answers again once the attackers leave.
+/// At the descriptor limit actix-web's own acceptor failed every 500 ms
+/// (`Too many open files`), each logged at `ERROR`. The workflow is now
+/// served from the shared accept loop: under `ulimit -n 128` with a bound
+/// above it on purpose, failed accepts close the longest-waiting
+/// connection (else back off), are logged as one `WARN` line per 10 s
+/// with a count and the OS error, and the service answers while the
+/// attackers are still there.
 #[tokio::test]
 async fn workflow_logs_descriptor_exhaustion_at_most_once_per_interval() {
     let workflow = Limited::start(
@@ -1085,23 +1089,16 @@ async fn workflow_logs_descriptor_exhaustion_at_most_once_per_interval() {
         let _ = stream.write_all(b"GET /healthz HTTP/1.1\r\nX-Slow: ").await;
         attackers.push(stream);
     }
-    // Hold them for a few of the acceptor's 500 ms retries (and less than
-    // the 5 s header timeout, which would free descriptors).
-    tokio::time::sleep(Duration::from_millis(3000)).await;
+    // With the attackers' connections still open on their side.
+    probe_healthz(workflow.addr, Duration::from_secs(2))
+        .await
+        .expect("/healthz answers with 200 attackers at 128 descriptors");
     drop(attackers);
-    let mut healthy = None;
-    for _ in 0..20 {
-        if let Ok(took) = probe_healthz(workflow.addr, Duration::from_secs(2)).await {
-            healthy = Some(took);
-            break;
-        }
-    }
-    healthy.expect("/healthz answers once the attackers left");
     let (status, stderr) = workflow.terminate().await;
     assert!(status.success(), "a clean exit, got {status}:\n{stderr}");
     let accept: Vec<&str> = stderr
         .lines()
-        .filter(|line| line.contains("actix_server::accept"))
+        .filter(|line| line.contains("ADMISSION_ACCEPT_FAILED"))
         .collect();
     println!(
         "accept errors logged as {} lines:\n{}",
@@ -1116,19 +1113,122 @@ async fn workflow_logs_descriptor_exhaustion_at_most_once_per_interval() {
         accept.join("\n")
     );
     assert!(
-        accept[0].contains("Too many open files"),
-        "the line names the OS error: {}",
+        accept[0].contains("os_error=24"),
+        "the line names the OS error (EMFILE): {}",
         accept[0]
     );
-    let counted: u64 = stderr
-        .lines()
-        .find_map(|line| line.split("client_errors=").nth(1))
-        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-        .expect("the shutdown summary counts client errors");
-    assert!(
-        counted >= 2,
-        "the acceptor kept failing (every 500 ms), counted though not logged: {counted}"
+}
+
+/// `binary` under `ulimit -n nofile`, `attackers` slow senders (each
+/// re-opening as soon as it is closed when `reopen`, else holding its one
+/// connection) for 4 s, and `path` probed every 100 ms on a fresh
+/// connection: every probe answered within 2 s, a clean exit.
+async fn health_holds_under_slow_senders(
+    binary: &str,
+    nofile: u32,
+    (attackers, reopen): (usize, bool),
+    args: &[&str],
+    path: &str,
+) {
+    const ATTACK: Duration = Duration::from_secs(4);
+    let server = Limited::start(binary, nofile, args).await;
+    let addr = server.addr;
+    let started = Instant::now();
+    let mut attacking = JoinSet::new();
+    for _ in 0..attackers {
+        attacking.spawn(async move {
+            let mut opened = 0_u32;
+            while started.elapsed() < ATTACK {
+                let Ok(Ok(mut stream)) =
+                    tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(addr)).await
+                else {
+                    continue;
+                };
+                opened += 1;
+                let _ = stream.write_all(b"GET / HTTP/1.1\r\nX-Slow: ").await;
+                let mut sink = Vec::new();
+                let left = ATTACK.saturating_sub(started.elapsed());
+                let _ = tokio::time::timeout(left, stream.read_to_end(&mut sink)).await;
+                if !reopen {
+                    // Held, on this side, to the end of the attack.
+                    tokio::time::sleep(ATTACK.saturating_sub(started.elapsed())).await;
+                }
+            }
+            opened
+        });
+    }
+    // Let the attackers fill the bound first.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut failed = Vec::new();
+    let mut slowest = Duration::ZERO;
+    let mut probes = 0;
+    while started.elapsed() < ATTACK {
+        let next = Instant::now() + Duration::from_millis(100);
+        probes += 1;
+        match probe(addr, path, Duration::from_secs(2)).await {
+            Ok(took) => slowest = slowest.max(took),
+            Err(why) => failed.push(format!("{:?}: {why}", started.elapsed())),
+        }
+        tokio::time::sleep_until(next.into()).await;
+    }
+    let opened: u32 = attacking.join_all().await.into_iter().sum();
+    let (status, stderr) = server.terminate().await;
+    println!(
+        "{binary} at ulimit -n {nofile}, {attackers} slow senders ({opened} connections in \
+         {ATTACK:?}): {probes} probes of {path}, slowest {slowest:?}, {} failed",
+        failed.len()
     );
+    assert!(
+        failed.is_empty(),
+        "{} of {probes} probes of {path} failed: {failed:#?}\n{stderr}",
+        failed.len()
+    );
+    assert!(status.success(), "a clean exit, got {status}:\n{stderr}");
+    assert!(!stderr.contains("ERROR"), "nothing at ERROR:\n{stderr}");
+}
+
+/// Issue 38.4 on the HTTP binaries: at `ulimit -n 64` (the idle process
+/// already holds about 20 descriptors, so three quarters of the limit was
+/// more than was left) 200 slow senders holding their connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exporter_answers_healthz_at_64_descriptors() {
+    health_holds_under_slow_senders(
+        env!("CARGO_BIN_EXE_exporter"),
+        64,
+        (200, false),
+        &["--series", "200", "--cardinality-interval-ms", "600000"],
+        "/healthz",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workflow_answers_status_at_64_descriptors() {
+    health_holds_under_slow_senders(
+        env!("CARGO_BIN_EXE_workflow"),
+        64,
+        (200, false),
+        &[],
+        "/status",
+    )
+    .await;
+}
+
+/// Issue 38.3: actix-web slowloris. The workflow at `ulimit -n 1024` with
+/// 1100 slow-header connections re-opened as fast as they are closed;
+/// before, actix-web could not evict and 17 of 28 `/status` probes went
+/// unanswered within 2 s. Now it is served from the shared accept loop:
+/// a newcomer evicts the connection that has waited longest for a head.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workflow_answers_status_under_1100_slow_senders_at_1024_descriptors() {
+    health_holds_under_slow_senders(
+        env!("CARGO_BIN_EXE_workflow"),
+        1024,
+        (1100, true),
+        &[],
+        "/status",
+    )
+    .await;
 }
 
 /// A probe of `path` on a fresh connection: `Ok` with the time to a `200`.

@@ -519,20 +519,49 @@ async fn a_client_that_closes_with_a_fin_is_counted_as_gone() {
     assert!(status.success(), "exits 0, got {status}; logs:\n{logs}");
 }
 
-/// Finding 5 of issue 26: slowloris on actix-web, which cannot evict. Slow
-/// senders re-fill the connection bound as soon as a connection frees
-/// (each sends half a head, waits for the `408` and the close, and
-/// re-opens at once) while `/status` is probed every 100 ms on a fresh
-/// connection. A probe waits in the listen backlog until a slot frees, and
-/// the backlog is first come, first served, so it waits about one header
-/// timeout behind the attackers that were accepted before it, plus the
-/// connection's own close: the bound `admission-actix`'s docs state is
-/// `2 x client_request_timeout + client_disconnect_timeout + 1 s`.
+/// `GET /status` from a client that sends its request as soon as it is
+/// connected: the time to the answer and whether it was a `200`.
+async fn probe_status(addr: std::net::SocketAddr) -> (Duration, Result<(), String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const BOUND: Duration = Duration::from_secs(4);
+    let sent = std::time::Instant::now();
+    let answer = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream
+            .write_all(b"GET /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await?;
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await?;
+        Ok::<_, std::io::Error>(answer)
+    };
+    let answer = match tokio::time::timeout(BOUND, answer).await {
+        Ok(Ok(answer)) if answer.starts_with(b"HTTP/1.1 200 ") => Ok(()),
+        Ok(Ok(answer)) => Err(format!("{:?}", String::from_utf8_lossy(&answer))),
+        Ok(Err(err)) => Err(err.to_string()),
+        Err(_) => Err(format!("no answer within {BOUND:?}")),
+    };
+    (sent.elapsed(), answer)
+}
+
+/// Finding 5 of issue 26 and 38.3: slowloris on actix-web. Slow senders
+/// re-fill the connection bound as soon as a connection frees (each sends
+/// half a head, waits for the close, and re-opens at once) while `/status`
+/// is probed every 100 ms on a fresh connection that sends its request at
+/// once. actix-web's own server could not evict, so a probe waited in the
+/// backlog (`2 x client_request_timeout + client_disconnect_timeout + 1 s`
+/// was the stated bound); served from the shared accept loop
+/// (`admission_actix::serve`), a newcomer evicts the connection that has
+/// waited longest for a head, and the probes keep that 4 s bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_answers_within_the_documented_bound_while_slow_senders_refill_the_bound() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpStream;
-    const MAX: usize = 32;
+    // A newcomer evicts the oldest waiting connection, so a probe must send
+    // its head before `MAX` newer attackers arrive: at 32 under the ~3 600
+    // connections/s these attackers open on this machine that was 9 ms,
+    // and 13 of 76 probes (sent by a test process busy with the attack)
+    // were evicted first; 256 gives it ~70 ms.
+    const MAX: usize = 256;
     const ATTACKERS: usize = 2 * MAX;
     const HEADER: Duration = Duration::from_millis(1000);
     const ATTACK: Duration = Duration::from_secs(8);
@@ -540,7 +569,7 @@ async fn status_answers_within_the_documented_bound_while_slow_senders_refill_th
     const BOUND: Duration = Duration::from_millis(2 * 1000 + 1000 + 1000);
     let workflow = start(&[
         "--max-connections",
-        "32",
+        "256",
         "--header-timeout-ms",
         "1000",
         "--idle-timeout-ms",
@@ -574,32 +603,32 @@ async fn status_answers_within_the_documented_bound_while_slow_senders_refill_th
     tokio::time::sleep(Duration::from_millis(500)).await;
     // A probe every 100 ms, each on its own connection and task, so a
     // slow one does not delay the next.
-    let mut probes = tokio::task::JoinSet::new();
-    let mut every = tokio::time::interval(Duration::from_millis(100));
-    let url = workflow.url("/status");
-    while started.elapsed() < ATTACK {
-        every.tick().await;
-        let url = url.clone();
-        probes.spawn(async move {
-            let sent = std::time::Instant::now();
-            let answer = client().get(url).header("connection", "close").send().await;
-            (
-                sent.elapsed(),
-                answer.map(|r| r.status()).map_err(|e| e.to_string()),
-            )
-        });
-    }
-    let waits = probes.join_all().await;
+    // The probes run on a thread and runtime of their own, as a client
+    // apart from the attackers would: the attackers' tasks must not delay
+    // a probe's request past its place at the bound.
+    let probing = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let mut probes = tokio::task::JoinSet::new();
+            let mut every = tokio::time::interval(Duration::from_millis(100));
+            while started.elapsed() < ATTACK {
+                every.tick().await;
+                probes.spawn(probe_status(addr));
+            }
+            probes.join_all().await
+        })
+    });
     let opened: u32 = attackers.join_all().await.into_iter().sum();
+    let waits = probing.join().expect("the probes ran");
     let slowest = waits
         .iter()
         .map(|(wait, _)| *wait)
         .max()
         .unwrap_or_default();
-    let failed: Vec<_> = waits
-        .iter()
-        .filter(|(_, answer)| !matches!(answer, Ok(s) if s.is_success()))
-        .collect();
+    let failed: Vec<_> = waits.iter().filter(|(_, answer)| answer.is_err()).collect();
     println!(
         "{ATTACKERS} slow senders re-filling a bound of {MAX} ({opened} connections in {ATTACK:?}, \
          header timeout {HEADER:?}): {} probes of /status, slowest {slowest:?}, {} failed",

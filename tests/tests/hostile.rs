@@ -273,6 +273,7 @@ mod connections {
         let (stop, stopped) = oneshot::channel::<()>();
         let server = admission_axum::serve(listener, app)
             .limits(limits)
+            .expect("valid limits")
             .with_graceful_shutdown(async {
                 let _ = stopped.await;
             });
@@ -332,8 +333,8 @@ mod connections {
         let (entered, _) = mpsc::unbounded_channel();
         let (_release, released) = tokio::sync::watch::channel(false);
         let limits = ConnectionLimits::new()
-            .max_connections(8)
-            .header_read_timeout(Duration::from_secs(60));
+            .with_max_connections(8)
+            .with_header_timeout(Duration::from_secs(60));
         let served = serve(limits, entered, released).await;
         let mut attackers = Vec::new();
         for _ in 0..8 {
@@ -391,7 +392,7 @@ mod connections {
         let (entered, mut running) = mpsc::unbounded_channel();
         let (release, released) = tokio::sync::watch::channel(false);
         let served = serve(
-            ConnectionLimits::new().max_connections(2),
+            ConnectionLimits::new().with_max_connections(2),
             entered,
             released,
         )

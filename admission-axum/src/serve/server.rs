@@ -10,17 +10,15 @@ use std::future::{Future, IntoFuture, Pending, pending};
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 
+use admission_http::connection::{ConnectionLimits, Connections, InvalidLimit};
 use axum::body::Body;
 use bytes::Bytes;
 use http::{Request, Response};
 use tokio::net::TcpListener;
 use tower_service::Service;
 
-use super::limits::ConnectionLimits;
 use super::listener::Listener;
-use super::stats::{Connections, Counters};
 use super::track::track;
 
 /// Serves `service` (an axum [`Router`](axum::Router), or any tower
@@ -38,13 +36,14 @@ use super::track::track;
 /// use axum::{Router, routing::get};
 ///
 /// # #[tokio::main]
-/// # async fn main() -> std::io::Result<()> {
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let app = Router::new().route("/healthz", get(|| async { "ok\n" }));
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
 /// admission_axum::serve(listener, app)
-///     .limits(ConnectionLimits::new().max_connections(1000))
+///     .limits(ConnectionLimits::new().with_max_connections(1000))?
 ///     .with_graceful_shutdown(async { drop(tokio::signal::ctrl_c().await) })
-///     .await
+///     .await?;
+/// # Ok(())
 /// # }
 /// ```
 pub fn serve<S, B>(listener: TcpListener, service: S) -> Serve<S>
@@ -54,13 +53,10 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<axum::BoxError>,
 {
-    let limits = ConnectionLimits::new();
     Serve {
-        listener,
+        listener: Listener::with_default_limits(listener),
         service,
-        limits,
         signal: pending(),
-        counters: Arc::new(Counters::new(limits.get_max_connections())),
     }
 }
 
@@ -74,18 +70,15 @@ where
 /// timeout closes them.
 #[must_use = "a server does nothing until it is awaited"]
 pub struct Serve<S, F = Pending<()>> {
-    listener: TcpListener,
+    listener: Listener,
     service: S,
-    limits: ConnectionLimits,
     signal: F,
-    counters: Arc<Counters>,
 }
 
 impl<S, F> fmt::Debug for Serve<S, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Serve")
             .field("listener", &self.listener)
-            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -100,20 +93,23 @@ impl<S, F> Serve<S, F> {
     /// use axum::Router;
     ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> std::io::Result<()> {
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     /// let server = admission_axum::serve(listener, Router::new())
-    ///     .limits(ConnectionLimits::new().max_connections(64));
+    ///     .limits(ConnectionLimits::new().with_max_connections(64))?;
     /// assert_eq!(server.connections().stats().max, 64);
     /// # Ok(())
     /// # }
     /// ```
-    pub fn limits(self, limits: ConnectionLimits) -> Serve<S, F> {
-        Serve {
-            limits,
-            counters: Arc::new(Counters::new(limits.get_max_connections())),
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidLimit`] naming a setting that is zero.
+    pub fn limits(self, limits: ConnectionLimits) -> Result<Serve<S, F>, InvalidLimit> {
+        Ok(Serve {
+            listener: Listener::new(self.listener.into_inner(), limits)?,
             ..self
-        }
+        })
     }
 
     /// The same server, stopping gracefully when `signal` completes: it
@@ -144,26 +140,22 @@ impl<S, F> Serve<S, F> {
         Serve {
             listener: self.listener,
             service: self.service,
-            limits: self.limits,
             signal,
-            counters: self.counters,
         }
     }
 
     /// The live counters of this server's connections.
     pub fn connections(&self) -> Connections {
-        Connections {
-            counters: Arc::clone(&self.counters),
-        }
+        self.listener.connections()
     }
 
     /// The address the listener is bound to.
     ///
     /// # Errors
     ///
-    /// As [`TcpListener::local_addr`].
+    /// As [`tokio::net::TcpListener::local_addr`].
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.listener.local_addr()
+        axum::serve::Listener::local_addr(&self.listener)
     }
 }
 
@@ -182,17 +174,14 @@ where
         let Serve {
             listener,
             service,
-            limits,
             signal,
-            counters,
         } = self;
-        let listener = Listener::with_counters(listener, limits, counters);
-        let closer = listener.closer();
+        let connections = listener.connections();
         let signal = async move {
             signal.await;
             // hyper closes idle keep-alives and lets responses finish; a
             // connection half-way through a head is closed here.
-            closer.close_waiting();
+            connections.close_waiting();
         };
         Box::pin(
             axum::serve(listener, track(service))

@@ -10,9 +10,9 @@ use std::convert::Infallible;
 use std::future::{Future, Ready, ready};
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
+use admission_http::connection::{InFlight, Requests};
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::serve::IncomingStream;
@@ -21,7 +21,6 @@ use http::{Request, Response};
 use http_body::Frame;
 use tower_service::Service;
 
-use super::connection::ConnState;
 use super::listener::Listener;
 
 /// Serves `service` on every connection of a [`Listener`], telling each
@@ -38,9 +37,9 @@ use super::listener::Listener;
 /// use axum::{Router, routing::get};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> std::io::Result<()> {
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-/// let listener = Listener::new(tcp, ConnectionLimits::new());
+/// let listener = Listener::new(tcp, ConnectionLimits::new())?;
 /// let app = Router::new().route("/healthz", get(|| async { "ok\n" }));
 /// // A signal that has already fired: it stops at once.
 /// axum::serve(listener, track(app)).with_graceful_shutdown(async {}).await?;
@@ -67,12 +66,10 @@ impl<S: Clone> Service<IncomingStream<'_, Listener>> for Track<S> {
     }
 
     fn call(&mut self, stream: IncomingStream<'_, Listener>) -> Self::Future {
-        let connection = stream.io();
-        connection.state.track();
         ready(Ok(Tracked {
             service: self.service.clone(),
-            state: Arc::clone(&connection.state),
-            remote: connection.remote_addr(),
+            requests: stream.io().requests(),
+            remote: *stream.remote_addr(),
         }))
     }
 }
@@ -82,7 +79,7 @@ impl<S: Clone> Service<IncomingStream<'_, Listener>> for Track<S> {
 #[derive(Debug, Clone)]
 pub struct Tracked<S> {
     service: S,
-    state: Arc<ConnState>,
+    requests: Requests,
     remote: SocketAddr,
 }
 
@@ -101,8 +98,7 @@ where
     }
 
     fn call(&mut self, mut request: Request<Body>) -> Self::Future {
-        self.state.begin_request();
-        let in_flight = InFlight(Arc::clone(&self.state));
+        let in_flight = self.requests.begin();
         request.extensions_mut().insert(ConnectInfo(self.remote));
         TrackedFuture {
             call: Call::Ready {
@@ -111,18 +107,6 @@ where
             },
             in_flight: Some(in_flight),
         }
-    }
-}
-
-/// Marks its connection busy while it lives.
-#[derive(Debug)]
-#[must_use = "the connection counts as busy only while this lives"]
-#[clippy::has_significant_drop]
-struct InFlight(Arc<ConnState>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.end_request();
     }
 }
 

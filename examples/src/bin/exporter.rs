@@ -61,9 +61,9 @@ struct Flags {
     coalesce: Duration,
     /// Connections open at once; past it a newcomer evicts the connection
     /// that has waited longest for a request head, or is closed at once
-    /// (the default is three quarters of the open-file limit, at most
-    /// 4096).
-    #[arg(long = "max-connections", value_name = "N", default_value_t = ConnectionLimits::new().get_max_connections(), value_parser = positive)]
+    /// (the default is the open-file limit less the descriptors open at
+    /// startup less a quarter of the limit, at most 4096).
+    #[arg(long = "max-connections", value_name = "N", default_value_t = ConnectionLimits::new().max_connections(), value_parser = positive)]
     max_connections: usize,
     /// Time for a whole request head.
     #[arg(long = "header-timeout-ms", value_name = "MS", default_value = "10000", value_parser = positive_millis)]
@@ -71,7 +71,10 @@ struct Flags {
     /// Time a kept-alive connection with nothing in flight stays open.
     #[arg(long = "idle-timeout-ms", value_name = "MS", default_value = "60000", value_parser = positive_millis)]
     idle_timeout: Duration,
-    /// Time a response may wait for its client to take a byte.
+    /// Time a response may wait while its client takes no byte: the
+    /// connection is cut when the socket accepted nothing for this long (it
+    /// holds at most 16 KiB the client's window does not let out), so a
+    /// reader taking 16 KiB per timeout, however slowly, is never cut.
     #[arg(long = "write-timeout-ms", value_name = "MS", default_value = "10000", value_parser = positive_millis)]
     write_timeout: Duration,
     /// Bound on the bytes held by response bodies not yet sent, across
@@ -121,10 +124,10 @@ fn config(flags: &Flags) -> Result<Config, String> {
         gate: flags.gate,
         coalesce,
         connections: ConnectionLimits::new()
-            .max_connections(flags.max_connections)
-            .header_read_timeout(flags.header_timeout)
-            .idle_timeout(flags.idle_timeout)
-            .write_timeout(flags.write_timeout),
+            .with_max_connections(flags.max_connections)
+            .with_header_timeout(flags.header_timeout)
+            .with_idle_timeout(flags.idle_timeout)
+            .with_write_timeout(flags.write_timeout),
         drain_delay: flags.drain_delay,
         agent_check: flags.agent_check,
         trust_peers: flags.trust_peers,
@@ -147,10 +150,10 @@ async fn main() {
         walk_delay_ms = config.walk_delay.as_millis() as u64,
         gate = %config.gate,
         coalesce_ms = config.coalesce.map_or(0, |c| c.as_millis() as u64),
-        max_connections = config.connections.get_max_connections(),
-        header_timeout_ms = config.connections.get_header_read_timeout().as_millis() as u64,
-        idle_timeout_ms = config.connections.get_idle_timeout().as_millis() as u64,
-        write_timeout_ms = config.connections.get_write_timeout().as_millis() as u64,
+        max_connections = config.connections.max_connections(),
+        header_timeout_ms = config.connections.header_timeout().as_millis() as u64,
+        idle_timeout_ms = config.connections.idle_timeout().as_millis() as u64,
+        write_timeout_ms = config.connections.write_timeout().as_millis() as u64,
         max_held_mb = config.max_held >> 20,
         "exporter up"
     );

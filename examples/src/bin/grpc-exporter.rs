@@ -58,8 +58,10 @@ struct Flags {
     #[arg(long = "progress-timeout-ms", value_name = "MS", default_value = "30000", value_parser = positive_millis)]
     progress_timeout: Duration,
     /// Connections open at once; at the cap the oldest connection that has
-    /// not sent the HTTP/2 preface is closed (keep it under `ulimit -n`).
-    #[arg(long = "max-connections", value_name = "N", default_value = "1024", value_parser = positive)]
+    /// not sent the HTTP/2 preface is closed, else the newcomer (the
+    /// default is the open-file limit less the descriptors open at startup
+    /// less a quarter of the limit, at most 4096).
+    #[arg(long = "max-connections", value_name = "N", default_value_t = ConnectionLimits::new().max_connections(), value_parser = positive)]
     max_connections: usize,
     /// Time a new connection has to send the HTTP/2 preface.
     #[arg(long = "preface-timeout-ms", value_name = "MS", default_value = "5000", value_parser = positive_millis)]
@@ -86,11 +88,9 @@ fn config(flags: &Flags) -> Result<Config, String> {
         shutdown_deadline: flags.walks.shutdown_deadline,
         gate: flags.gate,
         progress_timeout: flags.progress_timeout,
-        connections: ConnectionLimits {
-            max_connections: flags.max_connections,
-            preface_timeout: flags.preface_timeout,
-            ..ConnectionLimits::default()
-        },
+        connections: ConnectionLimits::new()
+            .with_max_connections(flags.max_connections)
+            .with_header_timeout(flags.preface_timeout),
     })
 }
 

@@ -11,9 +11,12 @@
 //! stops the server and drains every pool under `--shutdown-deadline-ms`
 //! counted from the signal, logs `drained` or `abandoned`, and exits 0.
 //!
-//! Connections are admitted by actix-web's own limits (`--max-connections`,
-//! `--header-timeout-ms`, `--idle-timeout-ms`); a client that closes its
-//! side (FIN) counts as gone. Behind a balancer: `GET /readyz` is `200`
+//! Connections are admitted by the same accept loop as the exporter's
+//! (`admission_actix::serve`: `--max-connections`, past which a newcomer
+//! evicts the connection that has waited longest for a request head,
+//! `--header-timeout-ms`, `--idle-timeout-ms`, and a 10 s write timeout
+//! that cuts only a client taking no byte for that long); a client that
+//! closes its side (FIN) counts as gone. Behind a balancer: `GET /readyz` is `200`
 //! until the signal and `503` from it on, `--drain-delay-ms` keeps serving
 //! that long after the signal, `--agent-check ADDR` answers HAProxy's agent
 //! checks, and every response carries `endpoint-load-metrics` (ORCA
@@ -68,11 +71,14 @@ struct Flags {
     /// actix-web's HTTP worker threads.
     #[arg(long = "http-workers", value_name = "N", default_value_t = 2)]
     http_workers: usize,
-    /// Connections open at once, over all HTTP workers (the default is
-    /// three quarters of the open-file limit, at most 4096).
+    /// Connections open at once, over all HTTP workers; past it a newcomer
+    /// evicts the connection that has waited longest for a request head,
+    /// or is closed at once (the default is the open-file limit less the
+    /// descriptors open at startup less a quarter of the limit, at most
+    /// 4096).
     #[arg(long = "max-connections", value_name = "N", default_value_t = default_max_connections(), value_parser = positive)]
     max_connections: usize,
-    /// Time for a request head to arrive, else `408`.
+    /// Time for a request head to arrive, else the connection closes.
     #[arg(long = "header-timeout-ms", value_name = "MS", default_value = "5000", value_parser = positive_millis)]
     header_timeout: Duration,
     /// Time a kept-alive connection stays open with nothing in flight.

@@ -103,7 +103,7 @@ impl FromStr for Gate {
 /// assert_eq!(config.shutdown_deadline, Duration::from_secs(5));
 /// assert_eq!(config.gate, Gate::Admission);
 /// assert_eq!(config.coalesce, None, "coalescing is opt-in");
-/// assert_eq!(config.connections.get_header_read_timeout(), Duration::from_secs(10));
+/// assert_eq!(config.connections.header_timeout(), Duration::from_secs(10));
 /// assert_eq!((config.drain_delay, config.agent_check), (Duration::ZERO, None));
 /// assert_eq!(config.max_held, 256 << 20);
 /// ```

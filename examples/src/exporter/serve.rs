@@ -200,7 +200,7 @@ impl Exporter {
             workers: config.workers,
             readiness: Readiness::new(&shutdown),
             trust_peers: config.trust_peers,
-            write_timeout: config.connections.get_write_timeout(),
+            write_timeout: config.connections.write_timeout(),
         });
         Ok(Exporter {
             app,
@@ -273,6 +273,7 @@ impl Exporter {
         let stop_accepting = CancellationToken::new();
         let server = admission_axum::serve(listener, routes)
             .limits(config.connections)
+            .map_err(io::Error::other)?
             .with_graceful_shutdown(stop_accepting.clone().cancelled_owned());
         let counted = server.connections();
         connections.attach(counted.clone());

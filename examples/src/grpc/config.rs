@@ -92,7 +92,7 @@ impl FromStr for Gate {
 /// assert_eq!(config.shutdown_deadline, Duration::from_secs(5));
 /// assert_eq!(config.gate, Gate::Admission);
 /// assert_eq!(config.progress_timeout, Duration::from_secs(30));
-/// assert_eq!(config.connections.max_connections, 1024);
+/// assert_eq!(config.connections, admission_tonic::connections::ConnectionLimits::new());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -124,8 +124,9 @@ pub struct Config {
     /// Health calls take no lease, so their `Watch` streams are not bound
     /// by it.
     pub progress_timeout: Duration,
-    /// The bounds on connections (`--max-connections`, default 1024;
-    /// `--preface-timeout-ms`, default 5000; 100 concurrent streams and
+    /// The bounds on connections (`--max-connections`, by default what the
+    /// descriptors allow; `--preface-timeout-ms`, the header timeout; 100
+    /// concurrent streams and
     /// keepalive pings every 30 s): see
     /// [`ConnectionLimits`](admission_tonic::connections::ConnectionLimits).
     pub connections: admission_tonic::connections::ConnectionLimits,
@@ -143,7 +144,7 @@ impl Default for Config {
             shutdown_deadline: admission_core::shutdown::DEFAULT_DEADLINE,
             gate: Gate::Admission,
             progress_timeout: admission_http::body::ProgressTimeout::DEFAULT.get(),
-            connections: admission_tonic::connections::ConnectionLimits::default(),
+            connections: admission_tonic::connections::ConnectionLimits::new(),
         }
     }
 }

@@ -19,7 +19,7 @@ use admission_core::{Pool, RequestPools, Shutdown};
 use admission_http::body::ProgressTimeout;
 use admission_http::request_body::RequestBody;
 use admission_tonic::AdmissionLayer;
-use admission_tonic::connections::ConnectionStats;
+use admission_tonic::connections::{self, ConnectionStats};
 use futures_util::TryFutureExt as _;
 use tokio::net::TcpListener;
 use tonic::transport::Server;
@@ -233,10 +233,8 @@ impl GrpcExporter {
             requests,
             ..
         } = self;
-        let incoming = config
-            .connections
-            .incoming(listener)
-            .map_err(io::Error::other)?;
+        let incoming =
+            connections::incoming(listener, config.connections).map_err(io::Error::other)?;
         let connections = incoming.connections();
         let registry_pool = match &app.backend {
             Backend::Admission(pool) => Some(pool.clone()),
@@ -246,7 +244,7 @@ impl GrpcExporter {
         reporter.set_serving::<RegistryServer>().await;
         let stop_accepting = CancellationToken::new();
         let registry = RegistryServer::new(app);
-        let builder = config.connections.server(Server::builder());
+        let builder = connections::server(&config.connections, Server::builder());
         let stopped = stop_accepting.clone().cancelled_owned();
         let mut server = match config.gate {
             Gate::Admission => Serving::spawn(
@@ -285,7 +283,7 @@ impl GrpcExporter {
                 deadline,
                 // Connections that never sent a preface would hold the
                 // graceful shutdown to its deadline.
-                || connections.close_silent(),
+                || connections.close_waiting(),
                 || OpenAtDeadline {
                     walks: registry_pool
                         .as_ref()

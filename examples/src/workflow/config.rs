@@ -42,20 +42,18 @@ pub struct Config {
     /// actix-web worker threads (`--http-workers`, default 2).
     pub http_workers: usize,
     /// The most connections open at once, over all HTTP workers
-    /// (`--max-connections`, default three quarters of the open-file limit,
-    /// at most 4096). actix-web's own equivalent of connection admission:
-    /// at the bound it stops accepting, so further connections wait in the
-    /// listen backlog instead of exhausting descriptors.
+    /// (`--max-connections`, by default the open-file limit less the
+    /// descriptors open at startup less a quarter of the limit, at most
+    /// 4096): past it a newcomer evicts the connection that has waited
+    /// longest for a request head, or is closed at once
+    /// (`admission_actix::serve`).
     pub max_connections: usize,
     /// How long a client may take to send a whole request head
-    /// (`--header-timeout-ms`, default 5000; actix-web's
-    /// `client_request_timeout`): past it the answer is `408` and the
-    /// connection closes.
+    /// (`--header-timeout-ms`, default 5000): past it the connection
+    /// closes.
     pub header_timeout: Duration,
     /// How long a kept-alive connection may stay idle (`--idle-timeout-ms`,
-    /// default 5000; actix-web's `keep_alive`). Shorter than the exporter's
-    /// 60 s because actix-web cannot evict an idle connection for a
-    /// newcomer: at the bound, idle connections are what newcomers wait on.
+    /// default 5000).
     pub idle_timeout: Duration,
     /// The preStop delay (`--drain-delay-ms`, default 0): from the signal,
     /// `/readyz` answers `503` and the agent says `drain`, while every
@@ -71,9 +69,10 @@ pub struct Config {
     pub agent_check: Option<SocketAddr>,
 }
 
-/// Three quarters of the soft open-file limit (1024 where it cannot be
-/// read), at least 1 and at most 4096: the rest of the descriptors are
-/// left to everything else the process opens.
+/// The default connection bound of every adapter
+/// ([`ConnectionLimits::new`](admission_actix::serve::ConnectionLimits::new)):
+/// the soft open-file limit less the descriptors open now less a quarter
+/// of the limit, at least 1 and at most 4096.
 ///
 /// # Examples
 ///
@@ -83,24 +82,7 @@ pub struct Config {
 /// assert!((1..=4096).contains(&default_max_connections()));
 /// ```
 pub fn default_max_connections() -> usize {
-    let open_files = open_files_limit().unwrap_or(1024);
-    usize::try_from(open_files - open_files / 4)
-        .unwrap_or(usize::MAX)
-        .clamp(1, 4096)
-}
-
-/// The soft `RLIMIT_NOFILE`, from `/proc/self/limits` (Linux only).
-fn open_files_limit() -> Option<u64> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    let soft = line
-        .strip_prefix("Max open files")?
-        .split_whitespace()
-        .next()?;
-    match soft {
-        "unlimited" => Some(u64::MAX),
-        soft => soft.parse().ok(),
-    }
+    admission_actix::serve::ConnectionLimits::new().max_connections()
 }
 
 impl Default for Config {

@@ -15,9 +15,10 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::{App, HttpServer, Resource, Route, web};
+use actix_web::{App, Resource, Route, web};
 use admission_actix::AdmissionControl;
 use admission_actix::load_report::ReportLoad;
+use admission_actix::serve::ConnectionLimits;
 use admission_core::shutdown::ShutdownReport;
 use admission_core::{ConfigError, RequestPools, Shutdown};
 use admission_http::balancer::{AgentCheck, LoadReport, Readiness};
@@ -163,8 +164,8 @@ impl Workflow {
             .service(only("/status", web::get().to(status::status)));
     }
 
-    /// Starts the loops, serves on `listener` until `signal` completes (or
-    /// the server fails), turns not ready and serves on for the drain
+    /// Starts the loops, serves on `listener` until `signal` completes,
+    /// turns not ready and serves on for the drain
     /// delay, then stops the server and shuts down every pool and loop
     /// concurrently, by one deadline counted from the end of the delay.
     /// With `agent_check` set, HAProxy's agent checks are answered there
@@ -179,8 +180,8 @@ impl Workflow {
     ///
     /// # Errors
     ///
-    /// The I/O error of a listener the server cannot take, or of a server
-    /// that failed while running (after shutting down).
+    /// The I/O error of a listener the server cannot take, or a worker
+    /// thread that cannot start.
     pub async fn serve(
         self,
         listener: std::net::TcpListener,
@@ -202,54 +203,38 @@ impl Workflow {
             }
             None => None,
         };
-        let server = HttpServer::new(move || {
+        // Connection admission (`admission_actix::serve`, the accept loop
+        // axum and tonic use): one bound over all workers, at which a
+        // newcomer evicts the connection that has waited longest for a
+        // request head; a head must arrive within the header timeout (else
+        // the connection closes); an idle kept-alive connection closes after
+        // the idle timeout; and a client that closes its side (FIN) counts
+        // as gone, so its work is orphaned and counted as such, as with a
+        // reset.
+        let limits = ConnectionLimits::new()
+            .with_max_connections(config.max_connections)
+            .with_header_timeout(config.header_timeout)
+            .with_idle_timeout(config.idle_timeout);
+        let server = admission_actix::serve::serve(move || {
             let routes = Arc::clone(&routes);
             App::new()
                 .configure(move |cfg| Workflow::configure(&routes, cfg))
                 .default_service(web::to(problem::not_found))
                 .wrap(ReportLoad::new(report.clone()).on_routes(LOAD_REPORT_ROUTES))
         })
+        .limits(limits)
+        .map_err(io::Error::other)?
         .workers(workers)
-        // Connection admission, actix-web's way: the bound is per worker
-        // (at it, a worker stops accepting and connections wait in the
-        // backlog rather than exhaust descriptors); a request head must
-        // arrive within the header timeout (else `408` and close); an idle
-        // kept-alive connection closes after the idle timeout; and a client
-        // that closes its side (FIN) counts as gone, so its work is
-        // orphaned and counted as such, as with a reset.
-        .max_connections(config.max_connections.div_ceil(workers).max(1))
-        .client_request_timeout(config.header_timeout)
-        .keep_alive(config.idle_timeout)
-        .client_disconnect_timeout(Duration::from_secs(1))
-        .h1_allow_half_closed(false)
-        .disable_signals()
-        .shutdown_timeout(config.shutdown_deadline.as_secs().max(1))
-        .listen(listener)?
-        .run();
-        let handle = server.handle();
+        .listen(listener)?;
         state.loops.spawn(&shutdown, &state.requests, config.cycle);
-        let mut running = actix_web::rt::spawn(server);
-
-        let mut failed = None;
-        tokio::select! {
-            () = signal => {}
-            ended = &mut running => {
-                failed = Some(match ended {
-                    Ok(Ok(())) => io::Error::other("the server stopped on its own"),
-                    Ok(Err(err)) => err,
-                    Err(join) => io::Error::other(join),
-                });
-            }
-        }
+        signal.await;
         let signalled = Instant::now();
         // The preStop delay: not ready at once, still serving (and
         // accepting) so the balancer looks and routes elsewhere first.
-        if failed.is_none() {
-            state.readiness.withdraw_for(config.drain_delay).await;
-        }
+        state.readiness.withdraw_for(config.drain_delay).await;
         let deadline = Instant::now() + config.shutdown_deadline;
         let stop_server = async {
-            tokio::time::timeout_at(deadline, handle.stop(true))
+            tokio::time::timeout_at(deadline, server.stop())
                 .await
                 .is_ok()
         };
@@ -257,18 +242,11 @@ impl Workflow {
         if let Some(agent) = agent {
             agent.abort();
         }
-        let stopped = Stopped {
+        Ok(Stopped {
             report,
             server_stopped,
             deadline: config.shutdown_deadline,
             took: signalled.elapsed(),
-        };
-        match failed {
-            None => Ok(stopped),
-            Some(err) => {
-                stopped.log();
-                Err(err)
-            }
-        }
+        })
     }
 }

@@ -1,42 +1,40 @@
 //! What connection admission counts, and its rate-limited log line.
 //!
-//! This module owns [`Connections`], [`ConnectionStats`] and the counters
-//! behind them. It must never log a client's address or bytes, and never
-//! more than one line per interval however hard clients push.
+//! This module owns [`ConnectionStats`], the counters behind them and the
+//! one `WARN` line per interval. It must never log a client's address or
+//! bytes, and never more than one line per interval however hard clients
+//! push.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-/// How often, at most, connection admission logs what it enforced.
-pub(crate) const LOG_EVERY: Duration = Duration::from_secs(10);
+/// The stable code of the `WARN` line that counts connections closed or
+/// refused by the limits (evictions, refusals, header and write timeouts).
+pub const CONNECTION_EVICTED: &str = "ADMISSION_CONNECTION_EVICTED";
 
-/// A live view of a server's connections: clone it freely, read it any
-/// time (also after the server stopped).
+/// The stable code of the `WARN` line that counts failed accepts (the
+/// process out of descriptors or memory) and the back-off that followed.
+pub const ACCEPT_FAILED: &str = "ADMISSION_ACCEPT_FAILED";
+
+/// A snapshot of one accept loop's connections, from
+/// [`Connections::stats`](super::Connections::stats).
 ///
 /// # Examples
 ///
 /// ```
-/// use admission_axum::serve::ConnectionLimits;
-/// use axum::Router;
+/// use admission_http::connection::{ConnectionLimits, Incoming};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> std::io::Result<()> {
-/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-/// let server = admission_axum::serve(listener, Router::new())
-///     .limits(ConnectionLimits::new().max_connections(100));
-/// let stats = server.connections().stats();
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let incoming = Incoming::new(tcp, ConnectionLimits::new().with_max_connections(100))?;
+/// let stats = incoming.connections().stats();
 /// assert_eq!((stats.open, stats.max, stats.refused), (0, 100, 0));
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug, Clone)]
-pub struct Connections {
-    pub(crate) counters: Arc<Counters>,
-}
-
-/// A snapshot of a server's connections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct ConnectionStats {
     /// Connections open now (an evicted one counts until it is closed,
@@ -44,35 +42,27 @@ pub struct ConnectionStats {
     pub open: usize,
     /// The bound on open connections.
     pub max: usize,
-    /// Connections accepted from the listener, refused ones included.
+    /// Connections accepted, refused ones included.
     pub accepted: u64,
-    /// Connections closed at once because every open connection had a
-    /// request in flight.
+    /// Connections closed at once because every open connection was busy.
     pub refused: u64,
-    /// Connections closed to make room for a newcomer (or for a descriptor)
-    /// because they had waited longest for a request head.
+    /// Connections closed to make room for a newcomer (or for a
+    /// descriptor) because they had waited longest for a request head.
     pub evicted: u64,
-    /// Connections closed because a request head was not complete within
-    /// the header-read timeout.
+    /// Connections closed because a request head (or the HTTP/2 preface)
+    /// was not complete within the header timeout.
     pub header_timeouts: u64,
     /// Kept-alive connections closed after the idle timeout.
     pub idle_timeouts: u64,
-    /// Connections closed because a response made no progress (the client
-    /// took none of it) for the write-progress timeout.
+    /// Connections closed because a write made no progress for the write
+    /// timeout.
     pub write_timeouts: u64,
     /// Accepts that failed (for example when the process was out of
     /// descriptors).
     pub accept_errors: u64,
 }
 
-impl Connections {
-    /// The counters now.
-    pub fn stats(&self) -> ConnectionStats {
-        self.counters.snapshot()
-    }
-}
-
-/// The counters one server updates.
+/// The counters one accept loop updates.
 #[derive(Debug)]
 pub(crate) struct Counters {
     max: usize,
@@ -88,7 +78,7 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
-    pub(crate) fn new(max: usize) -> Counters {
+    pub(crate) fn new(max: usize, log_every: Duration) -> Counters {
         Counters {
             max,
             open: AtomicUsize::new(0),
@@ -99,7 +89,7 @@ impl Counters {
             idle_timeouts: AtomicU64::new(0),
             write_timeouts: AtomicU64::new(0),
             accept_errors: AtomicU64::new(0),
-            log: RateLimit::new(),
+            log: RateLimit::new(log_every),
         }
     }
 
@@ -135,9 +125,9 @@ impl Counters {
         self.open.fetch_add(1, Relaxed);
     }
 
-    /// A connection closed; whether it was the last one open.
-    pub(crate) fn count_close(&self) -> bool {
-        self.open.fetch_sub(1, Relaxed) == 1
+    /// A connection closed.
+    pub(crate) fn count_close(&self) {
+        self.open.fetch_sub(1, Relaxed);
     }
 
     /// A connection was closed at once at the bound.
@@ -158,7 +148,7 @@ impl Counters {
         self.report();
     }
 
-    /// A response made no progress for the write-progress timeout.
+    /// A write made no progress for the write timeout.
     pub(crate) fn count_write_timeout(&self) {
         self.write_timeouts.fetch_add(1, Relaxed);
         self.report();
@@ -175,6 +165,7 @@ impl Counters {
         let now = self.snapshot();
         if let Some(since) = self.log.due(now) {
             tracing::warn!(
+                code = ACCEPT_FAILED,
                 class = ?err.kind(),
                 os_error = err.raw_os_error().unwrap_or(0),
                 accept_errors = now.accept_errors - since.accept_errors,
@@ -184,7 +175,7 @@ impl Counters {
                 write_timeouts = now.write_timeouts - since.write_timeouts,
                 open = now.open,
                 max = now.max,
-                "accepting connections failed; backing off (counts since the last line, at most one line per 10 s)"
+                "accepting connections failed; closing the longest-waiting connection, else backing off (counts since the last line, at most one line per interval)"
             );
         }
     }
@@ -194,6 +185,7 @@ impl Counters {
         let now = self.snapshot();
         if let Some(since) = self.log.due(now) {
             tracing::warn!(
+                code = CONNECTION_EVICTED,
                 refused = now.refused - since.refused,
                 evicted = now.evicted - since.evicted,
                 header_timeouts = now.header_timeouts - since.header_timeouts,
@@ -201,17 +193,18 @@ impl Counters {
                 accept_errors = now.accept_errors - since.accept_errors,
                 open = now.open,
                 max = now.max,
-                "connection limits enforced (counts since the last line, at most one line per 10 s)"
+                "connection limits enforced (counts since the last line, at most one line per interval)"
             );
         }
     }
 }
 
-/// At most one line per [`LOG_EVERY`]; each line carries the counts since
-/// the one before.
+/// At most one line per interval; each line carries the counts since the
+/// one before.
 #[derive(Debug)]
 struct RateLimit {
     epoch: Instant,
+    every: Duration,
     /// Microseconds since `epoch` before which no line is due.
     next: AtomicU64,
     /// The counters when the last line was written.
@@ -219,21 +212,12 @@ struct RateLimit {
 }
 
 impl RateLimit {
-    fn new() -> RateLimit {
+    fn new(every: Duration) -> RateLimit {
         RateLimit {
             epoch: Instant::now(),
+            every,
             next: AtomicU64::new(0),
-            last: Mutex::new(ConnectionStats {
-                open: 0,
-                max: 0,
-                accepted: 0,
-                refused: 0,
-                evicted: 0,
-                header_timeouts: 0,
-                idle_timeouts: 0,
-                write_timeouts: 0,
-                accept_errors: 0,
-            }),
+            last: Mutex::new(ConnectionStats::default()),
         }
     }
 
@@ -246,10 +230,10 @@ impl RateLimit {
         if at < next {
             return None;
         }
-        let until = at.saturating_add(u64::try_from(LOG_EVERY.as_micros()).unwrap_or(u64::MAX));
+        let every = u64::try_from(self.every.as_micros()).unwrap_or(u64::MAX);
         if self
             .next
-            .compare_exchange(next, until, Relaxed, Relaxed)
+            .compare_exchange(next, at.saturating_add(every), Relaxed, Relaxed)
             .is_err()
         {
             return None;
@@ -265,7 +249,7 @@ mod tests {
 
     #[test]
     fn one_line_per_interval_with_the_counts_since_the_last() {
-        let counters = Counters::new(4);
+        let counters = Counters::new(4, Duration::from_secs(10));
         assert!(
             counters.log.due(counters.snapshot()).is_some(),
             "the first is due"
