@@ -264,6 +264,14 @@ impl Refusal {
     pub fn retry_after_millis(&self) -> u32 {
         self.retry_after_ms
     }
+
+    /// The same refusal with another millisecond hint (at least 1).
+    pub(crate) fn with_retry_after_millis(self, millis: u32) -> Refusal {
+        Refusal {
+            retry_after_ms: millis.max(1),
+            ..self
+        }
+    }
 }
 
 impl Refusal {

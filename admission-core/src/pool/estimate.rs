@@ -320,6 +320,12 @@ impl WorkTimes {
     /// model explores interleavings, and which atomics a refusal reads
     /// must not depend on the real time of a run.
     #[inline]
+    /// Now, in microseconds on this estimate's clock (the one start times
+    /// are kept on).
+    pub(crate) fn now_micros(&self) -> u64 {
+        self.now(None)
+    }
+
     fn now(&self, clock: Option<&Clock>) -> u64 {
         if cfg!(loom) {
             return 0;

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::future::{Future, poll_fn};
 use std::panic::Location;
 use std::pin::pin;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -28,6 +28,10 @@ use super::{PoolBuilder, PoolStats, RegistryWork, RetryHint, Slot, WorkError};
 use crate::caller::{Caller, Criticality};
 use crate::error::ConfigError;
 use crate::refusal::{Code, PoolName, Refusal};
+
+/// How many slot-turns ahead a spread refusal may be told to come back
+/// (see [`Pool::spread`]).
+const SPREAD_TURNS: u64 = 64;
 
 /// What a pool is used as; decides the code of a fail-fast refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +159,9 @@ struct PoolInner {
     /// How long the pool's work takes: the retry hint, deadline
     /// refusals and queue times come from it.
     work_times: WorkTimes,
+    /// The return time promised to the last refusal spread, in
+    /// microseconds on the work times' clock (see [`Pool::spread`]).
+    spread: AtomicU64,
     workers: Workers,
 }
 
@@ -247,6 +254,7 @@ impl Pool {
                 holders: Holders::new(capacity),
                 counters: Counters::default(),
                 work_times: WorkTimes::new(retry.rule(), capacity, expected_work),
+                spread: AtomicU64::new(0),
                 workers,
             }),
         })
@@ -787,6 +795,40 @@ impl Pool {
         // in the models, and the hint's need depends on the clock.
         let in_use = self.in_use();
         self.inner.work_times.millis(|| in_use)
+    }
+
+    /// `refusal` with its hint moved to the next free turn: each refusal
+    /// is promised a return time one slot-turn (a long hold, the 90th
+    /// percentile, over the capacity) after the previous promise, and never before its own
+    /// hint, so callers refused together are told different waits, in the
+    /// order they were refused, and do not all come back at once to
+    /// collide again. Promises reach at most [`SPREAD_TURNS`] turns ahead.
+    /// A refusal that is no overload, or from a pool that has not learned
+    /// its hold yet, is unchanged.
+    pub(crate) fn spread(&self, refusal: Refusal) -> Refusal {
+        let times = &self.inner.work_times;
+        // The 90th percentile, not the median: a promise a turn too early
+        // meets the slot still held and is refused again.
+        let hold = times.long();
+        if !refusal.is_overload() || hold.is_zero() {
+            return refusal;
+        }
+        let capacity = u64::try_from(self.inner.capacity).unwrap_or(u64::MAX);
+        let turn = u64::try_from(hold.as_micros()).unwrap_or(u64::MAX) / capacity;
+        let now = times.now_micros();
+        let earliest = now.saturating_add(u64::from(refusal.retry_after_millis()) * 1000);
+        let latest = earliest.saturating_add(turn.saturating_mul(SPREAD_TURNS));
+        let promised = &self.inner.spread;
+        let mut seen = promised.load(Relaxed);
+        let at = loop {
+            let at = seen.clamp(earliest, latest);
+            match promised.compare_exchange_weak(seen, at.saturating_add(turn), Relaxed, Relaxed) {
+                Ok(_) => break at,
+                Err(now_seen) => seen = now_seen,
+            }
+        };
+        let millis = (at - now).div_ceil(1000);
+        refusal.with_retry_after_millis(u32::try_from(millis).unwrap_or(u32::MAX))
     }
 
     /// How long the pool's work takes; the job records starts and ends

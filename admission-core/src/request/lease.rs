@@ -15,6 +15,7 @@ use super::Class;
 use super::adaptive::Controller;
 use super::context::{self, Context};
 use crate::caller::Caller;
+use crate::pool::estimate::{Clock, Started};
 use crate::pool::{Pool, Slot};
 use crate::scope::{self, Scope, Scoped};
 
@@ -58,10 +59,16 @@ struct Share {
     /// An adaptive class's controller, and when the lease was admitted:
     /// the lease's end is one of its samples.
     timed: Option<(Arc<Controller>, Instant)>,
+    /// When the lease was admitted, in its class pool's work times: how
+    /// long leases are held is what the class's hints, budget decisions
+    /// and queue times are made of, as a pool's work is of its own.
+    held: Started,
 }
 
 impl Drop for Share {
     fn drop(&mut self) {
+        let pool = self.slot.pool();
+        pool.work_times().finished(&Clock::current(), self.held);
         self.slot.detach();
         if let Some((controller, at)) = self.timed.take() {
             controller.ended(at);
@@ -72,10 +79,12 @@ impl Drop for Share {
 impl Lease {
     pub(crate) fn new(slot: Slot, class: Class, adaptive: Option<&Arc<Controller>>) -> Self {
         let timed = adaptive.map(|controller| (Arc::clone(controller), controller.admitted()));
+        let held = slot.pool().work_times().started(&Clock::current());
         Lease {
             share: Arc::new(Share {
                 slot: Arc::new(slot),
                 timed,
+                held,
             }),
             class,
             inherited: false,

@@ -278,6 +278,7 @@ impl RequestPools {
         }
         pool.try_admit_coded_for(pool.saturated_code(), &caller)
             .map(|slot| self.lease_of(slot, class))
+            .map_err(|refusal| pool.spread(refusal))
     }
 
     /// Takes a lease of `class` the way `admission` says: fail fast, wait,
