@@ -39,8 +39,9 @@ use crate::middleware::AdmissionMiddleware;
 ///   `App::wrap` and a `scope.wrap`) or `#[admitted]` shares the lease: one
 ///   slot per request and class.
 /// * The response body is wrapped in a [`LeasedBody`] holding a share of the
-///   lease until its last chunk is sent, it fails, or it is dropped (for
-///   example when the client goes away).
+///   lease until its last chunk is sent, it fails, it is dropped (for
+///   example when the client goes away), or the client lets a chunk lie
+///   unread past the [`progress_timeout`](Self::progress_timeout).
 /// * An inner service that fails with an `Err` (rather than an error
 ///   response) releases the lease when it fails; actix-web renders the error
 ///   afterwards.
