@@ -141,10 +141,7 @@ pub use crate::wire::{
 #[doc(hidden)]
 pub use crate::{grpc::grpc_path, problem::HeaderText};
 
-#[cfg(all(
-    feature = "server",
-    any(feature = "tower-http", feature = "tower-http-06")
-))]
+#[cfg(all(feature = "server", any(feature = "tower-http", feature = "tower-http-06")))]
 pub use crate::shed::ShedAware;
 #[cfg(feature = "server")]
 pub use crate::{
