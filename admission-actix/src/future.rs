@@ -17,6 +17,7 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
 use admission_core::request::Scoped;
 use admission_core::{Caller, Lease, Refusal};
+use admission_http::body::ProgressTimeout;
 use admission_http::{HttpRefusalStatus, Problem};
 use bytes::Bytes;
 
@@ -68,6 +69,8 @@ pin_project_lite::pin_project! {
     {
         #[pin]
         state: State<S>,
+        // How long the admitted response's body may let a chunk lie unread.
+        progress: ProgressTimeout,
         _body: PhantomData<fn() -> B>,
     }
 }
@@ -133,6 +136,7 @@ where
         req: ServiceRequest,
         lease: Lease,
         caller: Caller,
+        progress: ProgressTimeout,
     ) -> Self {
         let call = Call::Pending {
             service,
@@ -143,6 +147,7 @@ where
                 call: lease.clone().scope_for(caller, call),
                 lease: Some(lease),
             },
+            progress,
             _body: PhantomData,
         }
     }
@@ -153,6 +158,7 @@ where
         lease: Pin<Box<dyn Future<Output = Result<Lease, Refusal>>>>,
         caller: Caller,
         status: HttpRefusalStatus,
+        progress: ProgressTimeout,
     ) -> Self {
         ResponseFuture {
             state: State::Queued {
@@ -162,6 +168,7 @@ where
                 caller,
                 status,
             },
+            progress,
             _body: PhantomData,
         }
     }
@@ -171,6 +178,7 @@ where
             state: State::Refused {
                 response: Some(response),
             },
+            progress: ProgressTimeout::DEFAULT,
             _body: PhantomData,
         }
     }
@@ -184,7 +192,9 @@ where
     type Output = Result<ServiceResponse<LeasedBody<B>>, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut state = self.project().state;
+        let this = self.project();
+        let progress = *this.progress;
+        let mut state = this.state;
         if let StateProj::Queued {
             lease,
             service,
@@ -222,9 +232,11 @@ where
                 let result = std::task::ready!(call.poll(cx));
                 let lease = lease.take();
                 match lease {
-                    Some(lease) => {
-                        result.map(|res| res.map_body(|_, body| LeasedBody::new(body, lease)))
-                    }
+                    Some(lease) => result.map(|res| {
+                        res.map_body(|_, body| {
+                            LeasedBody::new(body, lease).progress_timeout(progress)
+                        })
+                    }),
                     None => panic!("`ResponseFuture` polled after completion"),
                 }
             }

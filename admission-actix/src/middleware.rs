@@ -12,6 +12,7 @@ use std::rc::Rc;
 use actix_web::Error;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, forward_ready};
+use admission_http::body::ProgressTimeout;
 use admission_http::{HttpRefusalStatus, Problem, RequestAdmission};
 
 use crate::body::LeasedBody;
@@ -59,6 +60,7 @@ pub struct AdmissionMiddleware<S> {
     admission: RequestAdmission,
     classify: Classify,
     status: HttpRefusalStatus,
+    progress: ProgressTimeout,
 }
 
 impl<S> AdmissionMiddleware<S> {
@@ -67,12 +69,14 @@ impl<S> AdmissionMiddleware<S> {
         admission: RequestAdmission,
         classify: Classify,
         status: HttpRefusalStatus,
+        progress: ProgressTimeout,
     ) -> Self {
         AdmissionMiddleware {
             service,
             admission,
             classify,
             status,
+            progress,
         }
     }
 }
@@ -83,6 +87,7 @@ impl<S> std::fmt::Debug for AdmissionMiddleware<S> {
             .field("admission", &self.admission)
             .field("classify", &self.classify)
             .field("status", &self.status)
+            .field("progress", &self.progress)
             .finish_non_exhaustive()
     }
 }
@@ -110,10 +115,17 @@ where
                 lease,
                 caller,
                 self.status,
+                self.progress,
             );
         }
         match self.admission.try_lease(class, caller) {
-            Ok(lease) => ResponseFuture::admitted(Rc::clone(&self.service), req, lease, caller),
+            Ok(lease) => ResponseFuture::admitted(
+                Rc::clone(&self.service),
+                req,
+                lease,
+                caller,
+                self.progress,
+            ),
             Err(refusal) => {
                 let problem = Problem::refusal(&refusal, self.status);
                 ResponseFuture::refused(req.into_response(problem_response(problem, |b| b)))

@@ -12,6 +12,7 @@ use actix_web::Error;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
 use admission_core::{Class, RequestPools};
+use admission_http::body::ProgressTimeout;
 use admission_http::{HttpRefusalStatus, RequestAdmission};
 
 use crate::body::LeasedBody;
@@ -38,8 +39,9 @@ use crate::middleware::AdmissionMiddleware;
 ///   `App::wrap` and a `scope.wrap`) or `#[admitted]` shares the lease: one
 ///   slot per request and class.
 /// * The response body is wrapped in a [`LeasedBody`] holding a share of the
-///   lease until its last chunk is sent, it fails, or it is dropped (for
-///   example when the client goes away).
+///   lease until its last chunk is sent, it fails, it is dropped (for
+///   example when the client goes away), or the client lets a chunk lie
+///   unread past the [`progress_timeout`](Self::progress_timeout).
 /// * An inner service that fails with an `Err` (rather than an error
 ///   response) releases the lease when it fails; actix-web renders the error
 ///   afterwards.
@@ -104,6 +106,7 @@ pub struct AdmissionControl {
     admission: RequestAdmission,
     classify: Classify,
     status: HttpRefusalStatus,
+    progress: ProgressTimeout,
 }
 
 impl AdmissionControl {
@@ -355,11 +358,37 @@ impl AdmissionControl {
         AdmissionControl { status, ..self }
     }
 
+    /// Sets how long an admitted response may let a chunk lie unread
+    /// before its lease is taken back and the response ends
+    /// ([`ProgressTimeout`], 30 s by default): the bound on the capacity a
+    /// client that never reads can hold. A slow producer (the client is
+    /// waiting for the next chunk) is not stalled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use admission_actix::AdmissionControl;
+    /// use admission_core::RequestPools;
+    /// use admission_http::body::ProgressTimeout;
+    ///
+    /// let bound = ProgressTimeout::new(Duration::from_secs(5)).unwrap();
+    /// let admission = AdmissionControl::new(RequestPools::new(1, 1).unwrap()).progress_timeout(bound);
+    /// # drop(admission);
+    /// ```
+    pub fn progress_timeout(self, bound: ProgressTimeout) -> AdmissionControl {
+        AdmissionControl {
+            progress: bound,
+            ..self
+        }
+    }
+
     fn with_classify(pools: RequestPools, classify: Classify) -> AdmissionControl {
         AdmissionControl {
             admission: RequestAdmission::new(pools),
             classify,
             status: HttpRefusalStatus::default(),
+            progress: ProgressTimeout::DEFAULT,
         }
     }
 }
@@ -381,6 +410,7 @@ where
             self.admission.clone(),
             self.classify.clone(),
             self.status,
+            self.progress,
         )))
     }
 }

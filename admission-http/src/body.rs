@@ -224,6 +224,25 @@ impl<B> LeasedBody<B> {
         }
     }
 
+    /// The inner body of an admitted (or unleased) response; `None` for a
+    /// refusal's body. For adapters whose own body trait asks the inner
+    /// body directly (actix-web's `MessageBody::size`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_http::body::LeasedBody;
+    ///
+    /// assert_eq!(LeasedBody::unleased(String::from("ok")).get_ref().map(String::as_str), Some("ok"));
+    /// assert!(LeasedBody::<String>::refusal(None).get_ref().is_none());
+    /// ```
+    pub fn get_ref(&self) -> Option<&B> {
+        match &self.kind {
+            Kind::Leased { inner, .. } => Some(inner),
+            Kind::Refusal { .. } => None,
+        }
+    }
+
     /// Whether the body still holds a lease: `false` once it has ended or
     /// stalled, and for a refusal's or an unleased body.
     ///

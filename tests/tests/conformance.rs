@@ -106,6 +106,7 @@ mod axum {
         a_bypassed_route_is_served_through_a_saturated_layer,
         a_refusal_carries_the_apps_own_page,
     );
+    every_case!(Adapter::AXUM; an_unread_response_gives_its_lease_back_at_the_progress_bound);
 
     shares_one_pool! {
         separate_connections_share_one_pool_with_a_router_layer => Adapter::Axum(AxumMount::Router),
@@ -121,6 +122,7 @@ mod actix {
     use super::{ActixMount, Adapter};
 
     every_case!(Adapter::ACTIX);
+    every_case!(Adapter::ACTIX; an_unread_response_gives_its_lease_back_at_the_progress_bound);
 
     shares_one_pool! {
         separate_connections_share_one_pool_with_app_wrap => Adapter::Actix(ActixMount::App),

@@ -28,6 +28,7 @@ use std::net::SocketAddr;
 use actix_web::dev::ServerHandle;
 use admission_core::{Class, RequestPools};
 use admission_http::Trust;
+use admission_http::body::ProgressTimeout;
 use bytes::Bytes;
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -92,6 +93,9 @@ pub(crate) struct Config {
     /// Refusals carry the app's own page ([`OWN_PAGE`], as HTML) instead
     /// of the problem document (`.refusal_body(..)`; HTTP only).
     pub(crate) own_page: bool,
+    /// How long a response may let a chunk lie unread
+    /// (`.progress_timeout(..)`); the middleware's default if `None`.
+    pub(crate) progress: Option<ProgressTimeout>,
 }
 
 /// The route a bypassing middleware lets through (over gRPC, its method
@@ -128,6 +132,15 @@ impl Config {
         match self.trust {
             Trust::Nobody => layer,
             Trust::Peers => trust_peers(layer),
+        }
+    }
+
+    /// `layer`, given this config's progress bound with `progress_timeout`
+    /// if it sets one.
+    fn bounded<L>(self, layer: L, progress_timeout: impl FnOnce(L, ProgressTimeout) -> L) -> L {
+        match self.progress {
+            Some(bound) => progress_timeout(layer, bound),
+            None => layer,
         }
     }
 }
@@ -494,6 +507,7 @@ mod axum_app {
         } else {
             layer
         };
+        let layer = config.bounded(layer, AdmissionLayer::progress_timeout);
         let counted = layer.clone();
         let router = if config.queue {
             mounted!(mount, layer.queue(), routes)
@@ -604,6 +618,7 @@ mod actix_app {
             admission
         };
         let admission = config.trusting(admission, AdmissionControl::trust_peers);
+        let admission = config.bounded(admission, AdmissionControl::progress_timeout);
         // Every worker's clone counts with this one.
         let counted = admission.clone();
         let configure = configure(routes);
@@ -695,6 +710,7 @@ mod tonic_app {
         } else {
             layer
         };
+        let layer = config.bounded(layer, AdmissionLayer::progress_timeout);
         let counted = layer.clone();
         // A macro, since a queueing layer is a type of its own.
         macro_rules! spawn_with {
