@@ -78,7 +78,7 @@ const GRPC_EXPORTER: Flags = &[
     ("--work-slots", Some("16")),
     ("--control-slots", Some("4")),
     ("--progress-timeout-ms", Some("30000")),
-    ("--max-connections", Some("1024")),
+    ("--max-connections", Some("")),
     ("--preface-timeout-ms", Some("5000")),
     ("--gate", Some("admission")),
 ];

@@ -125,7 +125,8 @@ pub struct Config {
     /// by it.
     pub progress_timeout: Duration,
     /// The bounds on connections (`--max-connections`, by default what the
-    /// descriptors allow; `--preface-timeout-ms`, the header timeout; 100
+    /// descriptors allow; `--preface-timeout-ms`, the header timeout, 5 s
+    /// by default; 100
     /// concurrent streams and
     /// keepalive pings every 30 s): see
     /// [`ConnectionLimits`](admission_tonic::connections::ConnectionLimits).
@@ -144,7 +145,8 @@ impl Default for Config {
             shutdown_deadline: admission_core::shutdown::DEFAULT_DEADLINE,
             gate: Gate::Admission,
             progress_timeout: admission_http::body::ProgressTimeout::DEFAULT.get(),
-            connections: admission_tonic::connections::ConnectionLimits::new(),
+            connections: admission_tonic::connections::ConnectionLimits::new()
+                .with_header_timeout(Duration::from_secs(5)),
         }
     }
 }
