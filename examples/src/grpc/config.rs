@@ -92,7 +92,7 @@ impl FromStr for Gate {
 /// assert_eq!(config.shutdown_deadline, Duration::from_secs(5));
 /// assert_eq!(config.gate, Gate::Admission);
 /// assert_eq!(config.progress_timeout, Duration::from_secs(30));
-/// assert_eq!(config.connections, admission_tonic::connections::ConnectionLimits::new());
+/// assert_eq!(config.connections.header_timeout(), Duration::from_secs(5));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
