@@ -11,7 +11,9 @@
 //!   `spawn_blocking` with an owned permit moved into the closure;
 //! * `contended`: admit + release from two threads at once vs the raw
 //!   semaphore under the same contention;
-//! * `refusal_vs_pools`: a refusal with 1, 8 and 64 pools in the process.
+//! * `refusal_vs_pools`: a refusal with 1, 8 and 64 pools in the process;
+//! * `lease_in_task`: a request lease (`RequestPools::try_lease` + drop, the
+//!   class learning its hold) inside a tokio task vs the owned semaphore.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -19,7 +21,7 @@ use std::sync::{Arc, Barrier};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use admission_core::{Admission, Pool};
+use admission_core::{Admission, Class, Pool, RequestPools};
 use criterion::{Criterion, criterion_group, criterion_main};
 use tokio::sync::Semaphore;
 use tower::{Service, ServiceBuilder};
@@ -61,6 +63,45 @@ fn admit_release_in_task(c: &mut Criterion) {
                 let started = Instant::now();
                 for _ in 0..iters {
                     drop(black_box(pool.try_admit().unwrap()));
+                }
+                started.elapsed()
+            })
+        });
+    });
+    let semaphore = Arc::new(Semaphore::new(4));
+    group.bench_function("tokio_semaphore_owned", |b| {
+        b.iter_custom(|iters| {
+            let semaphore = Arc::clone(&semaphore);
+            in_task(&runtime, async move {
+                let started = Instant::now();
+                for _ in 0..iters {
+                    drop(black_box(
+                        Arc::clone(&semaphore).try_acquire_owned().unwrap(),
+                    ));
+                }
+                started.elapsed()
+            })
+        });
+    });
+    group.finish();
+}
+
+/// `admit_release_in_task` for a request lease: what every request through
+/// an adapter's layer pays for its lease, the class timing its hold
+/// included.
+fn lease_in_task(c: &mut Criterion) {
+    let mut group = c.benchmark_group("lease_in_task");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let requests = RequestPools::new(4, 4).unwrap();
+    group.bench_function("admission", |b| {
+        b.iter_custom(|iters| {
+            let requests = requests.clone();
+            in_task(&runtime, async move {
+                let started = Instant::now();
+                for _ in 0..iters {
+                    drop(black_box(requests.try_lease(Class::Control).unwrap()));
                 }
                 started.elapsed()
             })
@@ -236,6 +277,7 @@ criterion_group!(
     benches,
     admit_release,
     admit_release_in_task,
+    lease_in_task,
     refusal,
     offload,
     contended,

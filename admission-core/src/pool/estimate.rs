@@ -34,7 +34,7 @@
 //! clock stands still, so that a model's interleavings, not the real time
 //! of a run, decide what a refusal reads.
 
-use std::sync::PoisonError;
+use std::sync::{PoisonError, TryLockError};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -187,6 +187,10 @@ impl Rule {
     }
 }
 
+/// One hold in this many is timed once a typical hold is known (see
+/// [`WorkTimes::samples_hold`]).
+pub(crate) const HOLD_SAMPLE: u32 = 8;
+
 /// How many finished pieces of work the typical duration is the median of.
 pub(crate) const WINDOW: usize = 16;
 
@@ -311,6 +315,12 @@ impl WorkTimes {
     /// `at` in microseconds since the epoch, zero for an instant before it
     /// (another clock's).
     #[inline]
+    /// Now, in microseconds on this estimate's clock (the one start times
+    /// are kept on).
+    pub(crate) fn now_micros(&self) -> u64 {
+        self.now(None)
+    }
+
     fn since_epoch(&self, at: Instant) -> u64 {
         micros(at.saturating_duration_since(self.epoch))
     }
@@ -320,12 +330,6 @@ impl WorkTimes {
     /// model explores interleavings, and which atomics a refusal reads
     /// must not depend on the real time of a run.
     #[inline]
-    /// Now, in microseconds on this estimate's clock (the one start times
-    /// are kept on).
-    pub(crate) fn now_micros(&self) -> u64 {
-        self.now(None)
-    }
-
     fn now(&self, clock: Option<&Clock>) -> u64 {
         if cfg!(loom) {
             return 0;
@@ -383,7 +387,48 @@ impl WorkTimes {
                 self.running.store(n - 1, Ordering::Relaxed);
             });
         }
-        recent.push(now.saturating_sub(started.0));
+        self.record(recent, now.saturating_sub(started.0));
+    }
+
+    /// Whether the hold about to begin should be timed: every one until a
+    /// typical duration is known, then one in [`HOLD_SAMPLE`] per thread
+    /// (a thread-local count: no shared write on the request path), so a
+    /// class learns its holds at a small fraction of their cost.
+    pub(crate) fn samples_hold(&self) -> bool {
+        thread_local! {
+            static HOLDS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+        }
+        self.typical.load(Ordering::Relaxed) == 0
+            || HOLDS.with(|holds| {
+                let n = holds.get().wrapping_add(1);
+                holds.set(n);
+                n % HOLD_SAMPLE == 0
+            })
+    }
+
+    /// Records a hold that began at `since` and ends now: a request lease,
+    /// admission to release, timed as finished work is (a sample of how
+    /// long the pool's slots are held), without a place among the running
+    /// work. A sample is skipped when another writer holds the lock: a
+    /// lost sample costs an estimate nothing, a wait on a request's path
+    /// would cost the request.
+    pub(crate) fn held(&self, since: Instant) {
+        let mut recent = match self.writer.try_lock() {
+            Ok(recent) => recent,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        let now = self.now(None);
+        // At least 1 µs: zero is the typical duration of a pool that has
+        // seen nothing.
+        let took = now.saturating_sub(self.since_epoch(since)).max(1);
+        self.record(&mut recent, took);
+    }
+
+    /// Adds a finished duration (`took`, microseconds) to the window and
+    /// moves the typical and long durations and the idle hint with it.
+    fn record(&self, recent: &mut Recent, took: u64) {
+        recent.push(took);
         let (typical, long) = recent.median_and_p90();
         self.typical.store(typical, Ordering::Relaxed);
         self.long.store(long, Ordering::Relaxed);

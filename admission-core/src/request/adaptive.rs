@@ -350,11 +350,11 @@ impl Controller {
         }
     }
 
-    /// A lease was admitted; returns when, for [`ended`](Self::ended).
-    pub(crate) fn admitted(&self) -> Instant {
+    /// A lease was admitted (its lease keeps when, for
+    /// [`ended`](Self::ended)).
+    pub(crate) fn admitted(&self) {
         let now = self.in_flight.fetch_add(1, Relaxed) + 1;
         self.peak.fetch_max(now, Relaxed);
-        Instant::now()
     }
 
     /// The lease admitted at `at` ended.

@@ -15,7 +15,6 @@ use super::Class;
 use super::adaptive::Controller;
 use super::context::{self, Context};
 use crate::caller::Caller;
-use crate::pool::estimate::{Clock, Started};
 use crate::pool::{Pool, Slot};
 use crate::scope::{self, Scope, Scoped};
 
@@ -56,35 +55,39 @@ pub struct Lease {
 #[derive(Debug)]
 struct Share {
     slot: Arc<Slot>,
-    /// An adaptive class's controller, and when the lease was admitted:
-    /// the lease's end is one of its samples.
-    timed: Option<(Arc<Controller>, Instant)>,
-    /// When the lease was admitted, in its class pool's work times: how
-    /// long leases are held is what the class's hints, budget decisions
-    /// and queue times are made of, as a pool's work is of its own.
-    held: Started,
+    /// When the lease was admitted, when its hold is timed. A timed hold
+    /// (admission to release) is a sample of the class pool's work times,
+    /// as a pool's finished work is: the class's hints, budget decisions
+    /// and queue times come from how long its leases are held. The pool
+    /// times a sample of its holds; an adaptive class's controller times
+    /// every one, and the pool takes those too.
+    admitted: Option<Instant>,
+    adaptive: Option<Arc<Controller>>,
 }
 
 impl Drop for Share {
     fn drop(&mut self) {
-        let pool = self.slot.pool();
-        pool.work_times().finished(&Clock::current(), self.held);
-        self.slot.detach();
-        if let Some((controller, at)) = self.timed.take() {
-            controller.ended(at);
+        if let Some(admitted) = self.admitted {
+            self.slot.pool().work_times().held(admitted);
+            if let Some(controller) = &self.adaptive {
+                controller.ended(admitted);
+            }
         }
+        self.slot.detach();
     }
 }
 
 impl Lease {
     pub(crate) fn new(slot: Slot, class: Class, adaptive: Option<&Arc<Controller>>) -> Self {
-        let timed = adaptive.map(|controller| (Arc::clone(controller), controller.admitted()));
-        let held = slot.pool().work_times().started(&Clock::current());
+        if let Some(controller) = adaptive {
+            controller.admitted();
+        }
+        let timed = adaptive.is_some() || slot.pool().work_times().samples_hold();
         Lease {
             share: Arc::new(Share {
+                admitted: timed.then(Instant::now),
                 slot: Arc::new(slot),
-                timed,
-                held,
+                adaptive: adaptive.map(Arc::clone),
             }),
             class,
             inherited: false,
