@@ -13,7 +13,9 @@
 //!   semaphore under the same contention;
 //! * `refusal_vs_pools`: a refusal with 1, 8 and 64 pools in the process;
 //! * `lease_in_task`: a request lease (`RequestPools::try_lease` + drop, the
-//!   class learning its hold) inside a tokio task vs the owned semaphore.
+//!   class learning its hold) inside a tokio task vs the owned semaphore,
+//!   and `scoped`: the lease entered as the task's scope for one call
+//!   (`Lease::scope_sync_for`), as an adapter does for every request.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -21,7 +23,7 @@ use std::sync::{Arc, Barrier};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use admission_core::{Admission, Class, Pool, RequestPools};
+use admission_core::{Admission, Caller, Class, Pool, RequestPools};
 use criterion::{Criterion, criterion_group, criterion_main};
 use tokio::sync::Semaphore;
 use tower::{Service, ServiceBuilder};
@@ -102,6 +104,19 @@ fn lease_in_task(c: &mut Criterion) {
                 let started = Instant::now();
                 for _ in 0..iters {
                     drop(black_box(requests.try_lease(Class::Control).unwrap()));
+                }
+                started.elapsed()
+            })
+        });
+    });
+    group.bench_function("scoped", |b| {
+        b.iter_custom(|iters| {
+            let requests = requests.clone();
+            in_task(&runtime, async move {
+                let started = Instant::now();
+                for _ in 0..iters {
+                    let lease = requests.try_lease(Class::Control).unwrap();
+                    black_box(lease.scope_sync_for(Caller::default(), || black_box(1)));
                 }
                 started.elapsed()
             })

@@ -867,6 +867,20 @@ impl Pool {
         self.inner.permits.is_closed()
     }
 
+    /// The pool as the task-local scope keeps a reservation's: its shared
+    /// state, the `Arc` every clone already has.
+    pub(crate) fn as_held(&self) -> crate::scope::Held {
+        Arc::clone(&self.inner) as crate::scope::Held
+    }
+
+    /// The pool a scope keeps as `held`, if it is one.
+    pub(crate) fn from_held(held: &crate::scope::Held) -> Option<Pool> {
+        Arc::clone(held)
+            .downcast::<PoolInner>()
+            .ok()
+            .map(|inner| Pool { inner })
+    }
+
     /// Whether two handles are the same pool.
     ///
     /// # Examples

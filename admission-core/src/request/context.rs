@@ -6,8 +6,6 @@
 //! above it). It must never decide an admission: it only says what the
 //! current task holds.
 
-use std::sync::Arc;
-
 use super::Lease;
 use crate::pool::Pool;
 use crate::scope::{self, Held, ScopePart};
@@ -30,8 +28,17 @@ impl Context {
     pub(crate) fn held(self) -> Option<Held> {
         match self {
             Context::Empty => None,
-            context => Some(Arc::new(context)),
+            Context::Lease(lease) => Some(lease.as_held()),
+            Context::Reservation(pool) => Some(pool.as_held()),
         }
+    }
+
+    /// The context a scope keeps as `held`.
+    fn from_held(held: &Held) -> Context {
+        Lease::from_held(held)
+            .map(Context::Lease)
+            .or_else(|| Pool::from_held(held).map(Context::Reservation))
+            .unwrap_or_default()
     }
 
     /// A scope part that sets this context over the caller it is polled
@@ -44,10 +51,8 @@ impl Context {
 /// Reads the current task's context, `Empty` outside any scope, without
 /// cloning it.
 pub(crate) fn with_current<R>(read: impl FnOnce(&Context) -> R) -> R {
-    scope::with_current(
-        |held| match held.and_then(|held| held.downcast_ref::<Context>()) {
-            Some(context) => read(context),
-            None => read(&Context::Empty),
-        },
-    )
+    scope::with_current(|held| match held {
+        Some(held) => read(&Context::from_held(held)),
+        None => read(&Context::Empty),
+    })
 }

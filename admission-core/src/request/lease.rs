@@ -16,7 +16,7 @@ use super::adaptive::Controller;
 use super::context::{self, Context};
 use crate::caller::Caller;
 use crate::pool::{Pool, Slot};
-use crate::scope::{self, Scope, Scoped};
+use crate::scope::{self, Held, Scope, Scoped};
 
 /// One slot of a request class, held for a whole response.
 ///
@@ -42,7 +42,6 @@ use crate::scope::{self, Scope, Scoped};
 #[derive(Debug, Clone)]
 pub struct Lease {
     share: Arc<Share>,
-    class: Class,
     /// Shared from the request's own scope rather than taken.
     inherited: bool,
 }
@@ -55,6 +54,7 @@ pub struct Lease {
 #[derive(Debug)]
 struct Share {
     slot: Arc<Slot>,
+    class: Class,
     /// When the lease was admitted, when its hold is timed. A timed hold
     /// (admission to release) is a sample of the class pool's work times,
     /// as a pool's finished work is: the class's hints, budget decisions
@@ -87,18 +87,10 @@ impl Lease {
             share: Arc::new(Share {
                 admitted: timed.then(Instant::now),
                 slot: Arc::new(slot),
+                class,
                 adaptive: adaptive.map(Arc::clone),
             }),
-            class,
             inherited: false,
-        }
-    }
-
-    /// This lease as a request that already holds it gets it again.
-    pub(crate) fn inherited(&self) -> Self {
-        Lease {
-            inherited: true,
-            ..self.clone()
         }
     }
 
@@ -136,7 +128,25 @@ impl Lease {
     /// assert_eq!(requests.try_lease(Class::Work).unwrap().class(), Class::Work);
     /// ```
     pub fn class(&self) -> Class {
-        self.class
+        self.share.class
+    }
+
+    /// The lease as the task-local scope keeps it: its share, the `Arc`
+    /// every clone already has (entering a scope allocates nothing).
+    pub(crate) fn as_held(&self) -> Held {
+        Arc::clone(&self.share) as Held
+    }
+
+    /// The lease a scope keeps as `held`, if it is one: a share of the
+    /// request's lease, so [`is_inherited`](Self::is_inherited).
+    pub(crate) fn from_held(held: &Held) -> Option<Lease> {
+        Arc::clone(held)
+            .downcast::<Share>()
+            .ok()
+            .map(|share| Lease {
+                share,
+                inherited: true,
+            })
     }
 
     /// The pool the lease's slot belongs to.
@@ -154,12 +164,13 @@ impl Lease {
     /// slot of the same class.
     pub(crate) fn held_in(pool: &Pool) -> Option<Lease> {
         context::with_current(|context| match context {
-            Context::Lease(lease) if lease.pool().same_pool(pool) => Some(lease.inherited()),
+            Context::Lease(lease) if lease.pool().same_pool(pool) => Some(lease.clone()),
             _ => None,
         })
     }
 
-    /// The request lease the current task runs under, if any.
+    /// The request lease the current task runs under, if any: a share of
+    /// it, so [`is_inherited`](Self::is_inherited).
     ///
     /// # Examples
     ///
