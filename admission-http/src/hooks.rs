@@ -15,6 +15,13 @@ use http::header::CONTENT_TYPE;
 use http::request::Parts;
 use http::{HeaderValue, Response};
 
+/// Marks a request a layer let through: a layer under it (stacked layers,
+/// a router-wide layer over a route's) lets it through too, whatever its
+/// own bypass, so a health route never waits on load however the layers
+/// are stacked. Set by the server only; nothing a client sends makes one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bypassed;
+
 /// A predicate on the request head: `true` lets the request through with
 /// no lease, never refused (health, readiness, reflection).
 #[derive(Clone)]

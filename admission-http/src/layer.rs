@@ -359,8 +359,12 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
     /// answers `true` through with no lease: never refused, never counted
     /// against a class, its response body never watched. For health and
     /// readiness routes, gRPC health and reflection, anything that must
-    /// answer whatever the load. The predicate runs on every request, so
-    /// keep it to a comparison (a path, a header's presence).
+    /// answer whatever the load. A request it lets through passes every
+    /// admission layer under this one as well (a route's layer under a
+    /// router-wide one, another set of pools), whatever their own bypass;
+    /// a handler's own `#[admitted]` still takes the lease it asks for. The
+    /// predicate runs on every request, so keep it to a comparison (a path,
+    /// a header's presence).
     ///
     /// # Examples
     ///

@@ -21,7 +21,7 @@ use crate::admit::RequestAdmission;
 use crate::body::{LeasedBody, ProgressTimeout};
 use crate::classify::Classify;
 use crate::future::ResponseFuture;
-use crate::hooks::{Bypass, RefusalBody};
+use crate::hooks::{Bypass, Bypassed, RefusalBody};
 use crate::problem::HttpRefusalStatus;
 use crate::protocol::Protocol;
 
@@ -53,14 +53,21 @@ pub(crate) struct Shared<P> {
 }
 
 impl<P> Shared<P> {
-    /// Whether the app's bypass lets `request` through with no lease, and
-    /// the request.
+    /// Whether `request` passes with no lease, and the request: a layer
+    /// over this one let it through, or the app's bypass does now (the
+    /// request is then marked for the layers under this one).
     fn bypassed<B>(&self, request: Request<B>) -> (bool, Request<B>) {
+        if request.extensions().get::<Bypassed>().is_some() {
+            return (true, request);
+        }
         let Some(bypass) = &self.bypass else {
             return (false, request);
         };
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
         let passes = bypass.passes(&parts);
+        if passes {
+            parts.extensions.insert(Bypassed);
+        }
         (passes, Request::from_parts(parts, body))
     }
 
