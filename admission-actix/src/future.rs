@@ -22,7 +22,7 @@ use admission_http::{HttpRefusalStatus, Problem};
 use bytes::Bytes;
 
 use crate::body::LeasedBody;
-use crate::rejection::problem_response;
+use crate::rejection::actix_response;
 
 pin_project_lite::pin_project! {
     /// The response of a request that went through
@@ -221,7 +221,7 @@ where
                 Err(refusal) => {
                     let problem = Problem::refusal(&refusal, *status);
                     State::Refused {
-                        response: Some(req.into_response(problem_response(problem, |b| b))),
+                        response: Some(req.into_response(actix_response(problem.into_http(|b| b)))),
                     }
                 }
             };

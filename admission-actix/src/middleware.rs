@@ -18,7 +18,7 @@ use admission_http::{HttpRefusalStatus, Problem, RequestAdmission};
 use crate::body::LeasedBody;
 use crate::classify::Classify;
 use crate::future::ResponseFuture;
-use crate::rejection::problem_response;
+use crate::rejection::actix_response;
 
 /// The service [`AdmissionControl`](crate::AdmissionControl) wraps around
 /// the app's inner service, one per actix-web worker thread; every worker's
@@ -128,7 +128,7 @@ where
             ),
             Err(refusal) => {
                 let problem = Problem::refusal(&refusal, self.status);
-                ResponseFuture::refused(req.into_response(problem_response(problem, |b| b)))
+                ResponseFuture::refused(req.into_response(actix_response(problem.into_http(|b| b))))
             }
         }
     }

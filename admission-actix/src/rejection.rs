@@ -8,9 +8,9 @@
 
 use actix_web::body::BoxBody;
 use actix_web::http::StatusCode;
-use actix_web::http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
+use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
-use admission_http::{HeaderText, HttpRefusalStatus, Problem};
+use admission_http::HttpRefusalStatus;
 use bytes::Bytes;
 
 admission_http::declare_rejection! {
@@ -73,50 +73,27 @@ impl ResponseError for Rejection {
     }
 
     fn error_response(&self) -> HttpResponse {
-        let answer = self.0.clone().into_http(|bytes| bytes);
-        let status = StatusCode::from_u16(answer.status().as_u16())
-            .unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-        let mut response = HttpResponse::with_body(status, BoxBody::new(answer.body().clone()));
-        let headers = response.headers_mut();
-        for (name, value) in answer.headers() {
-            if let (Ok(name), Ok(value)) = (
-                HeaderName::from_bytes(name.as_str().as_bytes()),
-                HeaderValue::from_bytes(value.as_bytes()),
-            ) {
-                headers.insert(name, value);
-            }
-        }
-        response
+        actix_response(self.0.clone().into_http(BoxBody::new))
     }
 }
 
-/// Core's problem as a response whose body `body` builds from the bytes:
-/// the status and the header list in core's order.
-pub(crate) fn problem_response<B>(
-    problem: Problem,
-    body: impl FnOnce(Bytes) -> B,
-) -> HttpResponse<B> {
-    let status = StatusCode::from_u16(problem.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-    let header_list = problem.headers();
-    let mut response = HttpResponse::with_body(status, body(Bytes::from(problem.into_body())));
+/// An `http` answer of the middle (a refusal's problem or the app's page)
+/// as actix-web's response: actix-web 4 speaks `http` 0.2, so the status
+/// and each header are carried across by their bytes. The one place this
+/// adapter does so.
+pub(crate) fn actix_response<B>(answer: http::Response<B>) -> HttpResponse<B> {
+    let (parts, body) = answer.into_parts();
+    let status =
+        StatusCode::from_u16(parts.status.as_u16()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let mut response = HttpResponse::with_body(status, body);
     let headers = response.headers_mut();
-    for (name, value) in header_list {
-        let value = match value {
-            HeaderText::Static(text) => HeaderValue::from_static(text),
-            HeaderText::Number(n) => HeaderValue::from(n),
-        };
-        headers.insert(header_name(name), value);
+    for (name, value) in &parts.headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_str().as_bytes()),
+            HeaderValue::from_bytes(value.as_bytes()),
+        ) {
+            headers.insert(name, value);
+        }
     }
     response
-}
-
-/// Core's header names as actix-web's constants (no parsing on the refusal
-/// path); any other name is parsed.
-fn header_name(name: &'static str) -> HeaderName {
-    match name {
-        "content-type" => CONTENT_TYPE,
-        "cache-control" => CACHE_CONTROL,
-        "retry-after" => RETRY_AFTER,
-        other => HeaderName::from_static(other),
-    }
 }

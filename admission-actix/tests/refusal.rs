@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use actix_web::{HttpResponse, web};
 use admission_actix::AdmissionControl;
 use admission_core::{Class, RequestPools};
-use admission_http::{HeaderText, HttpRefusalStatus, Problem};
+use admission_http::{HttpRefusalStatus, Problem};
 use reqwest::StatusCode;
 
 use common::{client, data, problem, serve};
@@ -42,12 +42,12 @@ async fn refused_request_gets_503_retry_after_and_the_problem_body() {
     assert_eq!(headers["content-type"], "application/problem+json");
     assert_eq!(headers["cache-control"], "no-store");
     assert_eq!(headers["retry-after"], "1", "whole seconds, at least 1");
-    for (name, value) in expected.headers() {
-        let value = match value {
-            HeaderText::Static(text) => text.to_owned(),
-            HeaderText::Number(n) => n.to_string(),
-        };
-        assert_eq!(headers[name], value.as_str(), "header `{name}` is core's");
+    for (name, value) in expected.clone().into_http(|_| ()).headers() {
+        assert_eq!(
+            headers[name.as_str()],
+            value.to_str().unwrap(),
+            "header `{name}` is the middle's"
+        );
     }
     let body = res.text().await.unwrap();
     assert_eq!(body, expected.body(), "core's problem body, byte for byte");
@@ -204,4 +204,31 @@ async fn a_scope_can_fix_the_class_and_a_closure_can_choose_it() {
         .unwrap();
     assert_eq!(stop.status(), StatusCode::ACCEPTED);
     server.stop().await;
+}
+
+#[test]
+fn a_rejection_with_the_apps_page_keeps_the_status_and_every_hint() {
+    use actix_web::ResponseError as _;
+    use actix_web::body::MessageBody as _;
+    use actix_web::http::header::HeaderValue;
+
+    let pools = RequestPools::new(1, 1).unwrap();
+    let _held = pools.try_lease(Class::Control).unwrap();
+    let refused = admission_actix::Rejection::from(pools.try_lease(Class::Control).unwrap_err())
+        .with_body(
+            &HeaderValue::from_static("text/html"),
+            bytes::Bytes::from_static(b"<h1>Busy</h1>"),
+        );
+    let response = refused.error_response();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE.as_u16());
+    let headers = response.headers();
+    assert_eq!(headers.get("content-type").unwrap(), "text/html");
+    assert_eq!(headers.get("retry-after").unwrap(), "1");
+    assert_eq!(headers.get("x-admission-retry-after-ms").unwrap(), "1000");
+    assert_eq!(
+        headers.get("x-admission-refusal").unwrap(),
+        "ADMISSION_SATURATED"
+    );
+    let body = response.into_body().try_into_bytes().unwrap();
+    assert_eq!(body, "<h1>Busy</h1>");
 }

@@ -139,14 +139,14 @@ pub use crate::problem::{
 };
 // Sibling-only: the adapters and the client re-export what their users
 // need; here they stay out of the documented API.
+#[doc(hidden)]
+pub use crate::grpc::grpc_path;
 pub use crate::rejection::Rejection;
 #[doc(hidden)]
 pub use crate::wire::{
     BUDGET_HEADER, CRITICALITY_HEADER, ENVOY_TIMEOUT_HEADER, GRPC_TIMEOUT_HEADER, Malformed,
     REFUSAL_HEADER, RETRY_AFTER_MS_HEADER, RETRY_PUSHBACK_MS, parse_budget_ms, parse_grpc_timeout,
 };
-#[doc(hidden)]
-pub use crate::{grpc::grpc_path, problem::HeaderText};
 
 /// What [`declare_rejection`] names; not part of the API.
 #[doc(hidden)]

@@ -85,7 +85,7 @@ impl HttpRefusalStatus {
 /// whole seconds of `Retry-After`, the milliseconds of
 /// [`RETRY_AFTER_MS_HEADER`](crate::wire::RETRY_AFTER_MS_HEADER)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HeaderText {
+pub(crate) enum HeaderText {
     /// A fixed value.
     Static(&'static str),
     /// A number, written in decimal.
@@ -93,8 +93,7 @@ pub enum HeaderText {
 }
 
 /// One HTTP answer: status, `Retry-After` (whole seconds, for refusals) and
-/// a problem body. Adapters send the headers of [`headers`](Self::headers),
-/// in that order, and the [`body`](Self::body).
+/// a problem body. Adapters send [`into_http`](Self::into_http)'s answer.
 ///
 /// # Examples
 ///
@@ -238,26 +237,7 @@ impl Problem {
     /// hint in milliseconds) and [`REFUSAL_HEADER`](crate::wire::REFUSAL_HEADER)
     /// (the code, so that a client need not read the body to know a budget
     /// was too short).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use admission_core::Pool;
-    /// use admission_http::{HeaderText, HttpRefusalStatus, Problem};
-    ///
-    /// let pool = Pool::new("registry", 1).unwrap();
-    /// let _held = pool.try_admit().unwrap();
-    /// let problem = Problem::refusal(&pool.try_admit().unwrap_err(), HttpRefusalStatus::default());
-    /// let headers: Vec<_> = problem.headers().collect();
-    /// assert_eq!(headers, [
-    ///     ("content-type", HeaderText::Static("application/problem+json")),
-    ///     ("cache-control", HeaderText::Static("no-store")),
-    ///     ("retry-after", HeaderText::Number(1)),
-    ///     ("x-admission-retry-after-ms", HeaderText::Number(1000)),
-    ///     ("x-admission-refusal", HeaderText::Static("ADMISSION_SATURATED")),
-    /// ]);
-    /// ```
-    pub fn headers(&self) -> impl Iterator<Item = (&'static str, HeaderText)> + use<> {
+    fn headers(&self) -> impl Iterator<Item = (&'static str, HeaderText)> + use<> {
         [
             ("content-type", HeaderText::Static(PROBLEM_JSON)),
             ("cache-control", HeaderText::Static(NO_STORE)),
