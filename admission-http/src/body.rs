@@ -33,6 +33,7 @@ use http_body::{Body, Frame, SizeHint};
 
 use crate::progress::Watched;
 pub use crate::progress::{ProgressTimeout, STREAM_STALLED, Stalled, ZeroProgressTimeout};
+pub use crate::request_body::RequestBody;
 
 /// The error type of a [`LeasedBody`]: the inner body's error, or
 /// [`Stalled`].

@@ -125,7 +125,7 @@ mod progress;
 mod protocol;
 mod rejection;
 #[cfg(feature = "server")]
-pub mod request_body;
+mod request_body;
 #[cfg(feature = "server")]
 mod service;
 #[cfg(feature = "server")]

@@ -91,9 +91,13 @@ impl fmt::Display for ZeroProgressTimeout {
 
 impl std::error::Error for ZeroProgressTimeout {}
 
-/// The error a leased response ends with when its consumer asks for a frame
-/// after its [`ProgressTimeout`] took the lease back: hyper resets the
-/// stream (HTTP/2) or closes the connection (HTTP/1).
+/// The error a body under the progress bound ends with: a leased response
+/// whose consumer asks for a frame after its [`ProgressTimeout`] took the
+/// lease back (hyper resets the stream on HTTP/2, closes the connection on
+/// HTTP/1), or a request body whose client sent nothing for the bound
+/// while the handler waited (the handler's read fails, its call answers,
+/// and the lease goes with the answer). Over gRPC the call's status message
+/// starts with `ADMISSION_STREAM_STALLED`.
 ///
 /// # Examples
 ///
@@ -109,7 +113,7 @@ impl fmt::Display for Stalled {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{STREAM_STALLED}: the response's consumer stopped reading; its lease was released"
+            "{STREAM_STALLED}: the stream made no progress within the progress bound; it was ended"
         )
     }
 }

@@ -1,8 +1,8 @@
 //! The bound on how long a request's body may keep its reader waiting.
 //!
 //! This module owns [`RequestBody`], a request body under the same
-//! [`ProgressTimeout`] as a leased response, and the [`RequestStalled`]
-//! error it ends with. A call whose handler waits on a body the client
+//! [`ProgressTimeout`] as a leased response, ending with the same
+//! [`Stalled`]. A call whose handler waits on a body the client
 //! stopped sending (HEADERS and one byte of a message, never the rest)
 //! would hold its lease for as long as the client likes; under the bound
 //! the body ends with an error, the handler answers, and the lease goes
@@ -11,7 +11,6 @@
 //! per request: stalls are counted and logged once per interval (the
 //! `progress` module's `stalled`).
 
-use std::fmt;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -20,13 +19,13 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
 use crate::body::BoxError;
-use crate::progress::{self, ProgressTimeout, STREAM_STALLED, Side};
+use crate::progress::{self, ProgressTimeout, Side, Stalled};
 
 pin_project_lite::pin_project! {
     /// A request body whose reader is not kept waiting past a
     /// [`ProgressTimeout`]: the clock starts when a poll finds no frame
     /// (the handler waits on the client) and stops at the next frame; a
-    /// wait that reaches the bound ends the body with [`RequestStalled`]
+    /// wait that reaches the bound ends the body with [`Stalled`]
     /// (code `ADMISSION_STREAM_STALLED`, counted with stalled responses).
     ///
     /// Wrap the server's request bodies before the handlers see them, with
@@ -46,7 +45,7 @@ pin_project_lite::pin_project! {
     /// ```
     /// use std::time::Duration;
     /// use admission_http::body::ProgressTimeout;
-    /// use admission_http::request_body::{RequestBody, RequestStalled};
+    /// use admission_http::body::{RequestBody, Stalled};
     /// use http_body::Frame;
     /// use http_body_util::{BodyExt, StreamBody};
     ///
@@ -60,7 +59,7 @@ pin_project_lite::pin_project! {
     ///
     /// assert_eq!(body.frame().await.unwrap().unwrap().into_data().unwrap(), "x");
     /// let ended = body.frame().await.unwrap().unwrap_err();
-    /// assert!(ended.is::<RequestStalled>(), "ended at the bound: {ended}");
+    /// assert!(ended.is::<Stalled>(), "ended at the bound: {ended}");
     /// assert!(body.frame().await.is_none(), "and stays ended");
     /// # }
     /// # use futures_util::StreamExt as _;
@@ -111,24 +110,28 @@ where
             *this.waiting = false;
             return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
         }
-        if tokio::runtime::Handle::try_current().is_err() {
-            return Poll::Pending;
-        }
-        let deadline = Instant::now() + this.bound.get();
-        let timer = this
-            .timer
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
         if !*this.waiting {
-            // The first wait since the last frame: the clock starts now.
+            // The first wait since the last frame: the clock starts now
+            // (outside a runtime there is no clock, and no bound).
+            if this.timer.is_none() && tokio::runtime::Handle::try_current().is_err() {
+                return Poll::Pending;
+            }
             *this.waiting = true;
-            timer.as_mut().reset(deadline);
+            let deadline = Instant::now() + this.bound.get();
+            match this.timer {
+                Some(timer) => timer.as_mut().reset(deadline),
+                None => *this.timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
+            }
         }
+        let Some(timer) = this.timer.as_mut() else {
+            return Poll::Pending;
+        };
         if timer.as_mut().poll(cx).is_pending() {
             return Poll::Pending;
         }
         *this.stalled = true;
         progress::stalled(Side::Request);
-        Poll::Ready(Some(Err(Box::new(RequestStalled))))
+        Poll::Ready(Some(Err(Box::new(Stalled))))
     }
 
     fn is_end_stream(&self) -> bool {
@@ -140,33 +143,6 @@ where
     }
 }
 
-/// The error a [`RequestBody`] ends with when its client sent nothing for
-/// its [`ProgressTimeout`] while the handler waited: the handler's read
-/// fails, its call answers, and its lease goes with the answer. Over gRPC
-/// the call's status message starts with `ADMISSION_STREAM_STALLED`.
-///
-/// # Examples
-///
-/// ```
-/// use admission_http::body::STREAM_STALLED;
-/// use admission_http::request_body::RequestStalled;
-///
-/// assert!(RequestStalled.to_string().starts_with(STREAM_STALLED));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RequestStalled;
-
-impl fmt::Display for RequestStalled {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{STREAM_STALLED}: the request's body stopped arriving; the call was ended"
-        )
-    }
-}
-
-impl std::error::Error for RequestStalled {}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -176,7 +152,7 @@ mod tests {
     use http_body_util::{BodyExt, StreamBody};
     use tokio::sync::mpsc;
 
-    use super::{ProgressTimeout, RequestBody, RequestStalled};
+    use super::{ProgressTimeout, RequestBody, Stalled};
 
     type Sent = Result<Frame<Bytes>, std::convert::Infallible>;
 
@@ -228,7 +204,7 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(5)).await;
         let started = tokio::time::Instant::now();
         let ended = body.frame().await.unwrap().unwrap_err();
-        assert!(ended.is::<RequestStalled>(), "{ended}");
+        assert!(ended.is::<Stalled>(), "{ended}");
         assert_eq!(
             started.elapsed(),
             Duration::from_secs(1),

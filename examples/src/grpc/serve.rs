@@ -17,7 +17,7 @@ use admission_core::metrics::AdmissionMetrics;
 use admission_core::shutdown::{CancellationToken, ShutdownReport};
 use admission_core::{Pool, RequestPools, Shutdown};
 use admission_http::body::ProgressTimeout;
-use admission_http::request_body::RequestBody;
+use admission_http::body::RequestBody;
 use admission_tonic::AdmissionLayer;
 use admission_tonic::connections::{self, ConnectionStats};
 use futures_util::TryFutureExt as _;
