@@ -67,9 +67,8 @@ use bytes::Bytes;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
-pub use admission_http::connection::{
-    ConnectionLimits, ConnectionStats, Connections, InvalidLimit,
-};
+pub use admission_http::ZeroSetting;
+pub use admission_http::connection::{ConnectionLimits, ConnectionStats, Connections};
 
 /// An admitted connection on its way to a worker.
 type Handoff = (Connection<TcpStream>, SocketAddr);
@@ -108,8 +107,8 @@ impl<F> Serve<F> {
     ///
     /// # Errors
     ///
-    /// [`InvalidLimit`] naming a setting that is zero.
-    pub fn limits(self, limits: ConnectionLimits) -> Result<Serve<F>, InvalidLimit> {
+    /// [`ZeroSetting`] naming a setting that is zero.
+    pub fn limits(self, limits: ConnectionLimits) -> Result<Serve<F>, ZeroSetting> {
         limits.validate()?;
         Ok(Serve { limits, ..self })
     }

@@ -99,7 +99,7 @@ fn http_hint(headers: &HeaderMap, now: SystemTime) -> Hint {
 /// gRFC A6 reads it: one non-negative `int32` of milliseconds (no
 /// unnecessary leading zero) is the wait; anything else present (`-1`,
 /// `007`, a value past `i32::MAX`, garbage, the trailer twice) says do not
-/// retry. The tonic adapter's `Pushback` reads it with the same code.
+/// retry. The tonic adapter's `status::pushback` reads it with the same code.
 ///
 /// # Examples
 ///

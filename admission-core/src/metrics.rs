@@ -1,6 +1,6 @@
 //! The admission metric families and the pools they are read from.
 //!
-//! This module owns the list of metric families ([`METRICS`]), the single
+//! This module owns the list of metric families (`METRICS`), the single
 //! source the metrics reference (`docs/METRICS.md`) is generated from, each
 //! with the way its series are read from a pool's snapshot, and
 //! [`AdmissionMetrics`], the list of pools every back-end reads at once.
@@ -32,6 +32,7 @@ mod prometheus;
 pub use otel::Instruments;
 
 /// The kind of a metric family.
+#[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// A value that goes up and down.
@@ -43,6 +44,7 @@ pub enum Kind {
 }
 
 /// One metric family admission exports.
+#[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct Metric {
@@ -244,7 +246,10 @@ const POOL: &[&str] = &["pool"];
 const POOL_CRITICALITY_CODE: &[&str] = &["pool", "criticality", "code"];
 const POOL_OUTCOME: &[&str] = &["pool", "outcome"];
 
-/// Every metric family admission exports, in exposition order.
+/// Every metric family admission exports, in exposition order (read by
+/// the tests that keep docs/METRICS.md and the backends true; not part of
+/// the API).
+#[doc(hidden)]
 pub const METRICS: &[Metric] = &[
     Metric {
         name: "admission_slots_capacity",

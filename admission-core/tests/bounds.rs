@@ -13,7 +13,7 @@ use std::future::Future;
 
 use admission_core::log::Cause;
 use admission_core::pool::{PoolBuilder, RetryHint, Slot, WorkFuture};
-use admission_core::request::{RequestPoolsBuilder, Scoped, UnknownClass};
+use admission_core::request::{RequestPoolsBuilder, Scoped};
 use admission_core::shutdown::{Cleanup, Outcome, PoolReport, ShutdownReport};
 use admission_core::stats::PoolStats;
 use admission_core::{
@@ -69,7 +69,6 @@ fn bounds() {
 
     // request
     all::<RequestPoolsBuilder>();
-    all::<UnknownClass>();
     send::<Scoped<AsyncBlock>>();
     sync::<Scoped<AsyncBlock>>();
     not_unpin!(Scoped<AsyncBlock>);

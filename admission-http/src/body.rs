@@ -32,7 +32,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
 use crate::progress::Watched;
-pub use crate::progress::{ProgressTimeout, STREAM_STALLED, Stalled, ZeroProgressTimeout};
+pub use crate::progress::{ProgressTimeout, STREAM_STALLED, Stalled};
 pub use crate::request_body::RequestBody;
 
 /// The error type of a [`LeasedBody`]: the inner body's error, or

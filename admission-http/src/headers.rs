@@ -39,15 +39,15 @@ use crate::wire::{
 ///
 /// ```
 /// use admission_core::Criticality;
-/// use admission_http::{CRITICALITY_HEADER, RequestCaller, Trust};
+/// use admission_http::CallerLayer;
 ///
-/// let claim = [(CRITICALITY_HEADER, &b"critical"[..])];
-/// let outsider = RequestCaller::from_headers(claim, Trust::Nobody);
-/// assert_eq!(outsider.caller.criticality(), Criticality::Default);
-/// assert!(outsider.lowered);
+/// let claim = [("x-admission-criticality", &b"critical"[..])];
+/// let outsiders = CallerLayer::new();
+/// assert_eq!(outsiders.caller(claim).criticality(), Criticality::Default);
+/// assert_eq!(outsiders.lowered_claims(), 1);
 ///
-/// let peer = RequestCaller::from_headers(claim, Trust::Peers);
-/// assert_eq!(peer.caller.criticality(), Criticality::Critical);
+/// let peers = CallerLayer::new().trust_peers();
+/// assert_eq!(peers.caller(claim).criticality(), Criticality::Critical);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Trust {
@@ -59,39 +59,20 @@ pub enum Trust {
     Peers,
 }
 
-/// The caller a request's headers describe, under the app's [`Trust`].
-///
-/// # Examples
-///
-/// ```
-/// use admission_core::Criticality;
-/// use admission_http::{RequestCaller, Trust};
-///
-/// let read = RequestCaller::from_headers([
-///     ("x-admission-criticality", &b"sheddable"[..]),
-///     ("x-envoy-expected-rq-timeout-ms", b"15000"),
-///     ("x-admission-budget-ms", b"250"),
-/// ], Trust::Nobody);
-/// assert_eq!(read.caller.criticality(), Criticality::Sheddable, "lowering is always honoured");
-/// assert!(read.caller.remaining().unwrap().as_millis() <= 250, "the shorter budget wins");
-/// assert!(read.caller.deadline_is_asserted(), "it may shorten a wait, never lengthen one");
-/// assert!(!read.malformed && !read.lowered);
-///
-/// let bad = RequestCaller::from_headers([("x-admission-budget-ms", &b"soon"[..])], Trust::Nobody);
-/// assert!(bad.malformed && bad.caller.deadline().is_none());
-/// ```
+/// The caller a request's headers describe, under the app's [`Trust`],
+/// with what the adapters count about the reading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RequestCaller {
+pub(crate) struct RequestCaller {
     /// The criticality named (default when absent or unknown, and for a
     /// `critical` claim nobody trusts) with the shortest well-formed budget
     /// as its deadline.
-    pub caller: Caller,
+    pub(crate) caller: Caller,
     /// A budget header was malformed or repeated (and ignored, but for
     /// `grpc-timeout`'s well-formed values); adapters count these.
-    pub malformed: bool,
+    pub(crate) malformed: bool,
     /// The request claimed `critical` and was read as `default`, since the
     /// app trusts nobody to raise their own priority; adapters count these.
-    pub lowered: bool,
+    pub(crate) lowered: bool,
 }
 
 impl RequestCaller {
@@ -106,7 +87,7 @@ impl RequestCaller {
     /// header too, so ignoring them would leave an expired deadline to its
     /// timer (`CANCELLED`) instead of refusing it here
     /// (`DEADLINE_EXCEEDED`), and the shortest covers whichever it takes.
-    pub fn from_headers<'a>(
+    pub(crate) fn from_headers<'a>(
         headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
         trust: Trust,
     ) -> Self {

@@ -129,6 +129,8 @@ mod request_body;
 #[cfg(feature = "server")]
 mod service;
 #[cfg(feature = "server")]
+mod setting;
+#[cfg(feature = "server")]
 mod shed;
 #[doc(hidden)]
 pub mod wire;
@@ -164,9 +166,10 @@ pub use crate::{
     admit::RequestAdmission,
     caller_layer::{CallerLayer, CallerService},
     classify::Classify,
-    headers::{RequestCaller, Trust},
+    headers::Trust,
     layer::AdmissionLayer,
     protocol::Protocol,
     service::{AdmissionService, FailFast, Queue},
+    setting::ZeroSetting,
     shed::is_load_shedding,
 };

@@ -22,6 +22,8 @@ use admission_core::Lease;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::ZeroSetting;
+
 /// The stable code of a response ended because its consumer stopped
 /// reading ([`Stalled`]).
 pub const STREAM_STALLED: &str = "ADMISSION_STREAM_STALLED";
@@ -57,11 +59,11 @@ impl ProgressTimeout {
     ///
     /// # Errors
     ///
-    /// [`ZeroProgressTimeout`] for a zero bound, which would end every
-    /// response whose consumer is not already waiting.
-    pub fn new(bound: Duration) -> Result<ProgressTimeout, ZeroProgressTimeout> {
+    /// [`ZeroSetting`] (`progress_timeout`) for a zero bound, which would
+    /// end every body whose reader is not already waiting.
+    pub fn new(bound: Duration) -> Result<ProgressTimeout, ZeroSetting> {
         if bound.is_zero() {
-            Err(ZeroProgressTimeout)
+            Err(ZeroSetting::new("progress_timeout"))
         } else {
             Ok(ProgressTimeout(bound))
         }
@@ -78,18 +80,6 @@ impl Default for ProgressTimeout {
         ProgressTimeout::DEFAULT
     }
 }
-
-/// A [`ProgressTimeout`] of zero was asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ZeroProgressTimeout;
-
-impl fmt::Display for ZeroProgressTimeout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a response progress timeout must be above zero")
-    }
-}
-
-impl std::error::Error for ZeroProgressTimeout {}
 
 /// The error a body under the progress bound ends with: a leased response
 /// whose consumer asks for a frame after its [`ProgressTimeout`] took the

@@ -61,8 +61,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tonic::transport::Server;
 use tonic::transport::server::{Connected, TcpConnectInfo};
 
+pub use admission_http::ZeroSetting;
 pub use admission_http::connection::{
-    ACCEPT_FAILED, CONNECTION_EVICTED, ConnectionLimits, ConnectionStats, Connections, InvalidLimit,
+    ACCEPT_FAILED, CONNECTION_EVICTED, ConnectionLimits, ConnectionStats, Connections,
 };
 
 /// The accept loop over `listener` under `limits`, for tonic's
@@ -70,7 +71,7 @@ pub use admission_http::connection::{
 ///
 /// # Errors
 ///
-/// [`InvalidLimit`] naming a setting that is zero.
+/// [`ZeroSetting`] naming a setting that is zero.
 ///
 /// # Examples
 ///
@@ -82,11 +83,11 @@ pub use admission_http::connection::{
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 /// let none = ConnectionLimits::new().with_max_connections(0);
 /// let err = connections::incoming(listener, none).unwrap_err();
-/// assert_eq!(err.to_string(), "connection limit `max_connections` must be above zero");
+/// assert_eq!(err.to_string(), "`max_connections` must be above zero");
 /// # Ok(())
 /// # }
 /// ```
-pub fn incoming(listener: TcpListener, limits: ConnectionLimits) -> Result<Incoming, InvalidLimit> {
+pub fn incoming(listener: TcpListener, limits: ConnectionLimits) -> Result<Incoming, ZeroSetting> {
     Ok(Incoming(
         connection::Incoming::new(listener, limits)?.http2_preface(),
     ))

@@ -29,7 +29,7 @@
 //! * [`CallerLayer`] and [`load_report::ReportLoad`][report-load] (feature `balancer`): the same pieces as in
 //!   every adapter, for servers that admit on their own pools and for
 //!   Envoy's client-side weighted round robin.
-//! * [`status::Pushback`]: for clients, the `grpc-retry-pushback-ms`
+//! * [`status::pushback`]: for clients, the `grpc-retry-pushback-ms`
 //!   trailer read as gRPC's retry design (gRFC A6) says.
 //!
 //! The refusal carries the facts of the HTTP adapters'
@@ -98,7 +98,7 @@
 //! ```
 //! use admission_core::{Class, RequestPools};
 //! use admission_tonic::AdmissionLayer;
-//! use admission_tonic::status::Pushback;
+//! use admission_tonic::status::{Hint, pushback};
 //! use std::time::Duration;
 //! use tonic::transport::{Endpoint, Server, server::TcpIncoming};
 //! use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
@@ -130,7 +130,7 @@
 //! let refused = clients[1].check(check()).await.unwrap_err();
 //! assert_eq!(refused.code(), tonic::Code::Unavailable);
 //! assert!(refused.message().starts_with("ADMISSION_SATURATED: pool `control`"));
-//! assert_eq!(Pushback::from_status(&refused), Some(Pushback::RetryAfter(Duration::from_secs(1))));
+//! assert_eq!(pushback(refused.metadata()), Hint::After(Duration::from_secs(1)));
 //!
 //! drop(held);
 //! assert!(clients[1].check(check()).await.is_ok());

@@ -92,8 +92,5 @@ async fn a_zero_setting_is_refused_by_name() {
     let (listener, _) = bind().await;
     let limits = ConnectionLimits::new().with_max_connections(0);
     let err = connections::incoming(listener, limits).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "connection limit `max_connections` must be above zero"
-    );
+    assert_eq!(err.to_string(), "`max_connections` must be above zero");
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use admission_core::{Class, RequestPools};
 use admission_tonic::AdmissionLayer;
 use admission_tonic::GrpcRefusalStatus;
-use admission_tonic::status::Pushback;
+use admission_tonic::status::{self, Hint};
 use bytes::Bytes;
 use http_body::Body as _;
 use http_body_util::{BodyExt, Full};
@@ -252,8 +252,8 @@ async fn resource_exhausted_when_the_layer_says_so() {
             .starts_with("ADMISSION_SATURATED: pool `control`")
     );
     assert_eq!(
-        Pushback::from_status(&refused),
-        Some(Pushback::RetryAfter(Duration::from_secs(1))),
+        status::pushback(refused.metadata()),
+        Hint::After(Duration::from_secs(1)),
         "the pushback is the same"
     );
 }
@@ -299,8 +299,8 @@ async fn registry_work_is_refused_fails_and_panics_as_rejections() {
         "a code, no panic message"
     );
     assert_eq!(
-        Pushback::from_status(&panicked),
-        None,
+        status::pushback(panicked.metadata()),
+        Hint::None,
         "a panic is no refusal"
     );
     let stats = registry.stats();

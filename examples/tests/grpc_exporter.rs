@@ -10,7 +10,7 @@ use std::time::Duration;
 use admission_client::{Retries, RetryLayer, RetryPolicy};
 use admission_core::{Class, Pool};
 use admission_examples::grpc::{Config, GrpcExporter, RegistryClient, RetryingClient, WalkRequest};
-use admission_tonic::status::Pushback;
+use admission_tonic::status::{Hint, pushback};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -144,8 +144,8 @@ async fn walks_are_served_and_refused_with_the_pools_name_and_a_pushback() {
         refused.message()
     );
     assert!(matches!(
-        Pushback::from_status(&refused),
-        Some(Pushback::RetryAfter(wait)) if wait >= Duration::from_millis(1)
+        pushback(refused.metadata()),
+        Hint::After(wait) if wait >= Duration::from_millis(1)
     ));
     drop(walking);
 

@@ -1,6 +1,6 @@
 //! Every retry hint a server writes reads back as itself, and the two
 //! readers of gRPC's pushback (`admission-client`'s and the tonic
-//! adapter's `Pushback`) agree with each other and with gRFC A6 on any
+//! adapter's `status::pushback`) agree with each other and with gRFC A6 on any
 //! trailer at all: `0`, `-1`, the largest `int32` and one past it, leading
 //! zeros, garbage, and the trailer repeated.
 
@@ -10,7 +10,6 @@ use admission_client::{Hint, pushback, retry_after, retry_after_ms};
 use admission_core::{Pool, WorkError};
 use admission_http::wire::{http_hints, pushback_ms};
 use admission_http::{GrpcAnswer, GrpcRefusalStatus, HttpRefusalStatus, Problem};
-use admission_tonic::status::Pushback;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use proptest::prelude::*;
 
@@ -20,11 +19,7 @@ const PUSHBACK: &str = "grpc-retry-pushback-ms";
 /// the client's `Hint`.
 fn tonic_reads(head: &HeaderMap) -> Hint {
     let status = tonic::Status::from_header_map(head).expect("a grpc-status");
-    match Pushback::from_status(&status) {
-        None => Hint::None,
-        Some(Pushback::RetryAfter(wait)) => Hint::After(wait),
-        Some(Pushback::DoNotRetry) => Hint::Stop,
-    }
+    admission_tonic::status::pushback(status.metadata())
 }
 
 /// A trailers-only `UNAVAILABLE` head carrying `values` as its pushback.

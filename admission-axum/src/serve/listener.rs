@@ -7,9 +7,8 @@
 use std::io;
 use std::net::SocketAddr;
 
-use admission_http::connection::{
-    Connection, ConnectionLimits, Connections, Incoming, InvalidLimit,
-};
+use admission_http::ZeroSetting;
+use admission_http::connection::{Connection, ConnectionLimits, Connections, Incoming};
 use tokio::net::{TcpListener, TcpStream};
 
 /// A [`TcpListener`] that admits connections under [`ConnectionLimits`]:
@@ -44,8 +43,8 @@ impl Listener {
     ///
     /// # Errors
     ///
-    /// [`InvalidLimit`] naming a setting that is zero.
-    pub fn new(tcp: TcpListener, limits: ConnectionLimits) -> Result<Listener, InvalidLimit> {
+    /// [`ZeroSetting`] naming a setting that is zero.
+    pub fn new(tcp: TcpListener, limits: ConnectionLimits) -> Result<Listener, ZeroSetting> {
         Incoming::new(tcp, limits).map(Listener)
     }
 

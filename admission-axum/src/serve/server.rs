@@ -11,7 +11,8 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 
-use admission_http::connection::{ConnectionLimits, Connections, InvalidLimit};
+use admission_http::ZeroSetting;
+use admission_http::connection::{ConnectionLimits, Connections};
 use axum::body::Body;
 use bytes::Bytes;
 use http::{Request, Response};
@@ -104,8 +105,8 @@ impl<S, F> Serve<S, F> {
     ///
     /// # Errors
     ///
-    /// [`InvalidLimit`] naming a setting that is zero.
-    pub fn limits(self, limits: ConnectionLimits) -> Result<Serve<S, F>, InvalidLimit> {
+    /// [`ZeroSetting`] naming a setting that is zero.
+    pub fn limits(self, limits: ConnectionLimits) -> Result<Serve<S, F>, ZeroSetting> {
         Ok(Serve {
             listener: Listener::new(self.listener.into_inner(), limits)?,
             ..self

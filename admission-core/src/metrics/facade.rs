@@ -1,7 +1,7 @@
 //! The `metrics` facade back-end (feature `metrics`).
 //!
 //! This module owns [`AdmissionMetrics::record`]: it writes every family
-//! of [`METRICS`], read from the pools' snapshots, into
+//! of `METRICS`, read from the pools' snapshots, into
 //! whatever recorder the application installed (`metrics-exporter-prometheus`,
 //! an OpenTelemetry bridge, a test's debugging recorder). It must never
 //! count anything itself: counters are set to the pools' totals

@@ -32,7 +32,7 @@ enum Instrument {
 
 impl AdmissionMetrics {
     /// Creates, on `meter`, one observable instrument per series name of
-    /// every family in [`METRICS`] (the names a Prometheus
+    /// every family in `METRICS` (the names a Prometheus
     /// scrape of the `prometheus` feature shows), each reporting, for every
     /// pool added, the values read from the pools' snapshots at collection
     /// time, with the same labels as attributes.

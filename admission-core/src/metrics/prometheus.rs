@@ -1,7 +1,7 @@
 //! The `prometheus-client` back-end (feature `prometheus`).
 //!
 //! This module owns the collector that renders every family of
-//! [`METRICS`] from the pools' snapshots at scrape time. It
+//! `METRICS` from the pools' snapshots at scrape time. It
 //! must never keep a value between scrapes: each scrape reads the pools.
 
 use prometheus_client::collector::Collector;
@@ -16,7 +16,7 @@ use crate::stats::{DURATION_BUCKETS, Durations};
 
 impl AdmissionMetrics {
     /// Registers a collector for the pools added (now and later) with
-    /// `registry`: every family in [`METRICS`], labelled
+    /// `registry`: every family in `METRICS`, labelled
     /// `pool`, read from the pools' snapshots at each scrape.
     ///
     /// # Examples

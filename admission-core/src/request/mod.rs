@@ -12,7 +12,7 @@ mod lease;
 mod pools;
 
 pub use self::adaptive::AdaptiveLimit;
-pub use self::class::{Class, UnknownClass};
+pub use self::class::Class;
 pub use self::lease::Lease;
 pub use self::pools::{RequestPools, RequestPoolsBuilder};
 pub use crate::scope::Scoped;

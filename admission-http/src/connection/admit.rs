@@ -21,9 +21,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Sleep;
 
 use super::io::Connection;
-use super::limits::{ConnectionLimits, InvalidLimit};
+use super::limits::ConnectionLimits;
 use super::state::ConnState;
 use super::stats::{ConnectionStats, Counters};
+use crate::ZeroSetting;
 
 /// The most bytes a TCP socket holds that the peer's window does not yet
 /// let out (`TCP_NOTSENT_LOWAT`): a write waits only while the reader
@@ -163,8 +164,8 @@ impl<A: Accept> Incoming<A> {
     ///
     /// # Errors
     ///
-    /// [`InvalidLimit`] naming a setting that is zero.
-    pub fn new(accept: A, limits: ConnectionLimits) -> Result<Incoming<A>, InvalidLimit> {
+    /// [`ZeroSetting`] naming a setting that is zero.
+    pub fn new(accept: A, limits: ConnectionLimits) -> Result<Incoming<A>, ZeroSetting> {
         limits.validate()?;
         Ok(Incoming::build(accept, limits))
     }

@@ -1,13 +1,13 @@
 //! The connection limits, their defaults and their one validation error.
 //!
-//! This module owns [`ConnectionLimits`] and [`InvalidLimit`]. It must
+//! This module owns [`ConnectionLimits`] and their validation. It must
 //! never let a zero setting reach an accept loop: [`ConnectionLimits::validate`]
 //! names it, and [`Incoming::new`](super::Incoming::new) calls it.
 
-use std::fmt;
 use std::time::Duration;
 
 use super::descriptors::default_max_connections;
+use crate::ZeroSetting;
 
 /// How an [`Incoming`](super::Incoming) bounds connections and how long it
 /// waits for clients, one set for every adapter (axum's `serve`, tonic's
@@ -50,35 +50,6 @@ impl Default for ConnectionLimits {
         ConnectionLimits::new()
     }
 }
-
-/// A [`ConnectionLimits`] setting that cannot work, named.
-///
-/// # Examples
-///
-/// ```
-/// use admission_http::connection::ConnectionLimits;
-///
-/// let err = ConnectionLimits::new().with_max_connections(0).validate().unwrap_err();
-/// assert_eq!(err.setting(), "max_connections");
-/// assert_eq!(err.to_string(), "connection limit `max_connections` must be above zero");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InvalidLimit(&'static str);
-
-impl InvalidLimit {
-    /// The setting at fault, as its getter is named.
-    pub fn setting(&self) -> &'static str {
-        self.0
-    }
-}
-
-impl fmt::Display for InvalidLimit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "connection limit `{}` must be above zero", self.0)
-    }
-}
-
-impl std::error::Error for InvalidLimit {}
 
 impl ConnectionLimits {
     /// The defaults, the same for every protocol:
@@ -125,7 +96,7 @@ impl ConnectionLimits {
     ///
     /// # Errors
     ///
-    /// [`InvalidLimit`] naming the first setting that is zero.
+    /// [`ZeroSetting`] naming the first setting that is zero.
     ///
     /// # Examples
     ///
@@ -136,7 +107,7 @@ impl ConnectionLimits {
     /// let limits = ConnectionLimits::new().with_write_timeout(Duration::ZERO);
     /// assert_eq!(limits.validate().unwrap_err().setting(), "write_timeout");
     /// ```
-    pub fn validate(&self) -> Result<(), InvalidLimit> {
+    pub fn validate(&self) -> Result<(), ZeroSetting> {
         let zero = [
             ("max_connections", self.max_connections == 0),
             ("header_timeout", self.header_timeout.is_zero()),
@@ -158,7 +129,7 @@ impl ConnectionLimits {
             ),
         ];
         match zero.into_iter().find(|(_, zero)| *zero) {
-            Some((name, _)) => Err(InvalidLimit(name)),
+            Some((name, _)) => Err(ZeroSetting::new(name)),
             None => Ok(()),
         }
     }

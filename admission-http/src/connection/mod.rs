@@ -98,6 +98,6 @@ mod stats;
 
 pub use self::admit::{Accept, Connections, Incoming};
 pub use self::io::Connection;
-pub use self::limits::{ConnectionLimits, InvalidLimit};
+pub use self::limits::ConnectionLimits;
 pub use self::state::{InFlight, Requests};
 pub use self::stats::{ACCEPT_FAILED, CONNECTION_EVICTED, ConnectionStats};

@@ -4,7 +4,7 @@
 //! This module owns [`Hint`], the rounding of a millisecond hint to
 //! `Retry-After`'s whole seconds, the values the server writes, and the one
 //! reader of each hint that `admission-client` and the tonic adapter's
-//! `Pushback` both call, so that they cannot disagree. It must never read a
+//! `status::pushback` both call, so that they cannot disagree. It must never read a
 //! hint as an earlier retry than the server (or a proxy on the way) asked
 //! for, and never keep a header's text.
 //!

@@ -13,7 +13,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use admission_tonic::status::Pushback;
+use admission_tonic::status::{Hint, pushback};
 use tokio::net::TcpListener;
 use tokio::time::{Instant, sleep_until, timeout_at};
 use tonic::{Code, Status};
@@ -129,7 +129,7 @@ async fn storm(config: &StormConfig, addr: SocketAddr, phase: Phase) -> Tally {
 fn refused(status: &Status) -> bool {
     match status.code() {
         Code::ResourceExhausted => true,
-        Code::Unavailable => Pushback::from_status(status).is_some(),
+        Code::Unavailable => pushback(status.metadata()) != Hint::None,
         _ => false,
     }
 }

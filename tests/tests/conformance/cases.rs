@@ -12,7 +12,7 @@ use admission_core::{Admission, Class, Lease, Pool, RequestPools};
 use admission_http::body::ProgressTimeout;
 use admission_http::{BUDGET_HEADER, CRITICALITY_HEADER, Trust};
 use admission_http::{HttpRefusalStatus, PROBLEM_JSON, Problem, WORK_PANICKED};
-use admission_tonic::status::Pushback;
+use admission_tonic::status::{Hint, pushback};
 use bytes::Bytes;
 use reqwest::StatusCode;
 use tokio::sync::{mpsc, oneshot};
@@ -73,8 +73,8 @@ fn assert_refused_as(answer: &Reply, pool: &str, code: &str) {
                 "the code and the refusing pool are named: {:?}",
                 status.message()
             );
-            match Pushback::from_status(status) {
-                Some(Pushback::RetryAfter(wait)) => assert!(
+            match pushback(status.metadata()) {
+                Hint::After(wait) => assert!(
                     wait.as_millis() >= 1,
                     "the pushback is the millisecond retry hint, at least 1 ms: {wait:?}"
                 ),
@@ -171,7 +171,11 @@ fn assert_panicked(answer: &Reply) {
                 WORK_PANICKED,
                 "a code, never the panic message"
             );
-            assert_eq!(Pushback::from_status(status), None, "a panic is no refusal");
+            assert_eq!(
+                pushback(status.metadata()),
+                Hint::None,
+                "a panic is no refusal"
+            );
         }
     }
 }
@@ -815,9 +819,9 @@ fn status_facts(answer: &Reply) -> (String, Option<String>, Option<u64>) {
         .split_once("pool `")
         .and_then(|(_, rest)| rest.split_once('`'))
         .map(|(pool, _)| pool.to_owned());
-    let retry = match Pushback::from_status(status) {
+    let retry = match pushback(status.metadata()) {
         // In the seconds `Retry-After` rounds the same hint up to.
-        Some(Pushback::RetryAfter(wait)) => {
+        Hint::After(wait) => {
             Some(u64::try_from(wait.as_millis().div_ceil(1000).max(1)).unwrap_or(u64::MAX))
         }
         _ => None,
