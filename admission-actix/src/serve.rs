@@ -128,7 +128,7 @@ impl<F> Serve<F> {
     /// # Errors
     ///
     /// The listener cannot be made non-blocking or registered, or a
-    /// worker thread cannot be started.
+    /// worker's runtime or thread cannot be started (out of descriptors).
     pub fn listen<I, S, B>(self, listener: std::net::TcpListener) -> io::Result<Server>
     where
         F: Fn() -> I + Send + Clone + 'static,
@@ -145,19 +145,31 @@ impl<F> Serve<F> {
         B: MessageBody + 'static,
     {
         listener.set_nonblocking(true)?;
+        // The workers' runtimes first: they hold descriptors (a poller
+        // each), which the default connection bound, counted as the accept
+        // loop is built, must leave room for. A runtime that cannot be
+        // built is this call's error, not a worker thread's panic.
+        let runtimes = (0..self.workers)
+            .map(|_| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+            })
+            .collect::<io::Result<Vec<_>>>()?;
         let incoming = Incoming::new(TcpListener::from_std(listener)?, self.limits)
             .map_err(io::Error::other)?;
         let connections = incoming.connections();
         let mut handoffs = Vec::with_capacity(self.workers);
         let mut finished = Vec::with_capacity(self.workers);
-        for index in 0..self.workers {
+        for (index, runtime) in runtimes.into_iter().enumerate() {
             let (handoff, connections_in) = mpsc::unbounded_channel::<Handoff>();
             let (done, ended) = oneshot::channel();
             let factory = self.factory.clone();
             std::thread::Builder::new()
                 .name(format!("admission-actix-{index}"))
                 .spawn(move || {
-                    actix_rt::System::new().block_on(work(factory, connections_in));
+                    actix_rt::System::with_tokio_rt(move || runtime)
+                        .block_on(work(factory, connections_in));
                     let _ = done.send(());
                 })?;
             handoffs.push(handoff);

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
+use admission_http::connection::ConnectionLimits;
 use clap::error::ErrorKind;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Parser};
@@ -263,6 +264,26 @@ pub fn positive(text: &str) -> Result<usize, String> {
         Ok(0) => Err("must be at least 1".to_owned()),
         Ok(n) => Ok(n),
         Err(err) => Err(err.to_string()),
+    }
+}
+
+/// The connection limits of a `--max-connections` flag: the bound it
+/// gives, or else the default, which the server counts from the
+/// descriptors open when it starts listening
+/// ([`ConnectionLimits::new`]).
+///
+/// # Examples
+///
+/// ```
+/// use admission_examples::cli::connection_limits;
+///
+/// assert_eq!(connection_limits(Some(8)).max_connections(), 8);
+/// assert!(connection_limits(None).max_connections() >= 1);
+/// ```
+pub fn connection_limits(max_connections: Option<usize>) -> ConnectionLimits {
+    match max_connections {
+        Some(max) => ConnectionLimits::new().with_max_connections(max),
+        None => ConnectionLimits::new(),
     }
 }
 

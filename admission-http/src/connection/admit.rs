@@ -191,6 +191,7 @@ impl<A: Accept> Incoming<A> {
     }
 
     fn build(accept: A, limits: ConnectionLimits) -> Incoming<A> {
+        let limits = limits.resolved();
         Incoming {
             accept,
             shared: Arc::new(Shared {

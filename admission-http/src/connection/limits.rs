@@ -34,7 +34,9 @@ use crate::ZeroSetting;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionLimits {
-    max_connections: usize,
+    /// `None`: the default, counted from the descriptors open when the
+    /// accept loop is built ([`ConnectionLimits::resolved`]).
+    max_connections: Option<usize>,
     header_timeout: Duration,
     idle_timeout: Duration,
     write_timeout: Duration,
@@ -58,9 +60,12 @@ impl ConnectionLimits {
     ///   (`RLIMIT_NOFILE`), less the descriptors it holds *now* (counted
     ///   in `/proc/self/fd`), less a reserve of a quarter of the limit; at
     ///   least 1 and at most 4096. 1024 and 32 are assumed where they
-    ///   cannot be read. Build the limits after the process has opened
-    ///   what it keeps open (and after raising the soft limit) so the
-    ///   count is right. At `ulimit -n 1024` with 24 open that is 744; at
+    ///   cannot be read. The count is taken when the accept loop is built
+    ///   ([`Incoming::new`](super::Incoming::new), which every adapter's
+    ///   server calls as it starts listening), not when the limits are:
+    ///   limits built from flags at startup, before the runtime, the pools
+    ///   and the worker threads have opened their descriptors, still get a
+    ///   bound that leaves room for them. At `ulimit -n 1024` with 24 open that is 744; at
     ///   `ulimit -n 64` with 22 open, 26. The reserve is for what the
     ///   process opens later (files, outgoing connections, a health
     ///   probe's accept while an evicted connection closes).
@@ -79,7 +84,7 @@ impl ConnectionLimits {
     /// ```
     pub fn new() -> ConnectionLimits {
         ConnectionLimits {
-            max_connections: default_max_connections(),
+            max_connections: None,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(10),
@@ -109,7 +114,7 @@ impl ConnectionLimits {
     /// ```
     pub fn validate(&self) -> Result<(), ZeroSetting> {
         let zero = [
-            ("max_connections", self.max_connections == 0),
+            ("max_connections", self.max_connections == Some(0)),
             ("header_timeout", self.header_timeout.is_zero()),
             ("idle_timeout", self.idle_timeout.is_zero()),
             ("write_timeout", self.write_timeout.is_zero()),
@@ -140,7 +145,7 @@ impl ConnectionLimits {
     #[must_use]
     pub fn with_max_connections(self, max: usize) -> ConnectionLimits {
         ConnectionLimits {
-            max_connections: max,
+            max_connections: Some(max),
             ..self
         }
     }
@@ -223,9 +228,19 @@ impl ConnectionLimits {
         }
     }
 
-    /// The bound on open connections.
+    /// The bound on open connections: the one set, or else the default
+    /// counted now (an accept loop counts it once, as it is built).
     pub fn max_connections(&self) -> usize {
-        self.max_connections
+        self.max_connections.unwrap_or_else(default_max_connections)
+    }
+
+    /// The same limits with the default bound counted now: what an accept
+    /// loop keeps.
+    pub(crate) fn resolved(self) -> ConnectionLimits {
+        ConnectionLimits {
+            max_connections: Some(self.max_connections()),
+            ..self
+        }
     }
 
     /// The header (or HTTP/2 preface) timeout.

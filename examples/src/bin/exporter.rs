@@ -23,8 +23,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use admission_axum::serve::ConnectionLimits;
-use admission_examples::cli::{Cli, millis, positive, positive_millis};
+use admission_examples::cli::{Cli, connection_limits, millis, positive, positive_millis};
 use admission_examples::exporter::{self, Config, Gate, MetricsBackend, WalkFlags};
 
 /// The incident-1 and incident-2 metrics exporter (axum): a registry
@@ -61,10 +60,10 @@ struct Flags {
     coalesce: Duration,
     /// Connections open at once; past it a newcomer evicts the connection
     /// that has waited longest for a request head, or is closed at once
-    /// (the default is the open-file limit less the descriptors open at
-    /// startup less a quarter of the limit, at most 4096).
-    #[arg(long = "max-connections", value_name = "N", default_value_t = ConnectionLimits::new().max_connections(), value_parser = positive)]
-    max_connections: usize,
+    /// (the default is the open-file limit less the descriptors open
+    /// when it starts listening less a quarter of the limit, at most 4096).
+    #[arg(long = "max-connections", value_name = "N", value_parser = positive)]
+    max_connections: Option<usize>,
     /// Time for a whole request head.
     #[arg(long = "header-timeout-ms", value_name = "MS", default_value = "10000", value_parser = positive_millis)]
     header_timeout: Duration,
@@ -123,8 +122,7 @@ fn config(flags: &Flags) -> Result<Config, String> {
         shutdown_deadline: flags.walks.shutdown_deadline,
         gate: flags.gate,
         coalesce,
-        connections: ConnectionLimits::new()
-            .with_max_connections(flags.max_connections)
+        connections: connection_limits(flags.max_connections)
             .with_header_timeout(flags.header_timeout)
             .with_idle_timeout(flags.idle_timeout)
             .with_write_timeout(flags.write_timeout),

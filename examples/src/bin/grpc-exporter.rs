@@ -24,10 +24,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use admission_examples::cli::{Cli, positive, positive_millis};
+use admission_examples::cli::{Cli, connection_limits, positive, positive_millis};
 use admission_examples::exporter::WalkFlags;
 use admission_examples::grpc::{self, Config, Gate};
-use admission_tonic::connections::ConnectionLimits;
 
 /// The gRPC registry exporter (tonic): `Registry/Walk` and `Registry/Stream`
 /// behind an admission pool, beside `grpc.health.v1.Health`.
@@ -59,10 +58,10 @@ struct Flags {
     progress_timeout: Duration,
     /// Connections open at once; at the cap the oldest connection that has
     /// not sent the HTTP/2 preface is closed, else the newcomer (the
-    /// default is the open-file limit less the descriptors open at startup
-    /// less a quarter of the limit, at most 4096).
-    #[arg(long = "max-connections", value_name = "N", default_value_t = ConnectionLimits::new().max_connections(), value_parser = positive)]
-    max_connections: usize,
+    /// default is the open-file limit less the descriptors open when it
+    /// starts listening less a quarter of the limit, at most 4096).
+    #[arg(long = "max-connections", value_name = "N", value_parser = positive)]
+    max_connections: Option<usize>,
     /// Time a new connection has to send the HTTP/2 preface.
     #[arg(long = "preface-timeout-ms", value_name = "MS", default_value = "5000", value_parser = positive_millis)]
     preface_timeout: Duration,
@@ -88,8 +87,7 @@ fn config(flags: &Flags) -> Result<Config, String> {
         shutdown_deadline: flags.walks.shutdown_deadline,
         gate: flags.gate,
         progress_timeout: flags.progress_timeout,
-        connections: ConnectionLimits::new()
-            .with_max_connections(flags.max_connections)
+        connections: connection_limits(flags.max_connections)
             .with_header_timeout(flags.preface_timeout),
     })
 }

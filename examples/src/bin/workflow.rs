@@ -30,7 +30,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use admission_examples::cli::{Cli, millis, positive, positive_millis};
-use admission_examples::workflow::{Config, NativeCapacities, Workflow, default_max_connections};
+use admission_examples::workflow::{Config, NativeCapacities, Workflow};
 
 /// The incident-3 workflow service (actix-web): request leases by class,
 /// `503` + `Retry-After` when a class is full, and four background loops
@@ -74,10 +74,11 @@ struct Flags {
     /// Connections open at once, over all HTTP workers; past it a newcomer
     /// evicts the connection that has waited longest for a request head,
     /// or is closed at once (the default is the open-file limit less the
-    /// descriptors open at startup less a quarter of the limit, at most
+    /// descriptors open when it starts listening less a quarter of the
+    /// limit, at most
     /// 4096).
-    #[arg(long = "max-connections", value_name = "N", default_value_t = default_max_connections(), value_parser = positive)]
-    max_connections: usize,
+    #[arg(long = "max-connections", value_name = "N", value_parser = positive)]
+    max_connections: Option<usize>,
     /// Time for a request head to arrive, else the connection closes.
     #[arg(long = "header-timeout-ms", value_name = "MS", default_value = "5000", value_parser = positive_millis)]
     header_timeout: Duration,

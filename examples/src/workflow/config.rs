@@ -19,7 +19,7 @@ use std::time::Duration;
 /// assert_eq!((config.work_slots, config.control_slots), (2, 4));
 /// assert_eq!(config.native_capacities.total(), 5);
 /// assert_eq!(config.header_timeout, std::time::Duration::from_secs(5));
-/// assert!(config.max_connections >= 1);
+/// assert_eq!(config.max_connections, None, "counted as the server starts listening");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -42,12 +42,12 @@ pub struct Config {
     /// actix-web worker threads (`--http-workers`, default 2).
     pub http_workers: usize,
     /// The most connections open at once, over all HTTP workers
-    /// (`--max-connections`, by default the open-file limit less the
-    /// descriptors open at startup less a quarter of the limit, at most
-    /// 4096): past it a newcomer evicts the connection that has waited
-    /// longest for a request head, or is closed at once
-    /// (`admission_actix::serve`).
-    pub max_connections: usize,
+    /// (`--max-connections`; `None`, the default, is the open-file limit
+    /// less the descriptors open when the server starts listening less a
+    /// quarter of the limit, at most 4096): past it a newcomer evicts the
+    /// connection that has waited longest for a request head, or is
+    /// closed at once (`admission_actix::serve`).
+    pub max_connections: Option<usize>,
     /// How long a client may take to send a whole request head
     /// (`--header-timeout-ms`, default 5000): past it the connection
     /// closes.
@@ -69,22 +69,6 @@ pub struct Config {
     pub agent_check: Option<SocketAddr>,
 }
 
-/// The default connection bound of every adapter
-/// ([`ConnectionLimits::new`](admission_actix::serve::ConnectionLimits::new)):
-/// the soft open-file limit less the descriptors open now less a quarter
-/// of the limit, at least 1 and at most 4096.
-///
-/// # Examples
-///
-/// ```
-/// use admission_examples::workflow::default_max_connections;
-///
-/// assert!((1..=4096).contains(&default_max_connections()));
-/// ```
-pub fn default_max_connections() -> usize {
-    admission_actix::serve::ConnectionLimits::new().max_connections()
-}
-
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -95,7 +79,7 @@ impl Default for Config {
             native_capacities: NativeCapacities(vec![2, 3]),
             shutdown_deadline: Duration::from_millis(5000),
             http_workers: 2,
-            max_connections: default_max_connections(),
+            max_connections: None,
             header_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(5),
             drain_delay: Duration::ZERO,

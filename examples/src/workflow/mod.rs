@@ -41,7 +41,7 @@ mod problem;
 mod serve;
 mod status;
 
-pub use self::config::{BadCapacities, Config, NativeCapacities, default_max_connections};
+pub use self::config::{BadCapacities, Config, NativeCapacities};
 pub use self::loops::LoopStats;
 pub use self::operations::{MAX_WORK_MS, Operation, State, Store, UnknownOperation};
 pub use self::owners::{

@@ -18,7 +18,6 @@ use std::time::Duration;
 use actix_web::{App, Resource, Route, web};
 use admission_actix::AdmissionControl;
 use admission_actix::load_report::ReportLoad;
-use admission_actix::serve::ConnectionLimits;
 use admission_core::shutdown::ShutdownReport;
 use admission_core::{ConfigError, RequestPools, Shutdown};
 use admission_http::balancer::{AgentCheck, LoadReport, Readiness};
@@ -211,8 +210,7 @@ impl Workflow {
         // the idle timeout; and a client that closes its side (FIN) counts
         // as gone, so its work is orphaned and counted as such, as with a
         // reset.
-        let limits = ConnectionLimits::new()
-            .with_max_connections(config.max_connections)
+        let limits = crate::cli::connection_limits(config.max_connections)
             .with_header_timeout(config.header_timeout)
             .with_idle_timeout(config.idle_timeout);
         let server = admission_actix::serve::serve(move || {
