@@ -98,6 +98,14 @@ impl<B> LeasedBody<B> {
         }
     }
 
+    /// A body that holds no lease (a request let through by the bypass,
+    /// or one whose lease an outer middleware's body holds).
+    pub(crate) fn unleased(inner: B) -> Self {
+        LeasedBody {
+            inner: admission_http::body::LeasedBody::unleased(HttpBody { inner }),
+        }
+    }
+
     /// A refusal's problem body.
     pub(crate) fn problem(body: Bytes) -> Self {
         LeasedBody {

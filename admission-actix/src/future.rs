@@ -1,34 +1,36 @@
 //! The future [`AdmissionMiddleware`](crate::AdmissionMiddleware) returns.
 //!
-//! This module owns [`ResponseFuture`]: it calls the inner service under the
-//! request's lease and moves a share of the lease into the response body. It
-//! must never hold a share of the lease after it has produced its response,
-//! so that the body is what keeps the slot.
+//! This module owns [`ResponseFuture`]: `admission-http`'s shared admission
+//! step ([`Admitting`]) with its outcome made an actix-web response whose
+//! body holds the lease. It must never hold a share of the lease after it
+//! has produced its response, so that the body is what keeps the slot.
 
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::rc::Rc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use actix_web::Error;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
-use admission_core::request::Scoped;
-use admission_core::{Caller, Lease, Refusal};
 use admission_http::body::ProgressTimeout;
-use admission_http::{HttpRefusalStatus, Problem};
+use admission_http::middle::{Admitting, Outcome, Waited};
 use bytes::Bytes;
 
 use crate::body::LeasedBody;
-use crate::rejection::actix_response;
+
+/// A refusal's answer, ready to send.
+type Answer = ServiceResponse<Bytes>;
+
+/// A queued request's wait (an actix-web future need not be `Send`).
+type Wait<F> = Pin<Box<dyn Future<Output = Waited<F, Answer>>>>;
 
 pin_project_lite::pin_project! {
     /// The response of a request that went through
     /// [`AdmissionMiddleware`](crate::AdmissionMiddleware): the inner
     /// service's response with its body wrapped in a [`LeasedBody`], or the
-    /// refusal answered at once.
+    /// refusal answered at once (or when its queued wait ends).
     ///
     /// # Panics
     ///
@@ -38,7 +40,8 @@ pin_project_lite::pin_project! {
     ///
     /// Dropping it drops the inner service's future and every share of the
     /// lease it holds; pure work the handler started keeps its own share
-    /// until that work ends.
+    /// until that work ends. A request dropped while it waits in the queue
+    /// takes no slot.
     ///
     /// # Examples
     ///
@@ -68,62 +71,10 @@ pin_project_lite::pin_project! {
         S: Service<ServiceRequest>,
     {
         #[pin]
-        state: State<S>,
+        admitting: Admitting<S::Future, Answer, Wait<S::Future>>,
         // How long the admitted response's body may let a chunk lie unread.
         progress: ProgressTimeout,
         _body: PhantomData<fn() -> B>,
-    }
-}
-
-pin_project_lite::pin_project! {
-    #[project = StateProj]
-    enum State<S>
-    where
-        S: Service<ServiceRequest>,
-    {
-        Admitted {
-            // The scope runs the inner service for the caller with the lease
-            // as the task's context (pure work inherits it), in one
-            // task-local, and holds one share of the lease.
-            #[pin]
-            call: Scoped<Call<S>>,
-            // The share that moves into the response body. After `call`,
-            // the one drop order of every adapter: what the response owns
-            // goes before the slot.
-            lease: Option<Lease>,
-        },
-        Refused {
-            response: Option<ServiceResponse<Bytes>>,
-        },
-        // Waiting in the class pool's queue; the inner service is called
-        // once the lease comes, or the request refused if it does not.
-        Queued {
-            lease: Pin<Box<dyn Future<Output = Result<Lease, Refusal>>>>,
-            service: Option<Rc<S>>,
-            req: Option<ServiceRequest>,
-            caller: Caller,
-            status: HttpRefusalStatus,
-        },
-        Done,
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// Calls the inner service on its first poll, so that the call itself
-    /// (not only the future it returns) runs inside the lease's scope.
-    #[project = CallProj]
-    enum Call<S>
-    where
-        S: Service<ServiceRequest>,
-    {
-        Pending {
-            service: Rc<S>,
-            req: Option<ServiceRequest>,
-        },
-        Running {
-            #[pin]
-            future: S::Future,
-        },
     }
 }
 
@@ -131,54 +82,13 @@ impl<S, B> ResponseFuture<S, B>
 where
     S: Service<ServiceRequest>,
 {
-    pub(crate) fn admitted(
-        service: Rc<S>,
-        req: ServiceRequest,
-        lease: Lease,
-        caller: Caller,
-        progress: ProgressTimeout,
-    ) -> Self {
-        let call = Call::Pending {
-            service,
-            req: Some(req),
-        };
-        ResponseFuture {
-            state: State::Admitted {
-                call: lease.clone().scope_for(caller, call),
-                lease: Some(lease),
-            },
-            progress,
-            _body: PhantomData,
-        }
-    }
-
-    pub(crate) fn queued(
-        service: Rc<S>,
-        req: ServiceRequest,
-        lease: Pin<Box<dyn Future<Output = Result<Lease, Refusal>>>>,
-        caller: Caller,
-        status: HttpRefusalStatus,
+    pub(crate) fn new(
+        admitting: Admitting<S::Future, Answer, Wait<S::Future>>,
         progress: ProgressTimeout,
     ) -> Self {
         ResponseFuture {
-            state: State::Queued {
-                lease,
-                service: Some(service),
-                req: Some(req),
-                caller,
-                status,
-            },
+            admitting,
             progress,
-            _body: PhantomData,
-        }
-    }
-
-    pub(crate) fn refused(response: ServiceResponse<Bytes>) -> Self {
-        ResponseFuture {
-            state: State::Refused {
-                response: Some(response),
-            },
-            progress: ProgressTimeout::DEFAULT,
             _body: PhantomData,
         }
     }
@@ -194,84 +104,17 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let progress = *this.progress;
-        let mut state = this.state;
-        if let StateProj::Queued {
-            lease,
-            service,
-            req,
-            caller,
-            status,
-        } = state.as_mut().project()
-        {
-            let waited = std::task::ready!(lease.as_mut().poll(cx));
-            let (Some(service), Some(req)) = (service.take(), req.take()) else {
-                panic!("`ResponseFuture` polled after completion");
-            };
-            let next = match waited {
-                Ok(lease) => State::Admitted {
-                    call: lease.clone().scope_for(
-                        *caller,
-                        Call::Pending {
-                            service,
-                            req: Some(req),
-                        },
-                    ),
-                    lease: Some(lease),
-                },
-                Err(refusal) => {
-                    let problem = Problem::refusal(&refusal, *status);
-                    State::Refused {
-                        response: Some(req.into_response(actix_response(problem.into_http(|b| b)))),
-                    }
-                }
-            };
-            state.set(next);
-        }
-        let output = match state.as_mut().project() {
-            StateProj::Admitted { call, lease } => {
-                let result = std::task::ready!(call.poll(cx));
-                let lease = lease.take();
-                match lease {
-                    Some(lease) => result.map(|res| {
-                        res.map_body(|_, body| {
-                            LeasedBody::new(body, lease).progress_timeout(progress)
-                        })
-                    }),
-                    None => panic!("`ResponseFuture` polled after completion"),
-                }
-            }
-            StateProj::Refused { response } => match response.take() {
-                Some(response) => Ok(response.map_body(|_, body| LeasedBody::problem(body))),
-                None => panic!("`ResponseFuture` polled after completion"),
-            },
-            StateProj::Queued { .. } | StateProj::Done => {
-                panic!("`ResponseFuture` polled after completion")
-            }
-        };
-        // Drops the scope and its share of the lease now: from here on the
-        // response body alone holds the request's slot.
-        state.set(State::Done);
-        Poll::Ready(output)
-    }
-}
-
-impl<S> Future for Call<S>
-where
-    S: Service<ServiceRequest>,
-{
-    type Output = Result<S::Response, S::Error>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        loop {
-            match self.as_mut().project() {
-                CallProj::Pending { service, req } => {
-                    let req = req.take().expect("the request is taken only once");
-                    let future = service.call(req);
-                    self.set(Call::Running { future });
-                }
-                CallProj::Running { future } => return future.poll(cx),
-            }
-        }
+        Poll::Ready(match ready!(this.admitting.poll(cx)) {
+            // An inner service that fails with an `Err` gives the lease up
+            // here; actix-web renders the error afterwards.
+            Outcome::Served(output, lease) => output.map(|response| {
+                response.map_body(|_, body| match lease {
+                    Some(lease) => LeasedBody::new(body, lease).progress_timeout(progress),
+                    None => LeasedBody::unleased(body),
+                })
+            }),
+            Outcome::Refused(answer) => Ok(answer.map_body(|_, body| LeasedBody::problem(body))),
+        })
     }
 }
 
@@ -280,14 +123,8 @@ where
     S: Service<ServiceRequest>,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = match &self.state {
-            State::Admitted { .. } => "Admitted",
-            State::Refused { .. } => "Refused",
-            State::Queued { .. } => "Queued",
-            State::Done => "Done",
-        };
         f.debug_struct("ResponseFuture")
-            .field("state", &state)
+            .field("state", &self.admitting.state())
             .finish()
     }
 }

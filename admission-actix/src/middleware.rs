@@ -1,31 +1,107 @@
 //! The per-worker service that admits each request.
 //!
-//! This module owns [`AdmissionMiddleware`]: read the caller, classify,
-//! ask `admission-http`'s [`RequestAdmission`] for the lease (the decision
-//! every adapter makes alike), answer a refusal with the middle's problem,
-//! and call the inner service under the lease. It must never decide an
-//! admission itself, never wait for a lease unless configured to queue, and
-//! never create pools.
+//! This module owns [`AdmissionMiddleware`] and the settings every worker's
+//! middleware shares ([`Settings`]): whether a request passes with no
+//! lease (the app's bypass), its caller and class, and the refusal's answer
+//! (the middle's problem, or the app's page). It hands the rest to
+//! `admission-http`'s shared step ([`Admitting`]): the decision, the queued
+//! wait, the inner call under the lease. It must never decide an admission
+//! itself, never wait for a lease unless configured to queue, and never
+//! create pools.
 
+use std::fmt;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use actix_web::Error;
+use actix_web::HttpMessage as _;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, forward_ready};
+use actix_web::http::header::{CONTENT_TYPE, HeaderValue};
+use admission_core::Refusal;
 use admission_http::body::ProgressTimeout;
+use admission_http::middle::{self, Admitting};
 use admission_http::{HttpRefusalStatus, Problem, RequestAdmission};
+use bytes::Bytes;
 
 use crate::body::LeasedBody;
 use crate::classify::Classify;
 use crate::future::ResponseFuture;
 use crate::rejection::actix_response;
 
+/// The app's predicate for requests that pass with no lease.
+pub(crate) type BypassFn = dyn Fn(&ServiceRequest) -> bool + Send + Sync;
+
+/// The app's own body for a refusal, where it gives one.
+pub(crate) type RefusalBodyFn =
+    dyn Fn(&Refusal, &ServiceRequest) -> Option<(HeaderValue, Bytes)> + Send + Sync;
+
+/// The mark a request let through carries, so that the admission
+/// middleware under this one (a scope's) lets it through as well.
+#[derive(Debug, Clone, Copy)]
+struct Bypassed;
+
+/// What [`AdmissionControl`](crate::AdmissionControl) and every worker's
+/// middleware share.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub(crate) admission: RequestAdmission,
+    pub(crate) classify: Classify,
+    pub(crate) status: HttpRefusalStatus,
+    pub(crate) progress: ProgressTimeout,
+    pub(crate) bypass: Option<Arc<BypassFn>>,
+    pub(crate) refusal_body: Option<Arc<RefusalBodyFn>>,
+}
+
+impl Settings {
+    /// Whether `req` passes with no lease: a middleware over this one let
+    /// it through, or the app's bypass does now (and marks it).
+    fn bypassed(&self, req: &ServiceRequest) -> bool {
+        if req.extensions().contains::<Bypassed>() {
+            return true;
+        }
+        let passes = self.bypass.as_ref().is_some_and(|bypass| bypass(req));
+        if passes {
+            req.extensions_mut().insert(Bypassed);
+        }
+        passes
+    }
+
+    /// The answer to `refusal` of `req`: the middle's problem, with the
+    /// app's body when it gave one (status and hints stay the middle's).
+    fn refuse(&self, refusal: &Refusal, req: ServiceRequest) -> ServiceResponse<Bytes> {
+        let mut response =
+            actix_response(Problem::refusal(refusal, self.status).into_http(Bytes::from));
+        if let Some((content_type, body)) = self
+            .refusal_body
+            .as_ref()
+            .and_then(|page| page(refusal, &req))
+        {
+            response.headers_mut().insert(CONTENT_TYPE, content_type);
+            response = response.set_body(body);
+        }
+        req.into_response(response)
+    }
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("admission", &self.admission)
+            .field("classify", &self.classify)
+            .field("status", &self.status)
+            .field("progress", &self.progress)
+            .field("bypass", &self.bypass.is_some())
+            .field("refusal_body", &self.refusal_body.is_some())
+            .finish()
+    }
+}
+
 /// The service [`AdmissionControl`](crate::AdmissionControl) wraps around
 /// the app's inner service, one per actix-web worker thread; every worker's
 /// middleware shares the same pools.
 ///
-/// The inner service is called on the response future's first poll, under
-/// the request's lease: pure work
+/// The inner service is called under the request's lease: pure work
 /// ([`RequestPools::execute_pure`](admission_core::RequestPools::execute_pure))
 /// runs under it, and a nested admission of the same class (a scope's
 /// `.wrap`, `#[admitted]`) shares it instead of taking a second slot.
@@ -54,47 +130,30 @@ use crate::rejection::actix_response;
 /// # }
 /// ```
 pub struct AdmissionMiddleware<S> {
-    // An `Rc` so that the response future can call the inner service under
-    // the request's lease, on its first poll, without borrowing `self`.
+    // An `Rc` so that a queued request's future can call the inner service
+    // after its wait without borrowing `self`.
     service: Rc<S>,
-    admission: RequestAdmission,
-    classify: Classify,
-    status: HttpRefusalStatus,
-    progress: ProgressTimeout,
+    settings: Arc<Settings>,
 }
 
 impl<S> AdmissionMiddleware<S> {
-    pub(crate) fn new(
-        service: Rc<S>,
-        admission: RequestAdmission,
-        classify: Classify,
-        status: HttpRefusalStatus,
-        progress: ProgressTimeout,
-    ) -> Self {
-        AdmissionMiddleware {
-            service,
-            admission,
-            classify,
-            status,
-            progress,
-        }
+    pub(crate) fn new(service: Rc<S>, settings: Arc<Settings>) -> Self {
+        AdmissionMiddleware { service, settings }
     }
 }
 
-impl<S> std::fmt::Debug for AdmissionMiddleware<S> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl<S> fmt::Debug for AdmissionMiddleware<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AdmissionMiddleware")
-            .field("admission", &self.admission)
-            .field("classify", &self.classify)
-            .field("status", &self.status)
-            .field("progress", &self.progress)
+            .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
 }
 
 impl<S, B> Service<ServiceRequest> for AdmissionMiddleware<S>
 where
-    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error>,
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    S::Future: 'static,
     B: MessageBody,
 {
     type Response = ServiceResponse<LeasedBody<B>>;
@@ -104,37 +163,34 @@ where
     forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
-        let caller = self.admission.caller(header_pairs(&req));
-        let class = self.classify.class(&req);
-        if self.admission.queues() {
-            let admission = self.admission.clone();
-            let lease = Box::pin(async move { admission.lease(class, caller).await });
-            return ResponseFuture::queued(
-                Rc::clone(&self.service),
-                req,
-                lease,
+        let settings = &self.settings;
+        let progress = settings.progress;
+        if settings.bypassed(&req) {
+            return ResponseFuture::new(Admitting::passed(self.service.call(req)), progress);
+        }
+        let caller = settings.admission.caller(header_pairs(&req));
+        let class = settings.classify.class(&req);
+        if settings.admission.queues() {
+            let service = Rc::clone(&self.service);
+            let refusing = Arc::clone(settings);
+            let wait = middle::wait(
+                settings.admission.clone(),
+                class,
                 caller,
-                self.status,
-                self.progress,
+                req,
+                move |req| service.call(req),
+                move |refusal, req| refusing.refuse(refusal, req),
             );
+            return ResponseFuture::new(Admitting::queued(Box::pin(wait)), progress);
         }
-        match self.admission.try_lease(class, caller) {
-            Ok(lease) => ResponseFuture::admitted(
-                Rc::clone(&self.service),
-                req,
-                lease,
-                caller,
-                self.progress,
-            ),
-            Err(refusal) => {
-                let problem = Problem::refusal(&refusal, self.status);
-                ResponseFuture::refused(req.into_response(actix_response(problem.into_http(|b| b))))
-            }
-        }
+        let admitting = match settings.admission.try_lease(class, caller) {
+            Ok(lease) => Admitting::admitted(lease, caller, || self.service.call(req)),
+            Err(refusal) => Admitting::refused(settings.refuse(&refusal, req)),
+        };
+        ResponseFuture::new(admitting, progress)
     }
 }
 
-/// A request's headers as the (name, value) pairs a caller is read from.
 pub(crate) fn header_pairs(req: &ServiceRequest) -> impl Iterator<Item = (&str, &[u8])> {
     req.headers()
         .iter()

@@ -7,17 +7,20 @@
 
 use std::future::{Ready, ready};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use actix_web::Error;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
-use admission_core::{Class, RequestPools};
+use actix_web::http::header::HeaderValue;
+use admission_core::{Class, Refusal, RequestPools};
 use admission_http::body::ProgressTimeout;
 use admission_http::{HttpRefusalStatus, RequestAdmission};
+use bytes::Bytes;
 
 use crate::body::LeasedBody;
 use crate::classify::Classify;
-use crate::middleware::AdmissionMiddleware;
+use crate::middleware::{AdmissionMiddleware, Settings};
 
 /// Request admission for an actix-web app or scope: every request takes a
 /// lease of its class from [`RequestPools`] and holds it until its response
@@ -103,10 +106,7 @@ use crate::middleware::AdmissionMiddleware;
 #[derive(Debug, Clone)]
 #[must_use = "a middleware does nothing until it is passed to `.wrap(...)`"]
 pub struct AdmissionControl {
-    admission: RequestAdmission,
-    classify: Classify,
-    status: HttpRefusalStatus,
-    progress: ProgressTimeout,
+    settings: Arc<Settings>,
 }
 
 impl AdmissionControl {
@@ -221,7 +221,7 @@ impl AdmissionControl {
     /// assert!(admission.pools().pool(Class::Work).same_pool(pools.pool(Class::Work)));
     /// ```
     pub fn pools(&self) -> &RequestPools {
-        self.admission.pools()
+        self.settings.admission.pools()
     }
 
     /// Lets a request whose class is full wait in the class pool's bounded
@@ -256,10 +256,7 @@ impl AdmissionControl {
     /// # }
     /// ```
     pub fn queue(self) -> AdmissionControl {
-        AdmissionControl {
-            admission: self.admission.queue(),
-            ..self
-        }
+        self.with(|settings| settings.admission = settings.admission.clone().queue())
     }
 
     /// Honours the criticality and budget headers as sent: for a service
@@ -293,10 +290,7 @@ impl AdmissionControl {
     /// # }
     /// ```
     pub fn trust_peers(self) -> AdmissionControl {
-        AdmissionControl {
-            admission: self.admission.trust_peers(),
-            ..self
-        }
+        self.with(|settings| settings.admission = settings.admission.clone().trust_peers())
     }
 
     /// How many requests claimed `x-admission-criticality: critical` and
@@ -312,7 +306,7 @@ impl AdmissionControl {
     /// assert_eq!(AdmissionControl::new(RequestPools::new(1, 1).unwrap()).lowered_claims(), 0);
     /// ```
     pub fn lowered_claims(&self) -> u64 {
-        self.admission.lowered_claims()
+        self.settings.admission.lowered_claims()
     }
 
     /// How many requests came with a malformed or repeated budget header
@@ -329,7 +323,7 @@ impl AdmissionControl {
     /// assert_eq!(control.malformed_headers(), 0);
     /// ```
     pub fn malformed_headers(&self) -> u64 {
-        self.admission.malformed_headers()
+        self.settings.admission.malformed_headers()
     }
 
     /// Answers refusals with `status` instead of `503`: e.g.
@@ -355,7 +349,7 @@ impl AdmissionControl {
     /// # }
     /// ```
     pub fn refusal_status(self, status: HttpRefusalStatus) -> AdmissionControl {
-        AdmissionControl { status, ..self }
+        self.with(|settings| settings.status = status)
     }
 
     /// Sets how long an admitted response may let a chunk lie unread
@@ -377,25 +371,118 @@ impl AdmissionControl {
     /// # drop(admission);
     /// ```
     pub fn progress_timeout(self, bound: ProgressTimeout) -> AdmissionControl {
-        AdmissionControl {
-            progress: bound,
-            ..self
-        }
+        self.with(|settings| settings.progress = bound)
+    }
+
+    /// Lets every request `predicate` accepts through with no lease: never
+    /// refused, never counted against a class, its response body never
+    /// watched. For health and readiness routes, anything that must answer
+    /// whatever the load. A request it lets through passes every
+    /// `AdmissionControl` under this one as well (a scope's under the
+    /// app's), whatever their own bypass; a handler's own `#[admitted]`
+    /// still takes the lease it asks for. The predicate runs on every
+    /// request, so keep it to a comparison (a path, a header's presence).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use actix_web::{App, HttpResponse, test, web};
+    /// use admission_actix::AdmissionControl;
+    /// use admission_core::{Class, RequestPools};
+    ///
+    /// # #[actix_web::main]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let admission = AdmissionControl::new(pools.clone()).bypass(|req| req.path() == "/healthz");
+    /// let app = test::init_service(App::new().wrap(admission).default_service(web::to(HttpResponse::Ok))).await;
+    ///
+    /// let _every_control_slot = pools.try_lease(Class::Control).unwrap();
+    /// let health = test::call_service(&app, test::TestRequest::get().uri("/healthz").to_request()).await;
+    /// assert_eq!(health.status(), 200);
+    /// let other = test::call_service(&app, test::TestRequest::get().uri("/status").to_request()).await;
+    /// assert_eq!(other.status(), 503);
+    /// # }
+    /// ```
+    pub fn bypass<F>(self, predicate: F) -> AdmissionControl
+    where
+        F: Fn(&ServiceRequest) -> bool + Send + Sync + 'static,
+    {
+        self.with(|settings| settings.bypass = Some(Arc::new(predicate)))
+    }
+
+    /// Answers a refusal with the app's own body (an HTML page in the
+    /// site's theme, its own JSON shape) where `body` gives one for the
+    /// refusal and the request: its content type and bytes replace the
+    /// problem document, while the status, `Retry-After`,
+    /// `x-admission-retry-after-ms`, `x-admission-refusal` and
+    /// `cache-control: no-store` stay the middleware's. `None` keeps the
+    /// problem document (`application/problem+json`, the default), so one
+    /// middleware can serve pages and an API. The closure runs on refusals
+    /// only.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use actix_web::http::header::HeaderValue;
+    /// use actix_web::{App, HttpResponse, test, web};
+    /// use admission_actix::AdmissionControl;
+    /// use admission_core::{Class, RequestPools};
+    /// use bytes::Bytes;
+    ///
+    /// # #[actix_web::main]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(1, 1).unwrap();
+    /// let admission = AdmissionControl::new(pools.clone()).refusal_body(|_refusal, req| {
+    ///     req.path().starts_with("/app/").then(|| {
+    ///         (HeaderValue::from_static("text/html; charset=utf-8"), Bytes::from_static(b"<h1>Busy</h1>"))
+    ///     })
+    /// });
+    /// let app = test::init_service(App::new().wrap(admission).default_service(web::to(HttpResponse::Ok))).await;
+    ///
+    /// let _every_control_slot = pools.try_lease(Class::Control).unwrap();
+    /// let page = test::call_service(&app, test::TestRequest::get().uri("/app/home").to_request()).await;
+    /// assert_eq!(page.status(), 503);
+    /// assert_eq!(page.headers().get("content-type").unwrap(), "text/html; charset=utf-8");
+    /// assert!(page.headers().contains_key("retry-after"));
+    /// let api = test::call_service(&app, test::TestRequest::get().uri("/api/items").to_request()).await;
+    /// assert_eq!(api.headers().get("content-type").unwrap(), "application/problem+json");
+    /// # }
+    /// ```
+    pub fn refusal_body<F>(self, body: F) -> AdmissionControl
+    where
+        F: Fn(&Refusal, &ServiceRequest) -> Option<(HeaderValue, Bytes)> + Send + Sync + 'static,
+    {
+        self.with(|settings| settings.refusal_body = Some(Arc::new(body)))
     }
 
     fn with_classify(pools: RequestPools, classify: Classify) -> AdmissionControl {
         AdmissionControl {
-            admission: RequestAdmission::new(pools),
-            classify,
-            status: HttpRefusalStatus::default(),
-            progress: ProgressTimeout::DEFAULT,
+            settings: Arc::new(Settings {
+                admission: RequestAdmission::new(pools),
+                classify,
+                status: HttpRefusalStatus::default(),
+                progress: ProgressTimeout::DEFAULT,
+                bypass: None,
+                refusal_body: None,
+            }),
+        }
+    }
+
+    /// The same middleware with one setting changed (the counters stay
+    /// shared).
+    fn with(self, change: impl FnOnce(&mut Settings)) -> AdmissionControl {
+        let mut settings = Settings::clone(&self.settings);
+        change(&mut settings);
+        AdmissionControl {
+            settings: Arc::new(settings),
         }
     }
 }
 
 impl<S, B> Transform<S, ServiceRequest> for AdmissionControl
 where
-    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error>,
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    S::Future: 'static,
     B: MessageBody,
 {
     type Response = ServiceResponse<LeasedBody<B>>;
@@ -407,10 +494,7 @@ where
     fn new_transform(&self, service: S) -> Self::Future {
         ready(Ok(AdmissionMiddleware::new(
             Rc::new(service),
-            self.admission.clone(),
-            self.classify.clone(),
-            self.status,
-            self.progress,
+            Arc::clone(&self.settings),
         )))
     }
 }

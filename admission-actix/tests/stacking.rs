@@ -83,3 +83,93 @@ async fn middleware_of_different_pools_each_take_their_own_slot() {
         "the other pools' middleware admitted on its own slots"
     );
 }
+
+#[tokio::test]
+async fn a_request_the_apps_middleware_lets_through_passes_a_scopes() {
+    // The app's middleware bypasses /scoped/health; the scope's (other
+    // pools) has no bypass of its own. Both are full.
+    let outer = RequestPools::new(1, 1).unwrap();
+    let inner = RequestPools::builder()
+        .name("inner")
+        .work(1)
+        .control(1)
+        .build()
+        .unwrap();
+    let _outer = outer.try_lease(Class::Control).unwrap();
+    let _inner = inner.try_lease(Class::Control).unwrap();
+    let scope = AdmissionControl::new(inner.clone());
+    let server = serve(
+        AdmissionControl::new(outer.clone()).bypass(|req| req.path() == "/scoped/health"),
+        move |cfg| {
+            cfg.service(
+                web::scope("/scoped")
+                    .wrap(scope.clone())
+                    .route("/health", web::get().to(|| async { "ok" }))
+                    .route("/status", web::get().to(|| async { "ok" })),
+            );
+        },
+    );
+    let health = client()
+        .get(server.url("/scoped/health"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        health.status(),
+        StatusCode::OK,
+        "health never waits on load"
+    );
+    assert_eq!(
+        inner.pool(Class::Control).stats().admitted,
+        1,
+        "only the test's own lease"
+    );
+    let other = client()
+        .get(server.url("/scoped/status"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        other.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the bypass is for the route it names"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_queued_refusal_carries_the_apps_page() {
+    let pools = RequestPools::new(1, 1).unwrap();
+    let held = pools.clone();
+    // Held by another thread (a lease of the server's task would be
+    // shared, not waited for).
+    let _held = std::thread::spawn(move || held.try_lease(Class::Control).unwrap())
+        .join()
+        .unwrap();
+    let admission = AdmissionControl::new(pools.clone())
+        .queue()
+        .refusal_body(|_refusal, _req| {
+            Some((
+                actix_web::http::header::HeaderValue::from_static("text/html"),
+                bytes::Bytes::from_static(b"<h1>Busy</h1>"),
+            ))
+        });
+    let server = serve(admission, |cfg| {
+        cfg.route("/page", web::get().to(|| async { "ok" }));
+    });
+    let refused = within(
+        "a queued request is refused at the queue's limit",
+        client().get(server.url("/page")).send(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.headers()["content-type"], "text/html");
+    assert_eq!(
+        refused.headers()["x-admission-refusal"],
+        "ADMISSION_WAIT_TIMEOUT"
+    );
+    assert!(refused.headers().contains_key("retry-after"));
+    assert_eq!(refused.text().await.unwrap(), "<h1>Busy</h1>");
+    server.stop().await;
+}

@@ -118,6 +118,9 @@ mod layer;
 #[cfg(feature = "balancer")]
 #[cfg_attr(docsrs, doc(cfg(feature = "balancer")))]
 pub mod load_report;
+#[cfg(feature = "server")]
+#[doc(hidden)]
+pub mod middle;
 mod problem;
 #[cfg(feature = "server")]
 mod progress;

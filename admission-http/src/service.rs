@@ -22,6 +22,7 @@ use crate::body::{LeasedBody, ProgressTimeout};
 use crate::classify::Classify;
 use crate::future::ResponseFuture;
 use crate::hooks::{Bypass, Bypassed, RefusalBody};
+use crate::middle::{self, Admitting};
 use crate::problem::HttpRefusalStatus;
 use crate::protocol::Protocol;
 
@@ -215,24 +216,16 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<S::Future> {
         let (passes, request) = self.shared.bypassed(request);
-        if passes {
-            return ResponseFuture::bypassed(self.inner.call(request));
-        }
-        let (caller, class, request) = self.shared.read(request);
-        match self.shared.admission.try_lease(class, caller) {
-            Ok(lease) => {
-                // The inner call runs under the lease and for the caller: a
-                // layer below that admits in `call` shares the lease, and
-                // work the handler runs is admitted for this caller.
-                let future = lease.scope_sync_for(caller, || self.inner.call(request));
-                ResponseFuture::admitted(
-                    lease.clone().scope_for(caller, future),
-                    lease,
-                    self.shared.progress,
-                )
+        let admitting = if passes {
+            Admitting::passed(self.inner.call(request))
+        } else {
+            let (caller, class, request) = self.shared.read(request);
+            match self.shared.admission.try_lease(class, caller) {
+                Ok(lease) => Admitting::admitted(lease, caller, || self.inner.call(request)),
+                Err(refusal) => Admitting::refused(self.shared.refuse(&refusal, request)),
             }
-            Err(refusal) => ResponseFuture::refused(self.shared.refuse(&refusal, request)),
-        }
+        };
+        ResponseFuture::new(admitting, self.shared.progress)
     }
 }
 
@@ -252,6 +245,13 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<S::Future> {
+        let (passes, request) = self.shared.bypassed(request);
+        if passes {
+            return ResponseFuture::new(
+                Admitting::passed(self.inner.call(request)),
+                self.shared.progress,
+            );
+        }
         let (caller, class, request) = self.shared.read(request);
         // The service that was made ready goes with the request; this one
         // keeps a clone for the next (tower's pattern for a call made after
@@ -259,18 +259,14 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let shared = Arc::clone(&self.shared);
-        let progress = shared.progress;
-        ResponseFuture::queued(
-            progress,
-            Box::pin(async move {
-                match shared.admission.lease(class, caller).await {
-                    Ok(lease) => {
-                        let future = lease.scope_sync_for(caller, || inner.call(request));
-                        Ok((lease.clone().scope_for(caller, future), lease))
-                    }
-                    Err(refusal) => Err(shared.refuse(&refusal, request)),
-                }
-            }),
-        )
+        let wait = middle::wait(
+            self.shared.admission.clone(),
+            class,
+            caller,
+            request,
+            move |request| inner.call(request),
+            move |refusal, request| shared.refuse(refusal, request),
+        );
+        ResponseFuture::new(Admitting::queued(Box::pin(wait)), self.shared.progress)
     }
 }

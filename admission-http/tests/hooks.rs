@@ -93,3 +93,31 @@ async fn a_queued_refusal_carries_the_apps_page() {
     let body = refused.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(body, "<h1>Busy</h1>");
 }
+
+#[tokio::test]
+async fn a_queued_layer_lets_its_bypass_through() {
+    // Before the shared step, the queueing service never looked at the
+    // bypass: a health route behind `.queue()` waited on load.
+    let pools = RequestPools::new(1, 1).unwrap();
+    let held = pools.clone();
+    let _held = tokio::spawn(async move { held.try_lease(Class::Control).unwrap() })
+        .await
+        .unwrap();
+    let service = AdmissionLayer::new(pools.clone())
+        .bypass(health)
+        .queue()
+        .layer(ok());
+    let health = tokio::time::timeout(
+        Duration::from_secs(60),
+        service.oneshot(Request::get("/healthz").body(()).unwrap()),
+    )
+    .await
+    .expect("a bypassed request never waits in the queue")
+    .unwrap();
+    assert_eq!(health.status(), 200);
+    assert_eq!(
+        pools.pool(Class::Control).stats().admitted,
+        1,
+        "only the test's own lease"
+    );
+}

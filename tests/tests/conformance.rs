@@ -122,6 +122,11 @@ mod actix {
     use super::{ActixMount, Adapter};
 
     every_case!(Adapter::ACTIX);
+    every_case!(
+        Adapter::ACTIX;
+        a_bypassed_route_is_served_through_a_saturated_layer,
+        a_refusal_carries_the_apps_own_page,
+    );
     every_case!(Adapter::ACTIX; an_unread_response_gives_its_lease_back_at_the_progress_bound);
 
     shares_one_pool! {

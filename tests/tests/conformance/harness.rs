@@ -603,6 +603,16 @@ mod actix_app {
         }
     }
 
+    /// The head the harness's hooks read (its path), from actix-web's
+    /// request: actix-web 4 speaks `http` 0.2.
+    fn head(req: &actix_web::dev::ServiceRequest) -> http::request::Parts {
+        http::Request::get(req.path())
+            .body(())
+            .expect("a path actix-web parsed is a valid URI")
+            .into_parts()
+            .0
+    }
+
     pub(super) fn serve(
         mount: ActixMount,
         pools: &RequestPools,
@@ -619,6 +629,23 @@ mod actix_app {
         };
         let admission = config.trusting(admission, AdmissionControl::trust_peers);
         let admission = config.bounded(admission, AdmissionControl::progress_timeout);
+        let admission = if config.bypass {
+            admission.bypass(|req| super::bypassed(&head(req)))
+        } else {
+            admission
+        };
+        let admission = if config.own_page {
+            admission.refusal_body(|refusal, req| {
+                let (content_type, page) = super::own_page(refusal, &head(req))?;
+                Some((
+                    actix_web::http::header::HeaderValue::from_bytes(content_type.as_bytes())
+                        .ok()?,
+                    page,
+                ))
+            })
+        } else {
+            admission
+        };
         // Every worker's clone counts with this one.
         let counted = admission.clone();
         let configure = configure(routes);
