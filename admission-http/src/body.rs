@@ -9,7 +9,10 @@
 //! consumer let a frame lie unread past the body's [`ProgressTimeout`]:
 //! then a watchdog task takes the lease back
 //! without waiting for another poll, and the next poll ends the body with
-//! [`Stalled`].
+//! [`Stalled`]. A leased body hands a data frame larger than 16 KiB over in
+//! 16 KiB pieces (no copy): an HTTP/2 server asks for each piece only when
+//! the stream's window lets it out, so a reader that stops reading is seen
+//! within the bound even when the handler produced its whole answer at once.
 //!
 //! # Long-lived streams
 //!
@@ -90,6 +93,8 @@ pin_project_lite::pin_project! {
             // `_permit`): the body's own resources, a stream and whatever
             // feeds it, are gone before the slot is back.
             hold: Hold,
+            // What is left of a large data frame handed over in pieces.
+            rest: Option<Bytes>,
         },
         // A refusal's body: its bytes until they are sent; `None` from the
         // start for a trailers-only gRPC refusal.
@@ -134,6 +139,30 @@ impl Hold {
     }
 }
 
+impl Hold {
+    /// Whether the body still holds the lease (watched or not).
+    fn is_held(&self) -> bool {
+        matches!(self, Hold::Lease(..) | Hold::Watched(_))
+    }
+}
+
+/// The most a leased body hands over in one data frame: HTTP/2's default
+/// frame size, and the send buffer's low-water mark the accept loop sets.
+const PIECE: usize = 16 * 1024;
+
+/// `frame`, or its first [`PIECE`] bytes with the remainder left in `rest`.
+fn piece(frame: Frame<Bytes>, rest: &mut Option<Bytes>) -> Frame<Bytes> {
+    match frame.into_data() {
+        Ok(mut data) => {
+            if data.len() > PIECE {
+                *rest = Some(data.split_off(PIECE));
+            }
+            Frame::data(data)
+        }
+        Err(frame) => frame,
+    }
+}
+
 impl<B> LeasedBody<B> {
     /// Wraps `inner`, holding `lease` until the body ends, is dropped, or
     /// lets a frame lie unread past the default [`ProgressTimeout`].
@@ -142,6 +171,7 @@ impl<B> LeasedBody<B> {
             kind: Kind::Leased {
                 inner,
                 hold: Hold::Lease(lease, ProgressTimeout::DEFAULT),
+                rest: None,
             },
         }
     }
@@ -163,6 +193,7 @@ impl<B> LeasedBody<B> {
             kind: Kind::Leased {
                 inner,
                 hold: Hold::Released,
+                rest: None,
             },
         }
     }
@@ -282,19 +313,36 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.project().kind.project() {
-            KindProj::Leased { mut inner, hold } => {
+            KindProj::Leased {
+                mut inner,
+                hold,
+                rest,
+            } => {
                 match hold {
                     Hold::Watched(watched) if watched.polled() => {
+                        *rest = None;
                         *hold = Hold::Stalled;
                         return Poll::Ready(Some(Err(Box::new(Stalled))));
                     }
                     Hold::Stalled => return Poll::Ready(None),
                     _ => {}
                 }
-                let frame = ready!(inner.as_mut().poll_frame(cx));
+                let frame = match rest.take() {
+                    Some(data) => Some(Ok(Frame::data(data))),
+                    None => ready!(inner.as_mut().poll_frame(cx)).map(|f| f.map_err(Into::into)),
+                };
+                // A leased body hands a large data frame over in pieces, so
+                // that a server asks for each one only when it can send it:
+                // over HTTP/2 the stream's buffer then never holds much past
+                // the window, and a reader that stops shows as a stall
+                // instead of a body the server keeps asking for more.
+                let frame = match frame {
+                    Some(Ok(frame)) if hold.is_held() => Some(Ok(piece(frame, rest))),
+                    other => other,
+                };
                 let ended = match &frame {
                     None | Some(Err(_)) => true,
-                    Some(Ok(_)) => inner.is_end_stream(),
+                    Some(Ok(_)) => rest.is_none() && inner.is_end_stream(),
                 };
                 if ended {
                     // The request is done with its slot (a watchdog, if
@@ -303,7 +351,7 @@ where
                 } else {
                     hold.yielded();
                 }
-                Poll::Ready(frame.map(|frame| frame.map_err(Into::into)))
+                Poll::Ready(frame)
             }
             KindProj::Refusal { body } => Poll::Ready(body.take().map(|b| Ok(Frame::data(b)))),
         }
@@ -314,17 +362,66 @@ where
                 hold: Hold::Stalled,
                 ..
             } => true,
-            Kind::Leased { inner, .. } => inner.is_end_stream(),
+            Kind::Leased { inner, rest, .. } => rest.is_none() && inner.is_end_stream(),
             Kind::Refusal { body } => body.is_none(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::Leased { inner, .. } => inner.size_hint(),
+            Kind::Leased { inner, rest, .. } => {
+                let rest = rest.as_ref().map_or(0, |rest| rest.len() as u64);
+                let inner = inner.size_hint();
+                let mut hint = SizeHint::new();
+                hint.set_lower(inner.lower() + rest);
+                if let Some(upper) = inner.upper() {
+                    hint.set_upper(upper + rest);
+                }
+                hint
+            }
             Kind::Refusal { body } => {
                 SizeHint::with_exact(body.as_ref().map_or(0, |b| b.len() as u64))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use admission_core::{Class, RequestPools};
+    use bytes::Bytes;
+    use http_body_util::BodyExt;
+
+    use super::{LeasedBody, PIECE};
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_large_frame_is_handed_over_in_pieces_and_the_lease_goes_with_the_last() {
+        let pools = RequestPools::new(1, 1).unwrap();
+        let lease = pools.try_lease(Class::Work).unwrap();
+        let whole = Bytes::from(vec![7_u8; 2 * PIECE + 10]);
+        let mut body = LeasedBody::new(http_body_util::Full::new(whole.clone()), lease);
+        let mut lengths = Vec::new();
+        let mut read = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let data = frame.unwrap().into_data().unwrap();
+            lengths.push(data.len());
+            read.extend_from_slice(&data);
+            let in_use = pools.pool(Class::Work).stats().in_use;
+            assert_eq!(
+                in_use,
+                usize::from(read.len() < whole.len()),
+                "held until the last piece"
+            );
+        }
+        assert_eq!(lengths, [PIECE, PIECE, 10]);
+        assert_eq!(read, whole);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_unleased_body_hands_its_frames_over_whole() {
+        let whole = Bytes::from(vec![7_u8; 2 * PIECE + 10]);
+        let mut body = LeasedBody::unleased(http_body_util::Full::new(whole.clone()));
+        let frame = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(frame, whole);
     }
 }

@@ -142,7 +142,11 @@ mod tonic {
     use super::{Adapter, TonicMount};
 
     every_case!(Adapter::TONIC);
-    every_case!(Adapter::TONIC; a_bypassed_route_is_served_through_a_saturated_layer);
+    every_case!(
+        Adapter::TONIC;
+        a_bypassed_route_is_served_through_a_saturated_layer,
+        an_unread_response_gives_its_lease_back_at_the_progress_bound,
+    );
 
     shares_one_pool! {
         separate_connections_share_one_pool_with_a_server_layer => Adapter::Tonic(TonicMount::Server),
