@@ -490,10 +490,7 @@ where
                 let (wait, hint) = match verdict.hint {
                     Hint::Stop => return finish(last, retries),
                     Hint::After(hint) if hint > policy.max_hint => return finish(last, retries),
-                    // Never earlier than the hint; up to 5% later, so the
-                    // callers one refusal told the same thing do not return
-                    // at one instant.
-                    Hint::After(hint) => (hint + hint.mul_f64(0.05 * random_unit()), Some(hint)),
+                    Hint::After(hint) => (hint + lateness(hint), Some(hint)),
                     Hint::None => (backoff(&policy, attempt), None),
                 };
                 // A retry's wait counts from a fresh reading: never less than
@@ -719,6 +716,22 @@ fn carry(
     if criticality != Criticality::Default && !headers.contains_key(&CRITICALITY) {
         headers.insert(&CRITICALITY, HeaderValue::from_static(criticality.as_str()));
     }
+}
+
+/// How much later than `hint` a retry goes: never earlier. A hint in whole
+/// seconds (`Retry-After`) is coarse, and every caller refused in that
+/// second was told the same: up to 5% later, so they do not return at one
+/// instant. A hint to the millisecond (`x-admission-retry-after-ms`, gRPC
+/// pushback) is the server's own spread (admission promises each refused
+/// caller its own slot-turn): up to 1 ms later, since returning a turn
+/// late collides with the next caller's turn.
+fn lateness(hint: Duration) -> Duration {
+    let spread = if hint.subsec_nanos() == 0 {
+        hint.mul_f64(0.05)
+    } else {
+        Duration::from_millis(1)
+    };
+    spread.mul_f64(random_unit())
 }
 
 /// The jittered exponential back-off after `attempt` attempts.

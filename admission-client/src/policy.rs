@@ -15,7 +15,8 @@ use crate::throttle::AdaptiveThrottle;
 /// Defaults: 3 attempts (the first included); a Linkerd budget (20%, 10/s,
 /// 10 s); an adaptive throttle with K = 2 over 1 s; back-off from 25 ms,
 /// doubling, jittered in its upper half, at most 1 s; the server's hint in
-/// place of the back-off; idempotent methods and gRPC `UNAVAILABLE`
+/// place of the back-off (never earlier; up to 5% later for a hint in
+/// whole seconds, up to 1 ms for a millisecond one); idempotent methods and gRPC `UNAVAILABLE`
 /// retried; bodies kept up to 64 KiB; no deadline of its own (the caller's
 /// is carried); an attempt needs at least 1 ms; a hint longer than 10 s
 /// is not waited for (the refusal is the answer).

@@ -117,14 +117,15 @@ async fn a_lease_classs_hint_comes_from_its_own_holds_and_differs_between_caller
     );
 }
 
-/// The floor this test holds: refused callers promised different return
-/// times are mostly served on their second or third attempt. (Before the
-/// class learned its holds, 3 or 4 of 20 were; the goal is all 20, which
-/// needs the client to spread too.)
-const SERVED_AT_LEAST: usize = 16;
+/// Every caller is served: the class promises each refused caller its own
+/// slot-turn (with an eighth of a hold to spare), and the client comes
+/// back within a millisecond of a millisecond hint. (Before the class
+/// learned its holds, 3 or 4 of 20 were; with 5% of client jitter on a
+/// millisecond hint, or with no spare in the turn, 17 to 19.)
+const SERVED_AT_LEAST: usize = 20;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn twenty_retrying_callers_of_a_one_slot_class_are_mostly_served() {
+async fn twenty_retrying_callers_of_a_one_slot_class_are_all_served() {
     let addr = one_slot_server().await;
     for _ in 0..5 {
         bare().request(get(addr)).await.unwrap();

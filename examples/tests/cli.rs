@@ -57,8 +57,9 @@ const EXPORTER: Flags = &[
     ("--cardinality-interval-ms", Some("10000")),
     ("--gate", Some("admission")),
     ("--coalesce-ms", Some("0")),
-    // Three quarters of the open-file limit: the number depends on the host.
-    ("--max-connections", Some("")),
+    // Counted from the descriptors open when the server starts listening:
+    // no default to show (the help says how it is counted).
+    ("--max-connections", None),
     ("--header-timeout-ms", Some("10000")),
     ("--idle-timeout-ms", Some("60000")),
     ("--write-timeout-ms", Some("10000")),
@@ -78,7 +79,7 @@ const GRPC_EXPORTER: Flags = &[
     ("--work-slots", Some("16")),
     ("--control-slots", Some("4")),
     ("--progress-timeout-ms", Some("30000")),
-    ("--max-connections", Some("")),
+    ("--max-connections", None),
     ("--preface-timeout-ms", Some("5000")),
     ("--gate", Some("admission")),
 ];
@@ -91,7 +92,7 @@ const WORKFLOW: Flags = &[
     ("--native-capacities", Some("2,3")),
     ("--shutdown-deadline-ms", Some("5000")),
     ("--http-workers", Some("2")),
-    ("--max-connections", Some("")),
+    ("--max-connections", None),
     ("--header-timeout-ms", Some("5000")),
     ("--idle-timeout-ms", Some("5000")),
     ("--drain-delay-ms", Some("0")),

@@ -799,7 +799,8 @@ impl Pool {
 
     /// `refusal` with its hint moved to the next free turn: each refusal
     /// is promised a return time one slot-turn (a long hold, the 90th
-    /// percentile, over the capacity) after the previous promise, and never before its own
+    /// percentile, and an eighth more, over the capacity) after the
+    /// previous promise, and never before its own
     /// hint, so callers refused together are told different waits, in the
     /// order they were refused, and do not all come back at once to
     /// collide again. Promises reach at most [`SPREAD_TURNS`] turns ahead.
@@ -814,7 +815,11 @@ impl Pool {
             return refusal;
         }
         let capacity = u64::try_from(self.inner.capacity).unwrap_or(u64::MAX);
-        let turn = u64::try_from(hold.as_micros()).unwrap_or(u64::MAX) / capacity;
+        // An eighth more than the hold: a caller back a little late (its
+        // timer, the network) must not meet the turn before its own still
+        // running, which would push it, and everyone after it, back a round.
+        let hold = u64::try_from(hold.as_micros()).unwrap_or(u64::MAX);
+        let turn = hold.saturating_add(hold / 8) / capacity;
         let now = times.now_micros();
         let earliest = now.saturating_add(u64::from(refusal.retry_after_millis()) * 1000);
         let latest = earliest.saturating_add(turn.saturating_mul(SPREAD_TURNS));
