@@ -70,6 +70,7 @@ macro_rules! every_case {
             a_critical_claim_is_served_as_default_unless_peers_are_trusted,
             sheddable_is_honoured_from_anyone,
             a_long_budget_does_not_lengthen_a_queued_wait_unless_peers_are_trusted,
+            a_refusal_three_errors_deep_is_answered_as_a_refusal,
         );
     };
     ($adapter:expr; $($case:ident),+ $(,)?) => {

@@ -1071,6 +1071,33 @@ pub(crate) async fn a_bypassed_route_is_served_through_a_saturated_layer(adapter
     server.stop().await;
 }
 
+/// Case 16: a refusal the app's library code met, three of its own error
+/// enums deep (`thiserror`, `#[source]`), goes out through the adapter's
+/// `Rejection::from_error` as the refusal it is: `503` with `Retry-After`
+/// (gRPC `UNAVAILABLE` with pushback), naming the pool, never the app's
+/// words; the same route answers once the pool has room.
+pub(crate) async fn a_refusal_three_errors_deep_is_answered_as_a_refusal(adapter: Adapter) {
+    let requests = roomy_requests();
+    let registry = registry_pool(1);
+    let routes = Routes::new().route("/derive", Endpoint::Deep(registry.clone()));
+    let server = adapter.serve(&requests, routes).await;
+
+    let held = registry.try_admit().expect("the only slot");
+    let refused = server.get("/derive").await;
+    assert_refused(&refused, REGISTRY);
+    if let Reply::Http(answer) = &refused {
+        let body = answer.text();
+        assert!(
+            !body.contains("store") && !body.contains("derivation"),
+            "the app's error words stay in the app: {body}"
+        );
+    }
+    drop(held);
+    assert_served(&server.get("/derive").await, "derived");
+    leases_back(&requests).await;
+    server.stop().await;
+}
+
 /// Case 15: a refusal on a middleware with the app's own page answers
 /// `503`, `Retry-After` and the millisecond hint as ever, with the app's
 /// HTML instead of the problem document. (gRPC has no body to replace:

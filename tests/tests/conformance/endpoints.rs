@@ -41,6 +41,43 @@ pub(crate) enum Endpoint {
     /// Answers the criticality the request was admitted for
     /// (`Caller::current()`): `critical`, `default` or `sheddable`.
     Criticality,
+    /// Admits on `pool` as an app's library code would, and fails with the
+    /// refusal three of the app's own error enums deep ([`AppError`]): the
+    /// adapter's `Rejection::from_error` must find it.
+    Deep(Pool),
+}
+
+/// The app's errors, as a service with a crypto module under its store
+/// under its handlers writes them (`thiserror`, `#[source]` and
+/// `#[from]`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AppError {
+    #[error("the store failed")]
+    Store(#[from] StoreError),
+}
+
+/// The middle level.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StoreError {
+    #[error("deriving the key failed")]
+    Crypto(#[from] CryptoError),
+}
+
+/// The bottom level, holding the pool's refusal.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CryptoError {
+    #[error("no worker for the key derivation")]
+    Busy(#[source] admission_core::Refusal),
+}
+
+/// What [`Endpoint::Deep`] does: admits on `pool` (at once), or fails
+/// three levels deep.
+pub(crate) fn deep(pool: &Pool) -> Result<&'static str, AppError> {
+    let slot = pool
+        .try_admit()
+        .map_err(|refusal| AppError::from(StoreError::from(CryptoError::Busy(refusal))))?;
+    drop(slot);
+    Ok("derived")
 }
 
 /// Coalesced walks: one key (every coalesced route walks the same

@@ -143,6 +143,11 @@ async fn answer(endpoint: Endpoint) -> Result<Response<Messages>, Status> {
             let level = Caller::current().criticality().as_str();
             Ok(Response::new(one(Bytes::from_static(level.as_bytes()))))
         }
+        Endpoint::Deep(pool) => {
+            let text =
+                crate::endpoints::deep(&pool).map_err(|error| Rejection::from_error(&error))?;
+            Ok(Response::new(one(Bytes::from_static(text.as_bytes()))))
+        }
     }
 }
 

@@ -461,6 +461,9 @@ mod axum_app {
                 "done".into_response()
             }
             Endpoint::Criticality => Caller::current().criticality().as_str().into_response(),
+            Endpoint::Deep(pool) => crate::endpoints::deep(&pool)
+                .map_err(|error| admission_axum::Rejection::from_error(&error))
+                .into_response(),
         }
     }
 
@@ -590,6 +593,11 @@ mod actix_app {
             }
             Endpoint::Criticality => {
                 Ok(HttpResponse::Ok().body(Caller::current().criticality().as_str()))
+            }
+            Endpoint::Deep(pool) => {
+                let text = crate::endpoints::deep(&pool)
+                    .map_err(|error| admission_actix::Rejection::from_error(&error))?;
+                Ok(HttpResponse::Ok().body(text))
             }
         }
     }
