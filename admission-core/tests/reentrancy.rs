@@ -667,3 +667,65 @@ async fn a_slot_handed_over_through_the_line_is_the_waiters_own() {
     let stats = pool.stats();
     assert_eq!((stats.reentrant, stats.refused, stats.in_use), (1, 0, 0));
 }
+
+/// `Admission::Wait` in a request path (under a request's lease, no
+/// deadline) is logged at WARN, once per call site: a client would wait as
+/// long as the pool stays full. A loop's wait (outside any request) is
+/// not. The wait itself is served as ever.
+#[tokio::test(flavor = "current_thread")]
+async fn an_unbounded_wait_in_a_request_is_logged_once_per_call_site() {
+    let pool = Pool::new("unbounded-in-request", 1).unwrap();
+    let requests = RequestPools::new(2, 2).unwrap();
+    support::events();
+    for _ in 0..2 {
+        let lease = requests.try_lease(Class::Work).unwrap();
+        let waiting = pool.clone();
+        let waited = wait_behind_another_task(&pool, async move {
+            lease
+                .scope(async move { waiting.admit_with(Admission::Wait).await.map(drop) })
+                .await
+        });
+        assert!(waited.await.is_ok(), "served once the slot is free");
+    }
+    // A loop's wait, outside any request: not logged.
+    let waiting = pool.clone();
+    let looped = wait_behind_another_task(&pool, async move {
+        waiting.admit_with(Admission::Wait).await.map(drop)
+    });
+    assert!(looped.await.is_ok());
+    let warned: Vec<_> = support::events_for("unbounded-in-request")
+        .into_iter()
+        .filter(|e| e.level == tracing::Level::WARN)
+        .collect();
+    assert_eq!(
+        warned.len(),
+        1,
+        "once, for the request's call site: {warned:?}"
+    );
+    assert!(
+        warned[0]
+            .field("location")
+            .is_some_and(|at| at.contains("reentrancy.rs")),
+        "names the call site: {warned:?}"
+    );
+}
+
+/// Runs `wait` on a task of its own while another task holds `pool`'s only
+/// slot, and lets the slot go once `wait` is waiting; `wait`'s result.
+async fn wait_behind_another_task<T: Send + 'static>(
+    pool: &Pool,
+    wait: impl Future<Output = T> + Send + 'static,
+) -> T {
+    let slot = {
+        let pool = pool.clone();
+        tokio::spawn(async move { pool.try_admit().unwrap() })
+            .await
+            .unwrap()
+    };
+    let waiter = tokio::spawn(wait);
+    // On this current-thread runtime, the waiter runs until it waits.
+    tokio::task::yield_now().await;
+    assert_eq!(pool.stats().waiting, 1, "the waiter waits");
+    drop(slot);
+    waiter.await.unwrap()
+}

@@ -62,7 +62,10 @@ pub enum Admission {
     FailFast,
     /// Wait for a slot, most critical first and in order within a level,
     /// ahead of the queue of its level (background walkers whose
-    /// producer is already bounded).
+    /// producer is already bounded). The wait has no bound but the
+    /// caller's deadline: made under a request's lease without one, it is
+    /// logged at `WARN` once per call site, since a request path should
+    /// fail fast or [`Queue`](Self::Queue).
     Wait,
     /// Wait for a slot at most this long, then refuse with
     /// `ADMISSION_WAIT_TIMEOUT`.
@@ -491,6 +494,9 @@ impl Pool {
             (Patience::Patient, Some(left)) => Some(limit.map_or(left, |l| l.min(left))),
             (Patience::Patient, None) => limit,
         };
+        if limit.is_none() {
+            self.unbounded_in_request(at);
+        }
         let deadline = limit.map(|limit| Instant::now() + limit);
         let mut answered = pin!(poll_fn(|cx| self.inner.permits.poll_wait(key, cx)));
         let answer = loop {
@@ -899,6 +905,36 @@ impl Pool {
     /// ```
     pub fn same_pool(&self, other: &Pool) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Logs, once per call site, a wait with no bound (`Admission::Wait`,
+    /// no deadline) made under a request's lease: a request path should
+    /// fail fast or queue (bounded), or its client waits as long as the
+    /// pool is full. A loop owner's wait (under its reservation, or
+    /// outside any scope) is what `Wait` is for, and is not logged.
+    #[cold]
+    fn unbounded_in_request(&self, at: &'static Location<'static>) {
+        let in_request =
+            crate::scope::with_current(|held| held.is_some_and(|held| !held.is::<PoolInner>()));
+        if !in_request {
+            return;
+        }
+        static SEEN: OnceLock<Mutex<HashSet<&'static Location<'static>>>> = OnceLock::new();
+        let first = SEEN
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(at);
+        if first {
+            tracing::warn!(
+                pool = self.inner.name.as_str(),
+                location = %at,
+                "a request waits for a slot with no bound (Admission::Wait, no deadline): \
+                 its client waits as long as the pool stays full; in a request path use \
+                 Admission::FailFast, Admission::Queue (bounded) or Admission::WaitFor \
+                 (logged once per call site)"
+            );
+        }
     }
 
     /// A reentrant wait's refusal: a programming error, so counted in
