@@ -136,6 +136,7 @@ impl<B> LeasedBody<B> {
 /// [`Stalled`](admission_http::body::Stalled), which
 /// [`source`](StdError::source) downcasts to.
 #[derive(Debug)]
+#[doc(hidden)]
 pub struct BodyError(BoxError);
 
 impl fmt::Display for BodyError {

@@ -107,6 +107,7 @@ where
 
 /// The service [`CallerScope`] wraps around the app's, one per worker.
 #[derive(Debug)]
+#[doc(hidden)]
 pub struct CallerScopeMiddleware<S> {
     service: S,
     layer: CallerLayer,

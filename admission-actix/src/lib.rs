@@ -198,6 +198,7 @@
 pub mod body;
 mod caller;
 mod classify;
+#[doc(hidden)]
 pub mod future;
 #[cfg(feature = "balancer")]
 #[cfg_attr(docsrs, doc(cfg(feature = "balancer")))]
@@ -212,7 +213,7 @@ mod rejection;
 pub mod serve;
 mod transform;
 
-pub use admission_http::{HttpRefusalStatus, Trust};
+pub use admission_http::HttpRefusalStatus;
 
 pub use crate::caller::{CallerScope, CallerScopeMiddleware};
 pub use crate::middleware::AdmissionMiddleware;

@@ -80,12 +80,14 @@ impl ReportLoad {
         }
     }
 
-    /// The same middleware, reporting on `routes` (exact paths, or a
-    /// prefix ending in `/*`; see [`ReportRoutes`]).
+    /// The same middleware, reporting on `routes`: exact paths
+    /// (`/readyz`), or a prefix ending in `/*` (`/operations/*` names
+    /// `/operations` and everything under it).
     ///
     /// # Panics
     ///
-    /// As [`ReportRoutes::new`].
+    /// When a route does not start with `/`: it could never match, a
+    /// mistake reported where the middleware is built.
     ///
     /// # Examples
     ///
@@ -156,6 +158,7 @@ where
 /// # }
 /// ```
 #[derive(Debug)]
+#[doc(hidden)]
 pub struct ReportLoadMiddleware<S> {
     service: S,
     report: LoadReport,

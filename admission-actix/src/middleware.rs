@@ -129,6 +129,7 @@ impl fmt::Debug for Settings {
 /// assert_eq!(res.status(), 200);
 /// # }
 /// ```
+#[doc(hidden)]
 pub struct AdmissionMiddleware<S> {
     // An `Rc` so that a queued request's future can call the inner service
     // after its wait without borrowing `self`.

@@ -206,8 +206,7 @@ mod rejection;
 pub mod serve;
 
 pub use admission_http::{
-    AdmissionLayer, AdmissionService, CallerLayer, CallerService, HttpRefusalStatus, Trust, body,
-    future,
+    AdmissionLayer, AdmissionService, CallerLayer, CallerService, HttpRefusalStatus, body, future,
 };
 #[cfg(feature = "balancer")]
 #[cfg_attr(docsrs, doc(cfg(feature = "balancer")))]

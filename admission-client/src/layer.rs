@@ -311,6 +311,7 @@ pin_project! {
     /// assert_eq!(call.await.unwrap().status(), 200);
     /// # }
     /// ```
+    #[doc(hidden)]
     pub struct RetryFuture<S, B>
     where
         S: Service<Request<B>>,

@@ -44,6 +44,7 @@ use crate::headers::{RequestCaller, Trust};
 /// # }
 /// ```
 #[derive(Debug, Clone)]
+#[doc(hidden)]
 pub struct RequestAdmission {
     pools: RequestPools,
     queue: bool,

@@ -40,6 +40,7 @@ pub use crate::request_body::RequestBody;
 
 /// The error type of a [`LeasedBody`]: the inner body's error, or
 /// [`Stalled`].
+#[doc(hidden)]
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 pin_project_lite::pin_project! {

@@ -138,6 +138,7 @@ impl<S> Layer<S> for CallerLayer {
 
 /// The service [`CallerLayer`] makes.
 #[derive(Debug, Clone)]
+#[doc(hidden)]
 pub struct CallerService<S> {
     inner: S,
     reader: Reader,

@@ -21,6 +21,7 @@ type Classifier = Arc<dyn Fn(&Parts, &Caller) -> Class + Send + Sync + 'static>;
 /// Apps pick one through the layer's constructors (`new`, `class`,
 /// `classify`); adapters build one for constructors of their own.
 #[derive(Clone)]
+#[doc(hidden)]
 pub enum Classify {
     /// [`Classify::method_class`]: reads are *control*, every other method
     /// *work* (HTTP's default).

@@ -89,6 +89,7 @@ impl GrpcRefusalStatus {
 /// assert_eq!(answer.pushback_ms(), Some(1000));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[doc(hidden)]
 pub struct GrpcAnswer {
     code: u8,
     message: String,

@@ -50,6 +50,7 @@ use crate::wire::{
 /// assert_eq!(peers.caller(claim).criticality(), Criticality::Critical);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[doc(hidden)]
 pub enum Trust {
     /// Headers may lower a request's priority and shorten its wait, never
     /// raise or lengthen them (the default).

@@ -47,7 +47,7 @@ use crate::service::{AdmissionService, FailFast, Queue, Shared};
 /// (`x-admission-criticality`, and the shortest of `x-admission-budget-ms`,
 /// `x-envoy-expected-rq-timeout-ms` and `grpc-timeout`), read under a trust
 /// policy: by default nobody's headers can raise their own priority or
-/// lengthen their own wait ([`Trust::Nobody`](crate::Trust::Nobody)); [`trust_peers`](Self::trust_peers)
+/// lengthen their own wait; [`trust_peers`](Self::trust_peers)
 /// honours them as sent.
 ///
 /// # Examples
@@ -187,6 +187,7 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
     /// The same layer with another classification (for adapter crates'
     /// constructors over their own view of a request).
     #[must_use]
+    #[doc(hidden)]
     pub fn with_classify(self, classify: Classify) -> Self {
         self.with(|shared| shared.classify = classify)
     }
@@ -302,7 +303,7 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
         self.shared.admission.lowered_claims()
     }
 
-    /// Honours the criticality and budget headers as sent ([`Trust::Peers`](crate::Trust::Peers)):
+    /// Honours the criticality and budget headers as sent:
     /// for a service whose clients are its own peers, or behind a mesh or
     /// balancer that strips these headers from outside requests. Without
     /// it a `critical` claim is admitted as `default` and a budget never

@@ -40,11 +40,15 @@
 //! | peers whose headers you trust (a mesh, an edge that strips them) | [`AdmissionLayer::trust_peers`] | as sent: `critical` is honoured, a budget may lengthen a queued wait |
 //! | admission on your own pools, no lease (`Pool::run` in handlers) | [`CallerLayer`] | whatever `Pool::run` refuses |
 //! | a balancer that weighs replicas by load (Envoy) | [`load_report::ReportLoad`][report-load] (feature `balancer`) | (every answer carries `endpoint-load-metrics`) |
-//! | another framework's middleware (actix-web) | [`RequestAdmission`], [`Problem`], [`GrpcAnswer`] | the same bytes |
+//! | routes that must answer whatever the load (health, readiness) | [`AdmissionLayer::bypass`] | (never refused, no lease) |
+//! | your own page on refusals (an HTML route) | [`AdmissionLayer::refusal_body`] | the status and hints as ever, your body |
+//!
+//! actix-web's adapter runs this crate's admission step over its own
+//! request type; the pieces it shares with it are not part of this API.
 //!
 //! # Trust
 //!
-//! By default nobody's headers are trusted ([`Trust::Nobody`]): a request
+//! By default nobody's headers are trusted: a request
 //! can lower its own priority (`x-admission-criticality: sheddable` is
 //! always honoured) and shorten its own wait (a budget header refuses at
 //! once what could not be answered in time), but a `critical` claim is
@@ -107,6 +111,7 @@ mod classify;
 #[cfg_attr(docsrs, doc(cfg(feature = "connections")))]
 pub mod connection;
 #[cfg(feature = "server")]
+#[doc(hidden)]
 pub mod future;
 mod grpc;
 #[cfg(feature = "server")]

@@ -41,6 +41,7 @@ pub use crate::wire::ORCA_HEADER;
 /// assert!(!ReportRoutes::default().matches("/metrics"), "none by default");
 /// ```
 #[derive(Debug, Clone, Default)]
+#[doc(hidden)]
 pub struct ReportRoutes(Arc<[Box<str>]>);
 
 impl ReportRoutes {
@@ -149,11 +150,14 @@ impl ReportLoad {
         }
     }
 
-    /// The same layer, reporting on `routes` (see [`ReportRoutes`]).
+    /// The same layer, reporting on `routes`: exact paths (`/readyz`), or
+    /// a prefix ending in `/*` (`/operations/*` names `/operations` and
+    /// everything under it).
     ///
     /// # Panics
     ///
-    /// As [`ReportRoutes::new`].
+    /// When a route does not start with `/`: it could never match, a
+    /// mistake reported where the layer is built.
     #[must_use]
     pub fn on_routes<I, R>(self, routes: I) -> ReportLoad
     where
@@ -196,6 +200,7 @@ impl<S> Layer<S> for ReportLoad {
 /// # drop(service);
 /// ```
 #[derive(Debug, Clone)]
+#[doc(hidden)]
 pub struct ReportLoadService<S> {
     inner: S,
     report: LoadReport,
@@ -234,6 +239,7 @@ pin_project! {
     ///
     /// As the inner future's: dropping it drops the inner future.
     #[derive(Debug)]
+    #[doc(hidden)]
     pub struct ReportLoadFuture<F> {
         #[pin]
         inner: F,

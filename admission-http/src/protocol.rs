@@ -45,6 +45,7 @@ mod sealed {
 /// assert_eq!(grpc.headers()["grpc-status"], "14");
 /// assert!(grpc.body().is_none(), "trailers-only: no body at all");
 /// ```
+#[doc(hidden)]
 pub trait Protocol: sealed::Sealed + Copy + Default + fmt::Debug + Send + Sync + 'static {
     /// How a request is classified when the app does not say.
     fn default_classify() -> Classify;

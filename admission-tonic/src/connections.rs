@@ -144,6 +144,7 @@ impl futures_util::Stream for Incoming {
 /// An admitted connection: the socket, its preface deadline until the
 /// preface has come, and its place under the bound until it closes.
 #[derive(Debug)]
+#[doc(hidden)]
 pub struct Connection(connection::Connection<TcpStream>);
 
 impl Connected for Connection {

@@ -77,6 +77,7 @@ impl<S: Clone> Service<IncomingStream<'_, Listener>> for Track<S> {
 /// The app as one connection calls it (built by [`track`]): each request
 /// marks the connection busy until its response body ends.
 #[derive(Debug, Clone)]
+#[doc(hidden)]
 pub struct Tracked<S> {
     service: S,
     requests: Requests,
@@ -112,6 +113,7 @@ where
 
 pin_project_lite::pin_project! {
     /// The response future of [`Tracked`].
+    #[doc(hidden)]
     pub struct TrackedFuture<S, F> {
         #[pin]
         call: Call<S, F>,

@@ -40,6 +40,7 @@ use super::{Pool, WorkError};
 /// # }
 /// ```
 #[must_use = "dropping the future orphans the work; await it for its result"]
+#[doc(hidden)]
 pub struct WorkFuture<T, E> {
     rx: oneshot::Receiver<Delivery<T, E>>,
     pool: Pool,

@@ -115,6 +115,7 @@ pin_project_lite::pin_project! {
     /// [`Shutdown::spawn_lifespan`](crate::Shutdown::spawn_lifespan).
     #[must_use = "futures do nothing unless polled"]
     #[derive(Debug)]
+    #[doc(hidden)]
     pub struct Scoped<F> {
         #[pin]
         kind: Kind<F>,

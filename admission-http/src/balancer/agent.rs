@@ -43,6 +43,7 @@ pub const DEFAULT_MAX_LINGERING: usize = 64;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
+#[doc(hidden)]
 pub enum AgentAnswer {
     /// Ready, with a weight in percent of the server's configured weight
     /// (`1..=100`). Written `up ready W%`: `up` marks the server's
@@ -185,6 +186,7 @@ impl AgentCheck {
     /// readiness.withdraw();
     /// assert_eq!(agent.answer(), AgentAnswer::Drain);
     /// ```
+    #[doc(hidden)]
     pub fn answer(&self) -> AgentAnswer {
         if self.readiness.is_ready() {
             AgentAnswer::Up {

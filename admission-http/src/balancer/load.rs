@@ -32,6 +32,7 @@ pub const RATE_WINDOW: Duration = Duration::from_secs(1);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
+#[doc(hidden)]
 pub struct Load {
     /// The fullest pool's share of slots held, `0.0..=1.0`: the most
     /// loaded pool decides, since a request that needs it is refused when
@@ -267,6 +268,7 @@ impl LoadReport {
     /// assert!((load.rps - 3.0).abs() < 0.1, "3 walks in one second: {}", load.rps);
     /// # }
     /// ```
+    #[doc(hidden)]
     pub fn load(&self) -> Load {
         let mut utilization: f64 = 0.0;
         let (mut admitted, mut refused) = (0, 0);

@@ -205,6 +205,7 @@ impl ConnState {
 /// # }
 /// ```
 #[derive(Debug, Clone)]
+#[doc(hidden)]
 pub struct Requests(pub(crate) Arc<ConnState>);
 
 impl Requests {
@@ -220,6 +221,7 @@ impl Requests {
 #[derive(Debug)]
 #[must_use = "the connection counts as busy only while this lives"]
 #[clippy::has_significant_drop]
+#[doc(hidden)]
 pub struct InFlight(Arc<ConnState>);
 
 impl Drop for InFlight {
