@@ -87,6 +87,22 @@ pub enum ConfigError {
         /// The pool's name.
         pool: String,
     },
+    /// A live limit of 0, or above the pool's capacity
+    /// ([`Pool::set_limit`](crate::Pool::set_limit)).
+    LimitOutOfRange {
+        /// The pool's name.
+        pool: String,
+        /// The limit asked for.
+        limit: usize,
+        /// The pool's capacity.
+        capacity: usize,
+    },
+    /// A live limit asked of an adaptive class, whose controller moves its
+    /// limit itself.
+    AdaptiveLimit {
+        /// The pool's name.
+        pool: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -143,6 +159,19 @@ impl fmt::Display for ConfigError {
                 f,
                 "pool `{pool}` has an adaptive limit with floor 0, floor above ceiling, ceiling \
                  above {MAX_CAPACITY}, an initial limit outside them, or a zero window or timeout"
+            ),
+            Self::LimitOutOfRange {
+                pool,
+                limit,
+                capacity,
+            } => write!(
+                f,
+                "pool `{pool}` cannot take a limit of {limit}: give it 1 to its capacity, {capacity}"
+            ),
+            Self::AdaptiveLimit { pool } => write!(
+                f,
+                "pool `{pool}` is an adaptive class: its controller moves its limit between the \
+                 floor and the ceiling it was built with"
             ),
         }
     }

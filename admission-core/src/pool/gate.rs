@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::future::{Future, poll_fn};
 use std::panic::Location;
 use std::pin::pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -150,9 +150,12 @@ struct PoolInner {
     kind: Kind,
     capacity: usize,
     permits: Permits,
-    /// The slots callers may take now: `capacity`, unless an adaptive
-    /// limit moved it (for the statistics; the permits enforce it).
+    /// The slots callers may take now: `capacity`, unless
+    /// [`Pool::set_limit`] or an adaptive limit moved it (for the
+    /// statistics; the permits enforce it).
     limit: AtomicUsize,
+    /// An adaptive class's controller moves the limit: the app does not.
+    controlled: AtomicBool,
     /// Each level's share, to derive its limit from a new one.
     shares: Shares,
     /// The queue's fixed times; `None` derives them from the work.
@@ -252,6 +255,7 @@ impl Pool {
                 capacity,
                 permits: Permits::new(capacity, limits, bound),
                 limit: AtomicUsize::new(capacity),
+                controlled: AtomicBool::new(false),
                 shares,
                 queue,
                 holders: Holders::new(capacity),
@@ -848,11 +852,64 @@ impl Pool {
         &self.inner.work_times
     }
 
+    /// Changes, live, how many of the pool's slots callers may hold at
+    /// once: from 1 up to the capacity it was built with (its slot numbers
+    /// and at most that many threads; build it with the most you would
+    /// ever allow). Takes effect for the next admission. Each criticality
+    /// keeps its share of the new limit.
+    ///
+    /// A lower limit interrupts nothing: work running on slots above it
+    /// goes on to its end, and slots are not handed out again until fewer
+    /// than the limit are held. A higher one hands the room it makes to the
+    /// callers waiting in line at once. A loop owner's reserved slots are
+    /// a pool of their own, never shrunk by a change here; an adaptive
+    /// class's limit is its controller's to move.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::LimitOutOfRange`] for 0 or more than the capacity;
+    /// [`ConfigError::AdaptiveLimit`] for an adaptive class's pool.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Pool;
+    ///
+    /// let pool = Pool::new("registry", 8).unwrap();
+    /// let held: Vec<_> = (0..3).map(|_| pool.try_admit().unwrap()).collect();
+    /// pool.set_limit(2).unwrap();
+    /// assert!(pool.try_admit().is_err(), "3 held, a limit of 2: nobody more");
+    /// assert_eq!(pool.stats().limit, 2);
+    /// drop(held);
+    /// assert!(pool.set_limit(9).is_err(), "above the capacity");
+    /// ```
+    pub fn set_limit(&self, limit: usize) -> Result<(), ConfigError> {
+        if self.inner.controlled.load(Relaxed) {
+            return Err(ConfigError::AdaptiveLimit {
+                pool: self.inner.name.as_str().to_owned(),
+            });
+        }
+        if limit == 0 || limit > self.inner.capacity {
+            return Err(ConfigError::LimitOutOfRange {
+                pool: self.inner.name.as_str().to_owned(),
+                limit,
+                capacity: self.inner.capacity,
+            });
+        }
+        self.move_limit(limit);
+        Ok(())
+    }
+
+    /// An adaptive class's controller moves this pool's limit from now on.
+    pub(crate) fn controlled(&self) {
+        self.inner.controlled.store(true, Relaxed);
+    }
+
     /// Moves the slots callers may take to `limit` (clamped to 1 ..=
-    /// capacity), each level keeping its share: an adaptive class's
-    /// controller calls it. A lower limit revokes no slot; a higher one
-    /// wakes waiters at once (see [`Permits::set_limits`]).
-    pub(crate) fn set_limit(&self, limit: usize) {
+    /// capacity), each level keeping its share: [`set_limit`](Self::set_limit)
+    /// and an adaptive class's controller call it. A lower limit revokes no
+    /// slot; a higher one wakes waiters at once (see [`Permits::set_limits`]).
+    pub(crate) fn move_limit(&self, limit: usize) {
         let limit = limit.clamp(1, self.inner.capacity);
         if self.inner.limit.swap(limit, Relaxed) == limit {
             return;

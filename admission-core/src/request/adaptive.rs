@@ -333,7 +333,8 @@ impl Controller {
     /// sets to the initial limit.
     pub(crate) fn new(pool: Pool, config: AdaptiveLimit) -> Self {
         let tuner = Tuner::new(config);
-        pool.set_limit(tuner.limit());
+        pool.controlled();
+        pool.move_limit(tuner.limit());
         Controller {
             pool,
             timeout: config.timeout,
@@ -397,7 +398,7 @@ impl Controller {
         if limit != before {
             // Under the lock: two windows closing one after the other apply
             // their limits in their order.
-            self.pool.set_limit(limit);
+            self.pool.move_limit(limit);
             let baseline = state.tuner.baseline();
             drop(state);
             tracing::debug!(
