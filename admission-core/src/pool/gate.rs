@@ -33,6 +33,24 @@ use crate::refusal::{Code, PoolName, Refusal};
 /// (see [`Pool::spread`]).
 const SPREAD_TURNS: u64 = 64;
 
+/// The call sites a once-per-call-site log line has been written for.
+struct CallSites(OnceLock<Mutex<HashSet<&'static Location<'static>>>>);
+
+impl CallSites {
+    const fn new() -> Self {
+        CallSites(OnceLock::new())
+    }
+
+    /// Whether `at` is seen for the first time (it is remembered).
+    fn first(&self, at: &'static Location<'static>) -> bool {
+        self.0
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(at)
+    }
+}
+
 /// What a pool is used as; decides the code of a fail-fast refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -976,13 +994,8 @@ impl Pool {
         if !in_request {
             return;
         }
-        static SEEN: OnceLock<Mutex<HashSet<&'static Location<'static>>>> = OnceLock::new();
-        let first = SEEN
-            .get_or_init(Mutex::default)
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(at);
-        if first {
+        static SEEN: CallSites = CallSites::new();
+        if SEEN.first(at) {
             tracing::warn!(
                 pool = self.inner.name.as_str(),
                 location = %at,
@@ -1000,13 +1013,8 @@ impl Pool {
     #[cold]
     fn reentrant(&self, criticality: Criticality, at: &'static Location<'static>) -> Refusal {
         self.inner.counters.count_reentrant();
-        static SEEN: OnceLock<Mutex<HashSet<&'static Location<'static>>>> = OnceLock::new();
-        let first = SEEN
-            .get_or_init(Mutex::default)
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(at);
-        if first {
+        static SEEN: CallSites = CallSites::new();
+        if SEEN.first(at) {
             tracing::error!(
                 pool = self.inner.name.as_str(),
                 code = Code::Reentrant.as_str(),
