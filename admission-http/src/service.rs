@@ -184,6 +184,13 @@ impl<S, P, M> AdmissionService<S, P, M> {
     pub fn into_inner(self) -> S {
         self.inner
     }
+
+    /// The progress bound of this service's responses (and, on tonic,
+    /// of its request bodies).
+    #[doc(hidden)]
+    pub fn progress_bound(&self) -> ProgressTimeout {
+        self.shared.progress
+    }
 }
 
 impl<S: Clone, P, M> Clone for AdmissionService<S, P, M> {

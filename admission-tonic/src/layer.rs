@@ -85,7 +85,7 @@ impl AdmissionLayer {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let pools = RequestPools::new(1, 1).unwrap();
-    /// let server = AdmissionLayer::new(pools.clone()).layer(service_fn(|_req: http::Request<()>| async {
+    /// let server = AdmissionLayer::new(pools.clone()).layer(service_fn(|_req: http::Request<_>| async {
     ///     Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
     /// }));
     ///
@@ -115,7 +115,7 @@ impl AdmissionLayer {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let pools = RequestPools::new(1, 1).unwrap();
-    /// let reads = AdmissionLayer::class(pools.clone(), Class::Control).layer(service_fn(|_req: http::Request<()>| async {
+    /// let reads = AdmissionLayer::class(pools.clone(), Class::Control).layer(service_fn(|_req: http::Request<_>| async {
     ///     Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
     /// }));
     ///
@@ -151,7 +151,7 @@ impl AdmissionLayer {
     ///         call.default_class()
     ///     }
     /// });
-    /// let server = layer.layer(service_fn(|_req: http::Request<()>| async {
+    /// let server = layer.layer(service_fn(|_req: http::Request<_>| async {
     ///     Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
     /// }));
     ///
@@ -206,7 +206,7 @@ impl<M> AdmissionLayer<M> {
     /// # async fn main() {
     /// let pools = RequestPools::new(1, 1).unwrap();
     /// let layer = AdmissionLayer::new(pools.clone()).refusal_status(GrpcRefusalStatus::ResourceExhausted);
-    /// let server = layer.layer(service_fn(|_req: http::Request<()>| async {
+    /// let server = layer.layer(service_fn(|_req: http::Request<_>| async {
     ///     Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
     /// }));
     ///
@@ -243,7 +243,7 @@ impl<M> AdmissionLayer<M> {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let pools = RequestPools::new(1, 1).unwrap();
-    /// let server = AdmissionLayer::new(pools.clone()).queue().layer(service_fn(|_req: http::Request<()>| async {
+    /// let server = AdmissionLayer::new(pools.clone()).queue().layer(service_fn(|_req: http::Request<_>| async {
     ///     Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
     /// }));
     /// // The only *work* slot is held (by another thread) past the queue's limit.
@@ -304,7 +304,7 @@ impl<M> AdmissionLayer<M> {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let layer = AdmissionLayer::new(RequestPools::new(1, 1).unwrap());
-    /// let server = layer.clone().layer(service_fn(|_req: http::Request<()>| async {
+    /// let server = layer.clone().layer(service_fn(|_req: http::Request<_>| async {
     ///     Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
     /// }));
     ///
@@ -335,7 +335,7 @@ impl<M> AdmissionLayer<M> {
     /// # async fn main() {
     /// let pools = RequestPools::new(1, 1).unwrap();
     /// let layer = AdmissionLayer::new(pools.clone()).unleased(UNLEASED.into_iter().chain(["shop.v1.Ready"]));
-    /// let server = layer.layer(service_fn(|_req: http::Request<()>| async {
+    /// let server = layer.layer(service_fn(|_req: http::Request<_>| async {
     ///     Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
     /// }));
     ///
@@ -371,7 +371,7 @@ impl<M> AdmissionLayer<M> {
     /// let pools = RequestPools::new(1, 1).unwrap();
     /// let layer = AdmissionLayer::new(pools.clone())
     ///     .bypass(|head| head.uri.path().starts_with("/shop.v1.Ready/"));
-    /// let server = layer.layer(service_fn(|_req: http::Request<()>| async {
+    /// let server = layer.layer(service_fn(|_req: http::Request<_>| async {
     ///     Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
     /// }));
     /// let _work = pools.try_lease(Class::Work).unwrap();

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use admission_http::body::LeasedBody;
+use admission_http::body::{LeasedBody, RequestBody};
 use admission_http::{FailFast, GrpcRefusalStatus, grpc_path};
 use tonic::server::NamedService;
 use tower_service::Service;
@@ -56,6 +56,13 @@ pub(crate) fn unleased(
 /// and a nested admission of the same class (a second layer) shares the
 /// lease instead of taking a second slot.
 ///
+/// The inner service gets the call with its request body under the same
+/// progress bound ([`RequestBody`]): a client that stops sending a message
+/// it began ends its own call at the bound (`ADMISSION_STREAM_STALLED`)
+/// instead of holding the lease for as long as it likes. tonic's routes
+/// and generated servers take any body; a service written for one body
+/// type takes `Request<RequestBody<B>>`.
+///
 /// # Examples
 ///
 /// ```
@@ -66,7 +73,7 @@ pub(crate) fn unleased(
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let pools = RequestPools::new(1, 1).unwrap();
-/// let service = AdmissionLayer::new(pools.clone()).layer(service_fn(|_req: http::Request<()>| async {
+/// let service = AdmissionLayer::new(pools.clone()).layer(service_fn(|_req: http::Request<_>| async {
 ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::from("a message")))
 /// }));
 ///
@@ -109,9 +116,9 @@ impl<S: NamedService, M> NamedService for AdmissionService<S, M> {
 
 impl<S, M, ReqBody, ResBody> Service<http::Request<ReqBody>> for AdmissionService<S, M>
 where
-    S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
+    S: Service<http::Request<RequestBody<ReqBody>>, Response = http::Response<ResBody>>,
     admission_http::AdmissionService<S, GrpcRefusalStatus, M>: Service<
-            http::Request<ReqBody>,
+            http::Request<RequestBody<ReqBody>>,
             Response = http::Response<LeasedBody<ResBody>>,
             Error = S::Error,
             Future = admission_http::future::ResponseFuture<S::Future>,
@@ -125,7 +132,14 @@ where
         self.inner.poll_ready(cx)
     }
 
+    /// Puts the call's request body under the layer's progress bound
+    /// ([`RequestBody`]): a client that stops sending a message it began
+    /// (HEADERS and a byte, never the rest) ends its call's body with
+    /// `Stalled` once the handler has waited the bound, so its lease goes
+    /// with the answer instead of staying as long as the client likes.
     fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
-        self.inner.call(request)
+        let bound = self.inner.progress_bound();
+        self.inner
+            .call(request.map(|body| RequestBody::new(body, bound)))
     }
 }

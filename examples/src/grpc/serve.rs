@@ -17,7 +17,6 @@ use admission_core::metrics::AdmissionMetrics;
 use admission_core::shutdown::{CancellationToken, ShutdownReport};
 use admission_core::{Pool, RequestPools, Shutdown};
 use admission_http::body::ProgressTimeout;
-use admission_http::body::RequestBody;
 use admission_tonic::AdmissionLayer;
 use admission_tonic::connections::{self, ConnectionStats};
 use futures_util::TryFutureExt as _;
@@ -250,8 +249,8 @@ impl GrpcExporter {
             Gate::Admission => Serving::spawn(
                 builder
                     .layer(KnownMethodsLayer)
+                    // Its calls' request bodies under the progress bound too.
                     .layer(layer)
-                    .layer(request_bodies(config.progress_timeout)?)
                     .add_service(health)
                     .add_service(registry)
                     .serve_with_incoming_shutdown(incoming, stopped)
@@ -303,24 +302,6 @@ impl GrpcExporter {
             took: signalled.elapsed(),
         })
     }
-}
-
-/// Puts every call's request body under the progress bound: a call whose
-/// client stops sending its message ends with `ADMISSION_STREAM_STALLED`
-/// at the bound, and its lease goes with the answer.
-fn request_bodies(
-    bound: Duration,
-) -> io::Result<
-    tower::util::MapRequestLayer<
-        impl Fn(http::Request<tonic::body::Body>) -> http::Request<tonic::body::Body> + Clone,
-    >,
-> {
-    let bound = ProgressTimeout::new(bound).map_err(io::Error::other)?;
-    Ok(tower::util::MapRequestLayer::new(
-        move |call: http::Request<tonic::body::Body>| {
-            call.map(|body| tonic::body::Body::new(RequestBody::new(body, bound)))
-        },
-    ))
 }
 
 /// The whole server and the registry service turn `NOT_SERVING`.
