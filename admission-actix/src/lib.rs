@@ -208,6 +208,7 @@ pub use admission_http::balancer;
 pub mod load_report;
 mod middleware;
 mod rejection;
+mod request_body;
 #[cfg(feature = "serve")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serve")))]
 pub mod serve;

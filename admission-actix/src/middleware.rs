@@ -28,6 +28,7 @@ use crate::body::LeasedBody;
 use crate::classify::Classify;
 use crate::future::ResponseFuture;
 use crate::rejection::actix_response;
+use crate::request_body::bounded;
 
 /// The app's predicate for requests that pass with no lease.
 pub(crate) type BypassFn = dyn Fn(&ServiceRequest) -> bool + Send + Sync;
@@ -179,13 +180,15 @@ where
                 class,
                 caller,
                 req,
-                move |req| service.call(req),
+                move |req| service.call(bounded(req, progress)),
                 move |refusal, req| refusing.refuse(refusal, req),
             );
             return ResponseFuture::new(Admitting::queued(Box::pin(wait)), progress);
         }
         let admitting = match settings.admission.try_lease(class, caller) {
-            Ok(lease) => Admitting::admitted(lease, caller, || self.service.call(req)),
+            Ok(lease) => Admitting::admitted(lease, caller, || {
+                self.service.call(bounded(req, progress))
+            }),
             Err(refusal) => Admitting::refused(settings.refuse(&refusal, req)),
         };
         ResponseFuture::new(admitting, progress)

@@ -45,6 +45,9 @@ use crate::middleware::{AdmissionMiddleware, Settings};
 ///   lease until its last chunk is sent, it fails, it is dropped (for
 ///   example when the client goes away), or the client lets a chunk lie
 ///   unread past the [`progress_timeout`](Self::progress_timeout).
+/// * An admitted request's payload is held to the same progress bound: a
+///   client that stops sending a body it began ends its own request at the
+///   bound instead of keeping the lease as long as it likes.
 /// * An inner service that fails with an `Err` (rather than an error
 ///   response) releases the lease when it fails; actix-web renders the error
 ///   afterwards.
@@ -356,7 +359,10 @@ impl AdmissionControl {
     /// before its lease is taken back and the response ends
     /// ([`ProgressTimeout`], 30 s by default): the bound on the capacity a
     /// client that never reads can hold. A slow producer (the client is
-    /// waiting for the next chunk) is not stalled.
+    /// waiting for the next chunk) is not stalled. The same bound holds an
+    /// admitted request's payload: a handler left waiting that long for the
+    /// client's next bytes reads a `PayloadError::Io` of kind `TimedOut`
+    /// (code `ADMISSION_STREAM_STALLED`, counted with stalled responses).
     ///
     /// # Examples
     ///

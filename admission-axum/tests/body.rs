@@ -55,7 +55,7 @@ type Inner = Ready<Result<Response<String>, Infallible>>;
 
 /// An inner service whose future is `Debug` (`Ready`), as the future's
 /// `Debug` needs.
-fn inner(_: Request<String>) -> Inner {
+fn inner<B>(_: Request<B>) -> Inner {
     ready(Ok(Response::new(String::from("the-inner-response"))))
 }
 

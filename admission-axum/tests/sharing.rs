@@ -127,7 +127,7 @@ async fn per_route_layer_shares_one_pool_across_connections() {
 async fn route_service_shares_one_pool_across_connections() {
     let pools = pools();
     let (gate, control) = gate();
-    let service = service_fn(move |_request: Request<Body>| {
+    let service = service_fn(move |_request: Request<_>| {
         let gate = gate.clone();
         async move {
             gate.pass().await;

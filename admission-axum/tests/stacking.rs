@@ -94,7 +94,7 @@ async fn layers_of_different_pools_each_take_their_own_slot() {
 async fn a_layer_directly_around_a_layer_holds_one_slot() {
     let pools = RequestPools::new(1, 1).unwrap();
     let (gate, mut control) = gate();
-    let handler = service_fn(move |_request: Request<Body>| {
+    let handler = service_fn(move |_request: Request<_>| {
         let gate = gate.clone();
         async move {
             gate.pass().await;

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use admission_client::{RetryLayer, RetryPolicy};
 use admission_core::RequestPools;
 use admission_http::AdmissionLayer;
+use admission_http::body::RequestBody;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -34,7 +35,7 @@ async fn one_slot_server() -> SocketAddr {
     let pools = RequestPools::new(1, 1).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let handler = service_fn(|_request: Request<hyper::body::Incoming>| async {
+    let handler = service_fn(|_request: Request<RequestBody<hyper::body::Incoming>>| async {
         tokio::time::sleep(HOLD).await;
         Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
     });

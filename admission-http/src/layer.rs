@@ -61,7 +61,7 @@ use crate::service::{AdmissionService, FailFast, Queue, Shared};
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let pools = RequestPools::new(1, 4).unwrap();
-/// let service = AdmissionLayer::new(pools.clone()).layer(service_fn(|_req: Request<()>| async {
+/// let service = AdmissionLayer::new(pools.clone()).layer(service_fn(|_req: Request<_>| async {
 ///     Ok::<_, std::convert::Infallible>(Response::new(String::from("created")))
 /// }));
 ///
@@ -91,7 +91,7 @@ impl AdmissionLayer {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let pools = RequestPools::new(1, 4).unwrap();
-    /// let service = AdmissionLayer::new(pools.clone()).layer(service_fn(|_req: Request<()>| async {
+    /// let service = AdmissionLayer::new(pools.clone()).layer(service_fn(|_req: Request<_>| async {
     ///     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
     /// }));
     /// let _work = pools.try_lease(Class::Work).unwrap();
@@ -118,7 +118,7 @@ impl AdmissionLayer {
     /// # async fn main() {
     /// let pools = RequestPools::new(1, 1).unwrap();
     /// let layer = AdmissionLayer::class(pools.clone(), Class::Control);
-    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    /// let service = layer.layer(service_fn(|_req: Request<_>| async {
     ///     Ok::<_, std::convert::Infallible>(Response::new(String::from("stopping")))
     /// }));
     /// let _work = pools.try_lease(Class::Work).unwrap(); // *work* is full, *control* is not
@@ -148,7 +148,7 @@ impl AdmissionLayer {
     /// let layer = AdmissionLayer::classify(pools.clone(), |head| {
     ///     if head.uri.path().starts_with("/control/") { Class::Control } else { Class::Work }
     /// });
-    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    /// let service = layer.layer(service_fn(|_req: Request<_>| async {
     ///     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
     /// }));
     /// let _work = pools.try_lease(Class::Work).unwrap();
@@ -214,7 +214,7 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
     ///         _ => Class::Work,
     ///     }
     /// });
-    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    /// let service = layer.layer(service_fn(|_req: Request<_>| async {
     ///     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
     /// }));
     /// let _work = pools.try_lease(Class::Work).unwrap();
@@ -263,7 +263,7 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let layer = AdmissionLayer::new(RequestPools::new(1, 1).unwrap());
-    /// let service = layer.clone().layer(service_fn(|_req: Request<()>| async {
+    /// let service = layer.clone().layer(service_fn(|_req: Request<_>| async {
     ///     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
     /// }));
     /// let request = Request::get("/").header("x-admission-budget-ms", "soon").body(()).unwrap();
@@ -290,7 +290,7 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let layer = AdmissionLayer::new(RequestPools::new(1, 1).unwrap());
-    /// let service = layer.clone().layer(service_fn(|_req: Request<()>| async {
+    /// let service = layer.clone().layer(service_fn(|_req: Request<_>| async {
     ///     Ok::<_, std::convert::Infallible>(Response::new(Caller::current().criticality().to_string()))
     /// }));
     /// let claim = Request::get("/").header("x-admission-criticality", "critical").body(()).unwrap();
@@ -320,7 +320,7 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let layer = AdmissionLayer::new(RequestPools::new(1, 1).unwrap()).trust_peers();
-    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    /// let service = layer.layer(service_fn(|_req: Request<_>| async {
     ///     Ok::<_, std::convert::Infallible>(Response::new(Caller::current().criticality().to_string()))
     /// }));
     /// let claim = Request::get("/").header("x-admission-criticality", "critical").body(()).unwrap();
@@ -337,7 +337,10 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
     /// reader has not asked for the next one) before its lease is taken
     /// back by a timer and the body ends with
     /// [`Stalled`](crate::body::Stalled); [`ProgressTimeout::DEFAULT`]
-    /// (30 s) unless set. A body sent in one frame is never watched.
+    /// (30 s) unless set. A body sent in one frame is never watched. The
+    /// same bound holds an admitted request's body: a handler left waiting
+    /// that long for the client's next bytes gets `Stalled` from the body
+    /// ([`RequestBody`](crate::body::RequestBody)).
     ///
     /// # Examples
     ///
@@ -379,7 +382,7 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
     /// # async fn main() {
     /// let pools = RequestPools::new(1, 1).unwrap();
     /// let layer = AdmissionLayer::new(pools.clone()).bypass(|head| head.uri.path() == "/healthz");
-    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    /// let service = layer.layer(service_fn(|_req: Request<_>| async {
     ///     Ok::<_, std::convert::Infallible>(Response::new(String::from("ok")))
     /// }));
     /// let _every_control_slot = pools.try_lease(Class::Control).unwrap();
@@ -413,7 +416,7 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
     /// # async fn main() {
     /// let pools = RequestPools::new(1, 1).unwrap();
     /// let layer = AdmissionLayer::new(pools.clone()).refusal_status(HttpRefusalStatus::TooManyRequests);
-    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    /// let service = layer.layer(service_fn(|_req: Request<_>| async {
     ///     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
     /// }));
     /// let _held = pools.try_lease(Class::Control).unwrap();
@@ -445,7 +448,7 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
     /// # async fn main() {
     /// let pools = RequestPools::new(1, 1).unwrap();
     /// let layer = AdmissionLayer::class(pools.clone(), Class::Work).queue();
-    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    /// let service = layer.layer(service_fn(|_req: Request<_>| async {
     ///     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
     /// }));
     /// // The only slot is held (by another thread) past the queue's limit
@@ -509,7 +512,7 @@ impl<M> AdmissionLayer<HttpRefusalStatus, M> {
     ///         (HeaderValue::from_static("text/html; charset=utf-8"), Bytes::from_static(b"<h1>Busy</h1>"))
     ///     })
     /// });
-    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    /// let service = layer.layer(service_fn(|_req: Request<_>| async {
     ///     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
     /// }));
     /// let _every_control_slot = pools.try_lease(Class::Control).unwrap();

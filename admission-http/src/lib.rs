@@ -72,7 +72,7 @@
 //! # async fn main() {
 //! // Built once at startup: a configuration error surfaces here.
 //! let pools = RequestPools::new(2, 4).unwrap();
-//! let service = AdmissionLayer::new(pools.clone()).layer(service_fn(|_req: Request<()>| async {
+//! let service = AdmissionLayer::new(pools.clone()).layer(service_fn(|_req: Request<_>| async {
 //!     Ok::<_, std::convert::Infallible>(Response::new(String::from("# EOF\n")))
 //! }));
 //!

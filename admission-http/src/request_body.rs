@@ -28,11 +28,9 @@ pin_project_lite::pin_project! {
     /// wait that reaches the bound ends the body with [`Stalled`]
     /// (code `ADMISSION_STREAM_STALLED`, counted with stalled responses).
     ///
-    /// Wrap the server's request bodies before the handlers see them, with
-    /// the server's own erased body type around it: for tonic,
-    /// `tower::util::MapRequestLayer` turning `Request<tonic::body::Body>`
-    /// into `req.map(|b| tonic::body::Body::new(RequestBody::new(b, bound)))`,
-    /// and likewise `axum::body::Body::new` for axum. Outside a tokio
+    /// Every [`AdmissionService`](crate::AdmissionService) hands its inner
+    /// service the request's body as one of these: bounded under a lease,
+    /// untimed for a request that passes with no lease. Outside a tokio
     /// runtime the body is never timed (nothing can wake it).
     ///
     /// # Panics
@@ -68,7 +66,8 @@ pin_project_lite::pin_project! {
     pub struct RequestBody<B> {
         #[pin]
         inner: B,
-        bound: ProgressTimeout,
+        // `None` for a request that passed with no lease: never timed.
+        bound: Option<ProgressTimeout>,
         // Armed while the reader waits: created at the first wait, reset at
         // the first wait after each frame.
         timer: Option<Pin<Box<Sleep>>>,
@@ -82,7 +81,18 @@ impl<B> RequestBody<B> {
     pub fn new(inner: B, bound: ProgressTimeout) -> Self {
         RequestBody {
             inner,
-            bound,
+            bound: Some(bound),
+            timer: None,
+            waiting: false,
+            stalled: false,
+        }
+    }
+
+    /// `inner` never timed: the body of a request that holds no lease.
+    pub(crate) fn passed(inner: B) -> Self {
+        RequestBody {
+            inner,
+            bound: None,
             timer: None,
             waiting: false,
             stalled: false,
@@ -110,6 +120,9 @@ where
             *this.waiting = false;
             return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
         }
+        let Some(bound) = this.bound else {
+            return Poll::Pending;
+        };
         if !*this.waiting {
             // The first wait since the last frame: the clock starts now
             // (outside a runtime there is no clock, and no bound).
@@ -117,7 +130,7 @@ where
                 return Poll::Pending;
             }
             *this.waiting = true;
-            let deadline = Instant::now() + this.bound.get();
+            let deadline = Instant::now() + bound.get();
             match this.timer {
                 Some(timer) => timer.as_mut().reset(deadline),
                 None => *this.timer = Some(Box::pin(tokio::time::sleep_until(deadline))),

@@ -18,7 +18,7 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use crate::admit::RequestAdmission;
-use crate::body::{LeasedBody, ProgressTimeout};
+use crate::body::{LeasedBody, ProgressTimeout, RequestBody};
 use crate::classify::Classify;
 use crate::future::ResponseFuture;
 use crate::hooks::{Bypass, Bypassed, RefusalBody};
@@ -129,6 +129,15 @@ impl<P: fmt::Debug> fmt::Debug for Shared<P> {
 /// caller, and a nested admission of the same class (a second layer,
 /// `#[admitted]`) shares the lease instead of taking a second slot.
 ///
+/// The inner service gets each request with its body as a
+/// [`RequestBody`]: under a lease, the body is held to the same progress
+/// bound as the response, so a client that stops sending a body it began
+/// (headers and a byte, never the rest) ends its own request at the bound
+/// (`ADMISSION_STREAM_STALLED`) instead of keeping the lease as long as it
+/// likes; a request that passes with no lease gets its body untimed.
+/// axum's routes and tonic's servers take any body; a service written for
+/// one body type takes `Request<RequestBody<B>>`.
+///
 /// [`poll_ready`](Service::poll_ready) is the inner service's; a refused
 /// request does not call the inner service. A [`FailFast`] service asks
 /// nothing of the inner service; a [`Queue`] service needs it `Clone`.
@@ -144,7 +153,7 @@ impl<P: fmt::Debug> fmt::Debug for Shared<P> {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let pools = RequestPools::new(1, 1).unwrap();
-/// let service = AdmissionLayer::new(pools.clone()).layer(service_fn(|_req: Request<()>| async {
+/// let service = AdmissionLayer::new(pools.clone()).layer(service_fn(|_req: Request<_>| async {
 ///     Ok::<_, std::convert::Infallible>(Response::new(String::from("hello")))
 /// }));
 ///
@@ -185,12 +194,6 @@ impl<S, P, M> AdmissionService<S, P, M> {
         self.inner
     }
 
-    /// The progress bound of this service's responses (and, on tonic,
-    /// of its request bodies).
-    #[doc(hidden)]
-    pub fn progress_bound(&self) -> ProgressTimeout {
-        self.shared.progress
-    }
 }
 
 impl<S: Clone, P, M> Clone for AdmissionService<S, P, M> {
@@ -210,7 +213,7 @@ impl<S: fmt::Debug, P: fmt::Debug, M> fmt::Debug for AdmissionService<S, P, M> {
 
 impl<S, P, ReqBody, ResBody> Service<Request<ReqBody>> for AdmissionService<S, P, FailFast>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>,
     P: Protocol,
 {
     type Response = Response<LeasedBody<ResBody>>;
@@ -223,22 +226,28 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<S::Future> {
         let (passes, request) = self.shared.bypassed(request);
+        let progress = self.shared.progress;
         let admitting = if passes {
-            Admitting::passed(self.inner.call(request))
+            Admitting::passed(self.inner.call(request.map(RequestBody::passed)))
         } else {
             let (caller, class, request) = self.shared.read(request);
             match self.shared.admission.try_lease(class, caller) {
-                Ok(lease) => Admitting::admitted(lease, caller, || self.inner.call(request)),
+                Ok(lease) => Admitting::admitted(lease, caller, || {
+                    self.inner.call(request.map(|body| RequestBody::new(body, progress)))
+                }),
                 Err(refusal) => Admitting::refused(self.shared.refuse(&refusal, request)),
             }
         };
-        ResponseFuture::new(admitting, self.shared.progress)
+        ResponseFuture::new(admitting, progress)
     }
 }
 
 impl<S, P, ReqBody, ResBody> Service<Request<ReqBody>> for AdmissionService<S, P, Queue>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>
+        + Clone
+        + Send
+        + 'static,
     S::Future: Send,
     P: Protocol,
     ReqBody: Send + 'static,
@@ -253,10 +262,11 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<S::Future> {
         let (passes, request) = self.shared.bypassed(request);
+        let progress = self.shared.progress;
         if passes {
             return ResponseFuture::new(
-                Admitting::passed(self.inner.call(request)),
-                self.shared.progress,
+                Admitting::passed(self.inner.call(request.map(RequestBody::passed))),
+                progress,
             );
         }
         let (caller, class, request) = self.shared.read(request);
@@ -271,9 +281,11 @@ where
             class,
             caller,
             request,
-            move |request| inner.call(request),
+            move |request: Request<ReqBody>| {
+                inner.call(request.map(|body| RequestBody::new(body, progress)))
+            },
             move |refusal, request| shared.refuse(refusal, request),
         );
-        ResponseFuture::new(Admitting::queued(Box::pin(wait)), self.shared.progress)
+        ResponseFuture::new(Admitting::queued(Box::pin(wait)), progress)
     }
 }

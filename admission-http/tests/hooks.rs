@@ -12,12 +12,12 @@ use http::{HeaderValue, Request, Response};
 use http_body_util::BodyExt;
 use tower::{Layer, ServiceExt, service_fn};
 
-fn ok()
--> impl tower::Service<Request<()>, Response = Response<String>, Error = Infallible, Future = impl Send>
+fn ok<B>()
+-> impl tower::Service<Request<B>, Response = Response<String>, Error = Infallible, Future = impl Send>
 + Clone
 + Send
 + 'static {
-    service_fn(|_req: Request<()>| async { Ok::<_, Infallible>(Response::new("ok".to_owned())) })
+    service_fn(|_req: Request<B>| async { Ok::<_, Infallible>(Response::new("ok".to_owned())) })
 }
 
 fn health(head: &http::request::Parts) -> bool {

@@ -15,7 +15,7 @@ use tower::{Layer, Service, ServiceExt};
 /// A service that is not `Clone`: a fail-fast layer must take it as it is.
 struct Once;
 
-impl Service<Request<()>> for Once {
+impl<B> Service<Request<B>> for Once {
     type Response = Response<String>;
     type Error = Infallible;
     type Future = Ready<Result<Response<String>, Infallible>>;
@@ -24,7 +24,7 @@ impl Service<Request<()>> for Once {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, _request: Request<()>) -> Self::Future {
+    fn call(&mut self, _request: Request<B>) -> Self::Future {
         // The call itself runs in the request's scope.
         let seen = format!(
             "{} {:?}",
@@ -62,7 +62,7 @@ async fn a_fail_fast_layer_serves_a_service_that_is_not_clone_in_one_scope() {
 async fn a_grpc_refusal_is_one_head_and_no_body() {
     let pools = RequestPools::new(1, 1).unwrap();
     let service = AdmissionLayer::speaking(pools.clone(), GrpcRefusalStatus::default()).layer(
-        tower::service_fn(|_: Request<()>| async {
+        tower::service_fn(|_: Request<_>| async {
             Ok::<_, Infallible>(Response::new(String::new()))
         }),
     );
@@ -91,7 +91,7 @@ async fn a_route_fixed_criticality_holds_under_the_default_trust() {
     // The app's own word (what `#[admitted(criticality = critical)]` sets)
     // is not a client's claim: it is never lowered.
     let pools = RequestPools::new(1, 1).unwrap();
-    let service = AdmissionLayer::new(pools).layer(tower::service_fn(|_: Request<()>| async {
+    let service = AdmissionLayer::new(pools).layer(tower::service_fn(|_: Request<_>| async {
         let level = Caller::current()
             .with_criticality(Criticality::Critical)
             .scope(async { Caller::current().criticality() })
@@ -110,7 +110,7 @@ async fn a_route_fixed_criticality_holds_under_the_default_trust() {
 async fn the_caller_layer_reads_under_the_same_trust_as_the_admission_layer() {
     use admission_http::CallerLayer;
     let echo = || {
-        tower::service_fn(|_: Request<()>| async {
+        tower::service_fn(|_: Request<_>| async {
             Ok::<_, Infallible>(Response::new(Caller::current().criticality().to_string()))
         })
     };
@@ -149,7 +149,7 @@ async fn an_unread_response_gives_its_lease_back_at_the_layers_progress_bound() 
     let pools = RequestPools::new(1, 1).unwrap();
     let bound = ProgressTimeout::new(std::time::Duration::from_millis(50)).unwrap();
     let layer = AdmissionLayer::class(pools.clone(), Class::Work).progress_timeout(bound);
-    let service = layer.layer(tower::service_fn(|_req: Request<()>| async {
+    let service = layer.layer(tower::service_fn(|_req: Request<_>| async {
         let frames =
             ["first", "second"].map(|text| Ok::<_, Infallible>(Frame::data(Bytes::from(text))));
         Ok::<_, Infallible>(Response::new(StreamBody::new(futures_util::stream::iter(
@@ -193,7 +193,7 @@ async fn stacked_layers_give_the_shared_slot_back_at_the_outer_progress_bound() 
     let bound = ProgressTimeout::new(std::time::Duration::from_millis(50)).unwrap();
     let inner = AdmissionLayer::class(pools.clone(), Class::Work);
     let outer = AdmissionLayer::class(pools.clone(), Class::Work).progress_timeout(bound);
-    let service = outer.layer(inner.layer(tower::service_fn(|_req: Request<()>| async {
+    let service = outer.layer(inner.layer(tower::service_fn(|_req: Request<_>| async {
         let frames =
             ["first", "second"].map(|text| Ok::<_, Infallible>(Frame::data(Bytes::from(text))));
         Ok::<_, Infallible>(Response::new(StreamBody::new(futures_util::stream::iter(

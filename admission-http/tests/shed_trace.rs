@@ -60,7 +60,7 @@ macro_rules! cases {
                 );
                 let pools = RequestPools::new(1, 1).unwrap();
                 let held = full.then(|| pools.try_lease(Class::Work).unwrap());
-                let handler = service_fn(move |_req: Request<String>| async move {
+                let handler = service_fn(move |_req: Request<_>| async move {
                     let status = if fail { 500 } else { 200 };
                     Ok::<_, std::convert::Infallible>(
                         Response::builder()

@@ -10,7 +10,6 @@
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use admission_http::body::{LeasedBody, RequestBody};
 use admission_http::{FailFast, GrpcRefusalStatus, grpc_path};
 use tonic::server::NamedService;
 use tower_service::Service;
@@ -57,7 +56,7 @@ pub(crate) fn unleased(
 /// lease instead of taking a second slot.
 ///
 /// The inner service gets the call with its request body under the same
-/// progress bound ([`RequestBody`]): a client that stops sending a message
+/// progress bound ([`body::RequestBody`](crate::body::RequestBody)): a client that stops sending a message
 /// it began ends its own call at the bound (`ADMISSION_STREAM_STALLED`)
 /// instead of holding the lease for as long as it likes. tonic's routes
 /// and generated servers take any body; a service written for one body
@@ -114,32 +113,25 @@ impl<S: NamedService, M> NamedService for AdmissionService<S, M> {
     const NAME: &'static str = S::NAME;
 }
 
-impl<S, M, ReqBody, ResBody> Service<http::Request<ReqBody>> for AdmissionService<S, M>
+impl<S, M, ReqBody> Service<http::Request<ReqBody>> for AdmissionService<S, M>
 where
-    S: Service<http::Request<RequestBody<ReqBody>>, Response = http::Response<ResBody>>,
-    admission_http::AdmissionService<S, GrpcRefusalStatus, M>: Service<
-            http::Request<RequestBody<ReqBody>>,
-            Response = http::Response<LeasedBody<ResBody>>,
-            Error = S::Error,
-            Future = admission_http::future::ResponseFuture<S::Future>,
-        >,
+    admission_http::AdmissionService<S, GrpcRefusalStatus, M>: Service<http::Request<ReqBody>>,
 {
-    type Response = http::Response<LeasedBody<ResBody>>;
-    type Error = S::Error;
-    type Future = admission_http::future::ResponseFuture<S::Future>;
+    type Response = <admission_http::AdmissionService<S, GrpcRefusalStatus, M> as Service<
+        http::Request<ReqBody>,
+    >>::Response;
+    type Error = <admission_http::AdmissionService<S, GrpcRefusalStatus, M> as Service<
+        http::Request<ReqBody>,
+    >>::Error;
+    type Future = <admission_http::AdmissionService<S, GrpcRefusalStatus, M> as Service<
+        http::Request<ReqBody>,
+    >>::Future;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
-    /// Puts the call's request body under the layer's progress bound
-    /// ([`RequestBody`]): a client that stops sending a message it began
-    /// (HEADERS and a byte, never the rest) ends its call's body with
-    /// `Stalled` once the handler has waited the bound, so its lease goes
-    /// with the answer instead of staying as long as the client likes.
     fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
-        let bound = self.inner.progress_bound();
-        self.inner
-            .call(request.map(|body| RequestBody::new(body, bound)))
+        self.inner.call(request)
     }
 }

@@ -13,7 +13,9 @@
 //!    callers are refused;
 //! 5. a streamed body (a server-streaming call) holds its request lease to
 //!    its last chunk (message), and a client dropping it early (cancelling
-//!    the call) releases the lease;
+//!    the call) releases the lease; a response its client stops reading,
+//!    and a request body its client stops sending, give their lease back
+//!    at the progress bound;
 //! 6. both HTTP adapters send the same refusal, byte for byte; tonic's
 //!    refusal states the same facts (code, pool, retry hint) in gRPC's form;
 //! 7. a panicking walk answers `500` (`INTERNAL`) and frees its slot;
@@ -32,7 +34,12 @@
 //! 13. with the middleware queueing (`queue()`) and the class's only slot
 //!     held, a budget of a minute waits only the queue's own limit and is
 //!     refused `ADMISSION_WAIT_TIMEOUT`, unless peers are trusted: then it
-//!     waits past that limit and is admitted when the slot frees.
+//!     waits past that limit and is admitted when the slot frees;
+//! 14. with every slot of the class held, a route the app bypasses is
+//!     served with no lease;
+//! 15. a refusal on a middleware with the app's own page answers that page;
+//! 16. a refusal the app's code met three of its own error enums deep is
+//!     answered as a refusal.
 //!
 //! Tests are `axum::<case>`, `actix::<case>` and `tonic::<case>` (every
 //! case but 6, which compares adapters), plus the mount variants of case 8
@@ -71,6 +78,7 @@ macro_rules! every_case {
             sheddable_is_honoured_from_anyone,
             a_long_budget_does_not_lengthen_a_queued_wait_unless_peers_are_trusted,
             a_refusal_three_errors_deep_is_answered_as_a_refusal,
+            a_stalled_request_body_gives_its_lease_back_at_the_progress_bound,
         );
     };
     ($adapter:expr; $($case:ident),+ $(,)?) => {

@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::client::{Answer, Headers, Reply, eventually, reply, within};
 use super::endpoints::{
-    Endpoint, Feeds, Gate, HTML, HandlerEnd, METRICS, Release, Scrapes, Walk, Walks,
+    Endpoint, Feeds, Gate, HTML, HandlerEnd, METRICS, READ, Release, Scrapes, Walk, Walks,
 };
 use super::harness::{Adapter, BYPASSED, Config, OWN_PAGE, Routes, Server};
 
@@ -528,6 +528,41 @@ pub(crate) async fn an_unread_response_gives_its_lease_back_at_the_progress_boun
     drop(feeds.next().await); // an empty stream
     assert_served(&reply(again).await, "");
     drop((response, feed.chunks));
+    server.stop().await;
+}
+
+/// Case 5d: a client that stops sending a request body it began (the
+/// head and one byte of ten; over gRPC, HEADERS and one byte of a
+/// message) holds its lease only until the progress bound: the handler's
+/// read ends, the request is answered, the lease comes back once, and an
+/// honest request is served on the one-slot class.
+pub(crate) async fn a_stalled_request_body_gives_its_lease_back_at_the_progress_bound(
+    adapter: Adapter,
+) {
+    let requests = RequestPools::new(1, 1).expect("valid request pools");
+    let leases = || requests.pool(adapter.class()).stats();
+    let config = Config {
+        progress: Some(ProgressTimeout::new(Duration::from_millis(200)).expect("a non-zero bound")),
+        ..Config::default()
+    };
+    let server = adapter
+        .serve_with(&requests, Routes::new().route("/upload", Endpoint::Upload), config)
+        .await;
+
+    let stalled = server.stall_body("/upload").await;
+    eventually("the stalled request to take the lease", || {
+        leases().admitted == 1
+    })
+    .await;
+    eventually("the stalled request's lease to come back", || {
+        leases().in_use == 0
+    })
+    .await;
+    let stats = leases();
+    assert_eq!(stats.admitted, stats.released, "released exactly once");
+
+    assert_served(&server.get("/upload").await, READ);
+    drop(stalled);
     server.stop().await;
 }
 

@@ -166,3 +166,17 @@ pub(crate) async fn hang_up_later(addr: SocketAddr, path: &str) -> TcpStream {
     stream.flush().await.expect("flush the request");
     stream
 }
+
+/// Sends the head of `GET path` declaring a 10-byte body, and one byte of
+/// it: a client that stopped sending. Dropping the returned stream closes
+/// the socket.
+pub(crate) async fn stall_body(addr: SocketAddr, path: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 10\r\n\r\nx");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("send the head and one byte");
+    stream.flush().await.expect("flush the request");
+    stream
+}

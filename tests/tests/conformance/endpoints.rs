@@ -45,7 +45,14 @@ pub(crate) enum Endpoint {
     /// refusal three of the app's own error enums deep ([`AppError`]): the
     /// adapter's `Rejection::from_error` must find it.
     Deep(Pool),
+    /// Reads the request's body to its end and answers [`READ`] (over
+    /// gRPC, tonic reads the request message before the method runs);
+    /// a body that fails to arrive is answered as a client error.
+    Upload,
 }
+
+/// What [`Endpoint::Upload`] answers once it has read the body.
+pub(crate) const READ: &str = "read";
 
 /// The app's errors, as a service with a crypto module under its store
 /// under its handlers writes them (`thiserror`, `#[source]` and

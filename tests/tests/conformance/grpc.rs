@@ -32,7 +32,7 @@ use tonic_prost::ProstCodec;
 use tower::service_fn;
 
 use crate::client::{Headers, within};
-use crate::endpoints::{Endpoint, Fed, WALK, Watch};
+use crate::endpoints::{Endpoint, Fed, READ, WALK, Watch};
 
 /// The service's fully qualified name.
 const SERVICE: &str = "admission.conformance.Routes";
@@ -148,6 +148,7 @@ async fn answer(endpoint: Endpoint) -> Result<Response<Messages>, Status> {
                 crate::endpoints::deep(&pool).map_err(|error| Rejection::from_error(&error))?;
             Ok(Response::new(one(Bytes::from_static(text.as_bytes()))))
         }
+        Endpoint::Upload => Ok(Response::new(one(Bytes::from_static(READ.as_bytes())))),
     }
 }
 
@@ -196,4 +197,36 @@ pub(crate) async fn call(
         body.extend_from_slice(&text.data);
     }
     Ok(body.freeze())
+}
+
+/// Opens a call of `route` over a real HTTP/2 client (hyper's) that sends
+/// HEADERS and one byte of a 10-byte message, then nothing: a client that
+/// stopped sending, keeping its stream and connection open until the
+/// returned task is aborted.
+pub(crate) async fn stall(addr: SocketAddr, route: &str) -> tokio::task::JoinHandle<()> {
+    let stream = within("a connection", tokio::net::TcpStream::connect(addr))
+        .await
+        .expect("the server accepts");
+    let (mut send, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("an HTTP/2 connection");
+    // A gRPC message frame: not compressed, 10 bytes long; one byte sent.
+    let part = Bytes::from_static(&[0, 0, 0, 0, 10, b'x']);
+    let frames = futures_util::stream::iter([Ok::<_, Infallible>(http_body::Frame::data(part))])
+        .chain(futures_util::stream::pending());
+    let request = http::Request::post(format!("http://{addr}{}", path(route)))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(http_body_util::StreamBody::new(frames))
+        .expect("a valid request");
+    tokio::spawn(async move {
+        let call = send.send_request(request);
+        // The connection is driven beside the call; the answer, if the
+        // server gives one, is read and dropped.
+        let _ = futures_util::future::join(connection, call).await;
+        std::future::pending::<()>().await;
+    })
 }

@@ -34,8 +34,8 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::client::{Headers, Reply, client, get_with, hang_up_later, within};
-use super::endpoints::{Endpoint, Fed, METRICS, WALK, Watch};
+use super::client::{Headers, Reply, client, get_with, hang_up_later, stall_body, within};
+use super::endpoints::{Endpoint, Fed, METRICS, READ, WALK, Watch};
 
 // A child of the harness, so that every suite that shares the harness
 // (`conformance`, `hostile`) has it.
@@ -347,6 +347,16 @@ impl Server {
         }
     }
 
+    /// Begins a request of route `path` whose body stops after one byte
+    /// (over gRPC, a call whose message stops after one byte); dropping
+    /// the returned [`HangUp`] closes the client.
+    pub(crate) async fn stall_body(&self, path: &str) -> HangUp {
+        match self.protocol {
+            Protocol::Http => HangUp::Socket(stall_body(self.addr(), &self.path(path)).await),
+            Protocol::Grpc => HangUp::Call(grpc::stall(self.addr(), path).await),
+        }
+    }
+
     /// Calls route `path` and returns the answer's head, `200 OK` or a
     /// gRPC stream, to be read chunk by chunk.
     pub(crate) async fn open_stream(&self, path: &str) -> Streamed {
@@ -427,11 +437,12 @@ mod axum_app {
     use tower_layer::Layer;
 
     use super::{
-        AxumMount, Config, Endpoint, Fed, Lowered, METRICS, Routes, Server, Stop, WALK, Watch,
+        AxumMount, Config, Endpoint, Fed, Lowered, METRICS, READ, Routes, Server, Stop, WALK,
+        Watch,
     };
 
     /// One endpoint's answer, as an axum handler gives it.
-    async fn answer(endpoint: Endpoint) -> Response {
+    async fn answer(endpoint: Endpoint, body: Body) -> Response {
         match endpoint {
             Endpoint::Registry {
                 pool,
@@ -464,6 +475,10 @@ mod axum_app {
             Endpoint::Deep(pool) => crate::endpoints::deep(&pool)
                 .map_err(|error| admission_axum::Rejection::from_error(&error))
                 .into_response(),
+            Endpoint::Upload => match axum::body::to_bytes(body, usize::MAX).await {
+                Ok(_) => READ.into_response(),
+                Err(_) => axum::http::StatusCode::REQUEST_TIMEOUT.into_response(),
+            },
         }
     }
 
@@ -474,7 +489,7 @@ mod axum_app {
             let (mount, layer) = ($mount, $layer);
             let mut router = Router::new();
             for (path, endpoint) in $routes.0 {
-                let handler = move || answer(endpoint.clone());
+                let handler = move |body: Body| answer(endpoint.clone(), body);
                 router = match mount {
                     AxumMount::Router => router.route(path, get(handler)),
                     AxumMount::Route => router.route(path, get(handler).layer(layer.clone())),
@@ -559,12 +574,16 @@ mod actix_app {
     use futures_util::StreamExt;
 
     use super::{
-        ActixMount, Config, Endpoint, Fed, METRICS, Routes, SCOPE, Server, Stop, WALK, Watch,
+        ActixMount, Config, Endpoint, Fed, METRICS, READ, Routes, SCOPE, Server, Stop, WALK,
+        Watch,
     };
 
     /// One endpoint's answer, as an actix-web handler gives it: registry
     /// errors go out through `?` and core's `ResponseError`.
-    async fn answer(endpoint: Endpoint) -> Result<HttpResponse, actix_web::Error> {
+    async fn answer(
+        endpoint: Endpoint,
+        body: web::Payload,
+    ) -> Result<HttpResponse, actix_web::Error> {
         match endpoint {
             Endpoint::Registry {
                 pool,
@@ -599,6 +618,10 @@ mod actix_app {
                     .map_err(|error| admission_actix::Rejection::from_error(&error))?;
                 Ok(HttpResponse::Ok().body(text))
             }
+            Endpoint::Upload => Ok(match body.to_bytes().await {
+                Ok(_) => HttpResponse::Ok().body(READ),
+                Err(_) => HttpResponse::RequestTimeout().finish(),
+            }),
         }
     }
 
@@ -606,7 +629,10 @@ mod actix_app {
         move |cfg| {
             for (path, endpoint) in &routes.0 {
                 let endpoint = endpoint.clone();
-                cfg.route(path, web::get().to(move || answer(endpoint.clone())));
+                cfg.route(
+                    path,
+                    web::get().to(move |body: web::Payload| answer(endpoint.clone(), body)),
+                );
             }
         }
     }
