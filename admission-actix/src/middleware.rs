@@ -186,9 +186,9 @@ where
             return ResponseFuture::new(Admitting::queued(Box::pin(wait)), progress);
         }
         let admitting = match settings.admission.try_lease(class, caller) {
-            Ok(lease) => Admitting::admitted(lease, caller, || {
-                self.service.call(bounded(req, progress))
-            }),
+            Ok(lease) => {
+                Admitting::admitted(lease, caller, || self.service.call(bounded(req, progress)))
+            }
             Err(refusal) => Admitting::refused(settings.refuse(&refusal, req)),
         };
         ResponseFuture::new(admitting, progress)

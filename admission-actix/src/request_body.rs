@@ -78,7 +78,9 @@ impl Stream for BoundedPayload {
                 // timeout it is.
                 Some(Err(error)) => Some(Err(match error.downcast::<PayloadError>() {
                     Ok(own) => *own,
-                    Err(stalled) => PayloadError::Io(io::Error::new(io::ErrorKind::TimedOut, stalled)),
+                    Err(stalled) => {
+                        PayloadError::Io(io::Error::new(io::ErrorKind::TimedOut, stalled))
+                    }
                 })),
             });
         }

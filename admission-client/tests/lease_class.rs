@@ -35,10 +35,12 @@ async fn one_slot_server() -> SocketAddr {
     let pools = RequestPools::new(1, 1).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let handler = service_fn(|_request: Request<RequestBody<hyper::body::Incoming>>| async {
-        tokio::time::sleep(HOLD).await;
-        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
-    });
+    let handler = service_fn(
+        |_request: Request<RequestBody<hyper::body::Incoming>>| async {
+            tokio::time::sleep(HOLD).await;
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+        },
+    );
     let service = AdmissionLayer::new(pools).layer(handler);
     tokio::spawn(async move {
         loop {

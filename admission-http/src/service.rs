@@ -193,7 +193,6 @@ impl<S, P, M> AdmissionService<S, P, M> {
     pub fn into_inner(self) -> S {
         self.inner
     }
-
 }
 
 impl<S: Clone, P, M> Clone for AdmissionService<S, P, M> {
@@ -233,7 +232,8 @@ where
             let (caller, class, request) = self.shared.read(request);
             match self.shared.admission.try_lease(class, caller) {
                 Ok(lease) => Admitting::admitted(lease, caller, || {
-                    self.inner.call(request.map(|body| RequestBody::new(body, progress)))
+                    self.inner
+                        .call(request.map(|body| RequestBody::new(body, progress)))
                 }),
                 Err(refusal) => Admitting::refused(self.shared.refuse(&refusal, request)),
             }

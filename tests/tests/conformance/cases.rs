@@ -546,7 +546,11 @@ pub(crate) async fn a_stalled_request_body_gives_its_lease_back_at_the_progress_
         ..Config::default()
     };
     let server = adapter
-        .serve_with(&requests, Routes::new().route("/upload", Endpoint::Upload), config)
+        .serve_with(
+            &requests,
+            Routes::new().route("/upload", Endpoint::Upload),
+            config,
+        )
         .await;
 
     let stalled = server.stall_body("/upload").await;

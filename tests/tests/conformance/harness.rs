@@ -437,8 +437,7 @@ mod axum_app {
     use tower_layer::Layer;
 
     use super::{
-        AxumMount, Config, Endpoint, Fed, Lowered, METRICS, READ, Routes, Server, Stop, WALK,
-        Watch,
+        AxumMount, Config, Endpoint, Fed, Lowered, METRICS, READ, Routes, Server, Stop, WALK, Watch,
     };
 
     /// One endpoint's answer, as an axum handler gives it.
@@ -574,8 +573,7 @@ mod actix_app {
     use futures_util::StreamExt;
 
     use super::{
-        ActixMount, Config, Endpoint, Fed, METRICS, READ, Routes, SCOPE, Server, Stop, WALK,
-        Watch,
+        ActixMount, Config, Endpoint, Fed, METRICS, READ, Routes, SCOPE, Server, Stop, WALK, Watch,
     };
 
     /// One endpoint's answer, as an actix-web handler gives it: registry
