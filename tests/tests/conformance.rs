@@ -15,7 +15,8 @@
 //!    its last chunk (message), and a client dropping it early (cancelling
 //!    the call) releases the lease; a response its client stops reading,
 //!    and a request body its client stops sending, give their lease back
-//!    at the progress bound;
+//!    at the progress bound, as does a response to an HTTP/2 reader whose
+//!    window never opens (axum and tonic: actix-web has no h2c);
 //! 6. both HTTP adapters send the same refusal, byte for byte; tonic's
 //!    refusal states the same facts (code, pool, retry hint) in gRPC's form;
 //! 7. a panicking walk answers `500` (`INTERNAL`) and frees its slot;
@@ -115,7 +116,11 @@ mod axum {
         a_bypassed_route_is_served_through_a_saturated_layer,
         a_refusal_carries_the_apps_own_page,
     );
-    every_case!(Adapter::AXUM; an_unread_response_gives_its_lease_back_at_the_progress_bound);
+    every_case!(
+        Adapter::AXUM;
+        an_unread_response_gives_its_lease_back_at_the_progress_bound,
+        a_reader_whose_window_never_opens_gives_its_lease_back_at_the_progress_bound,
+    );
 
     shares_one_pool! {
         separate_connections_share_one_pool_with_a_router_layer => Adapter::Axum(AxumMount::Router),
@@ -155,6 +160,7 @@ mod tonic {
         Adapter::TONIC;
         a_bypassed_route_is_served_through_a_saturated_layer,
         an_unread_response_gives_its_lease_back_at_the_progress_bound,
+        a_reader_whose_window_never_opens_gives_its_lease_back_at_the_progress_bound,
     );
 
     shares_one_pool! {

@@ -570,6 +570,48 @@ pub(crate) async fn a_stalled_request_body_gives_its_lease_back_at_the_progress_
     server.stop().await;
 }
 
+/// Case 5e: a reader whose HTTP/2 window never opens (an initial stream
+/// window of 0) gets the head and never a byte of the body: the server
+/// holds the first chunk it took, waiting for a window that never comes,
+/// and the lease still comes back at the progress bound, once; the next
+/// request is served. HTTP/2 only: axum (h2c) and tonic (actix-web speaks
+/// HTTP/2 only over TLS).
+pub(crate) async fn a_reader_whose_window_never_opens_gives_its_lease_back_at_the_progress_bound(
+    adapter: Adapter,
+) {
+    let requests = RequestPools::new(1, 1).expect("valid request pools");
+    let leases = || requests.pool(adapter.class()).stats();
+    let (events, mut feeds) = Feeds::endpoint();
+    let config = Config {
+        progress: Some(ProgressTimeout::new(Duration::from_millis(200)).expect("a non-zero bound")),
+        ..Config::default()
+    };
+    let server = adapter
+        .serve_with(&requests, Routes::new().route("/events", events), config)
+        .await;
+
+    let reader = server.shut_window("/events").await;
+    let feed = feeds.next().await;
+    feed.chunks.send(Bytes::from_static(b"event\n")).unwrap();
+    // The stream stays open (`feed.chunks` lives); its window stays shut.
+    eventually("the shut reader's lease to come back", || {
+        leases().in_use == 0
+    })
+    .await;
+    let stats = leases();
+    assert_eq!(
+        (stats.admitted, stats.released),
+        (1, 1),
+        "released exactly once"
+    );
+
+    let again = server.spawn_get("/events");
+    drop(feeds.next().await); // an empty stream
+    assert_served(&reply(again).await, "");
+    drop((reader, feed.chunks));
+    server.stop().await;
+}
+
 /// Case 7: a panicking walk answers `500` with a problem naming
 /// `ADMISSION_WORK_PANICKED` (over gRPC `INTERNAL` with that code), never
 /// the panic message; its slot is back, and the next scrape on the same

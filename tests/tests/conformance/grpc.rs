@@ -230,3 +230,57 @@ pub(crate) async fn stall(addr: SocketAddr, route: &str) -> tokio::task::JoinHan
         std::future::pending::<()>().await;
     })
 }
+
+/// Sends `GET path` (a gRPC call of `path` with an empty message, when
+/// `grpc`) over a real HTTP/2 client (hyper's) whose streams' initial
+/// window is 0: the server can send the head, never a byte of the body.
+/// Returns once the head has come, with the task holding the stream and
+/// its connection open until it is aborted.
+pub(crate) async fn shut_window(
+    addr: SocketAddr,
+    path: String,
+    grpc: bool,
+) -> tokio::task::JoinHandle<()> {
+    let stream = within("a connection", tokio::net::TcpStream::connect(addr))
+        .await
+        .expect("the server accepts");
+    let (mut send, connection) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .initial_stream_window_size(0)
+            .handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .expect("an HTTP/2 connection");
+    let request = if grpc {
+        http::Request::post(format!("http://{addr}{path}"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(http_body_util::Full::new(Bytes::from_static(&[
+                0, 0, 0, 0, 0,
+            ])))
+    } else {
+        http::Request::get(format!("http://{addr}{path}"))
+            .body(http_body_util::Full::new(Bytes::new()))
+    }
+    .expect("a valid request");
+    let (head_tx, head_rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let connection = tokio::spawn(connection);
+        let response = send.send_request(request).await;
+        // The head, never read past: the body's stream stays shut.
+        let _ = head_tx.send(
+            response
+                .as_ref()
+                .map(|r| r.status())
+                .map_err(|e| e.to_string()),
+        );
+        let _held = (response, send);
+        let _ = connection.await;
+        std::future::pending::<()>().await;
+    });
+    let status = within("the answer's head", head_rx)
+        .await
+        .expect("the client task reports")
+        .expect("the server answers");
+    assert_eq!(status, http::StatusCode::OK, "admitted");
+    task
+}

@@ -357,6 +357,17 @@ impl Server {
         }
     }
 
+    /// Calls route `path` over HTTP/2 with a stream window of 0 and returns
+    /// once the answer's head has come; dropping the returned [`HangUp`]
+    /// closes the client.
+    pub(crate) async fn shut_window(&self, path: &str) -> HangUp {
+        let (route, grpc) = match self.protocol {
+            Protocol::Http => (self.path(path), false),
+            Protocol::Grpc => (grpc::path(path), true),
+        };
+        HangUp::Call(grpc::shut_window(self.addr(), route, grpc).await)
+    }
+
     /// Calls route `path` and returns the answer's head, `200 OK` or a
     /// gRPC stream, to be read chunk by chunk.
     pub(crate) async fn open_stream(&self, path: &str) -> Streamed {
