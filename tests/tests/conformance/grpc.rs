@@ -270,8 +270,8 @@ pub(crate) async fn shut_window(
         let _ = head_tx.send(
             response
                 .as_ref()
-                .map(|r| r.status())
-                .map_err(|e| e.to_string()),
+                .map(http::Response::status)
+                .map_err(ToString::to_string),
         );
         let _held = (response, send);
         let _ = connection.await;
