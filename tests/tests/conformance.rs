@@ -40,7 +40,9 @@
 //!     served with no lease;
 //! 15. a refusal on a middleware with the app's own page answers that page;
 //! 16. a refusal the app's code met three of its own error enums deep is
-//!     answered as a refusal.
+//!     answered as a refusal;
+//! 17. a class in shadow mode serves what it would refuse, counted by
+//!     code, and refuses again once switched back.
 //!
 //! Tests are `axum::<case>`, `actix::<case>` and `tonic::<case>` (every
 //! case but 6, which compares adapters), plus the mount variants of case 8
@@ -80,6 +82,7 @@ macro_rules! every_case {
             a_long_budget_does_not_lengthen_a_queued_wait_unless_peers_are_trusted,
             a_refusal_three_errors_deep_is_answered_as_a_refusal,
             a_stalled_request_body_gives_its_lease_back_at_the_progress_bound,
+            a_class_in_shadow_mode_serves_what_it_would_refuse_until_switched_back,
         );
     };
     ($adapter:expr; $($case:ident),+ $(,)?) => {

@@ -187,6 +187,8 @@ struct PoolInner {
     /// microseconds on the work times' clock (see [`Pool::spread`]).
     spread: AtomicU64,
     workers: Workers,
+    /// Shadow mode: decide and count, never refuse or make wait.
+    shadow: AtomicBool,
 }
 
 impl Pool {
@@ -281,6 +283,7 @@ impl Pool {
                 work_times: WorkTimes::new(retry.rule(), capacity, expected_work),
                 spread: AtomicU64::new(0),
                 workers,
+                shadow: AtomicBool::new(false),
             }),
         })
     }
@@ -344,7 +347,9 @@ impl Pool {
     /// The slot `id`, recorded as held by the current task (or thread).
     #[inline]
     fn held(&self, id: SlotId) -> Slot {
-        self.inner.holders.record(id);
+        if !id.is_overdraft() {
+            self.inner.holders.record(id);
+        }
         Slot::new(self.clone(), id)
     }
 
@@ -364,9 +369,25 @@ impl Pool {
         let level = caller.criticality();
         match self.inner.permits.try_acquire(level) {
             Ok(id) => Ok(id),
+            Err(NoSlot::Full) if self.is_shadow() => Ok(self.overdraft(Some((saturated, level)))),
             Err(NoSlot::Full) => Err(self.refuse_for(saturated, level)),
             Err(NoSlot::Closed) => Err(self.refuse_for(Code::ShuttingDown, level)),
         }
+    }
+
+    /// A slot past the capacity, in shadow mode, for an admission that
+    /// enforcing would have refused with `would_refuse` (or, `None`, made
+    /// wait).
+    #[cold]
+    #[inline(never)]
+    fn overdraft(&self, would_refuse: Option<(Code, Criticality)>) -> SlotId {
+        let counters = &self.inner.counters;
+        match would_refuse {
+            Some((code, level)) => counters.count_would_refuse(code, level),
+            None => counters.count_would_wait(),
+        }
+        counters.take_overdraft();
+        SlotId::OVERDRAFT
     }
 
     /// For a caller with a deadline: its time left, and how long it may
@@ -382,6 +403,12 @@ impl Pool {
         };
         let times = &self.inner.work_times;
         if remaining.is_zero() || remaining < times.typical() {
+            if self.is_shadow() {
+                // Counted, then admitted as if the caller had no deadline.
+                let counters = &self.inner.counters;
+                counters.count_would_refuse(Code::BudgetTooShort, caller.criticality());
+                return Ok(None);
+            }
             return Err(self.refuse_for(Code::BudgetTooShort, caller.criticality()));
         }
         Ok(Some(Budget {
@@ -453,6 +480,7 @@ impl Pool {
         let mut suspect = match self.inner.permits.try_acquire(level) {
             Ok(id) => return Ok(id),
             Err(NoSlot::Closed) => return Err(self.refuse_for(Code::ShuttingDown, level)),
+            Err(NoSlot::Full) if self.is_shadow() => return Ok(self.overdraft(None)),
             Err(NoSlot::Full) => self.inner.holders.current_task_holds_all(),
         };
         if suspect && tokio::runtime::Handle::try_current().is_err() {
@@ -774,7 +802,52 @@ impl Pool {
             self.inner.permits.slot_counts(),
             self.inner.permits.waiting(),
             self.inner.work_times.typical(),
+            self.is_shadow(),
         )
+    }
+
+    /// Switches the pool between enforcing (the default) and shadow mode,
+    /// for the next admission on.
+    ///
+    /// In shadow mode every decision is still made and counted, but
+    /// nothing is refused for load and nothing waits for a slot: an
+    /// admission enforcing would refuse (no slot free, a deadline too short
+    /// for the work) is let through and counted in
+    /// [`PoolStats::would_refuse_by_code`], one that would wait in
+    /// [`PoolStats::would_wait`]. Slots let through past the capacity are
+    /// counted in [`PoolStats::overdraft`] and in `in_use`, which may then
+    /// exceed the capacity. A closed pool still refuses
+    /// (`ADMISSION_SHUTTING_DOWN`). Work run on the pool
+    /// ([`run`](Self::run), [`Slot::offload`]) still runs on its N threads:
+    /// shadow mode lifts the admission, not the bound on threads; a request
+    /// class ([`RequestPools::set_shadow`](crate::RequestPools::set_shadow))
+    /// has no threads, so its leases never wait at all. Use it to roll out a
+    /// limit: watch what it would refuse before it refuses anything.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Code, Pool};
+    ///
+    /// let pool = Pool::new("registry", 1).unwrap();
+    /// pool.set_shadow(true);
+    /// let _held = pool.try_admit().unwrap();
+    /// let past = pool.try_admit().expect("let through");
+    /// assert_eq!(pool.stats().would_refuse_with(Code::Saturated), 1);
+    ///
+    /// pool.set_shadow(false);
+    /// assert!(pool.try_admit().is_err(), "enforced from the next admission on");
+    /// drop(past);
+    /// assert_eq!(pool.stats().overdraft, 0);
+    /// ```
+    pub fn set_shadow(&self, shadow: bool) {
+        self.inner.shadow.store(shadow, Relaxed);
+    }
+
+    /// Whether the pool runs in shadow mode ([`set_shadow`](Self::set_shadow)).
+    #[inline]
+    pub fn is_shadow(&self) -> bool {
+        self.inner.shadow.load(Relaxed)
     }
 
     /// The retry hint, in whole seconds, a refusal would carry now: the
@@ -1060,6 +1133,10 @@ impl Pool {
     /// Returns slot `id`: clears its holder, then gives back its permit.
     #[inline]
     pub(crate) fn release(&self, id: SlotId) {
+        if id.is_overdraft() {
+            self.inner.counters.return_overdraft();
+            return;
+        }
         self.inner.holders.clear(id);
         self.inner.permits.release(id);
     }
@@ -1067,7 +1144,9 @@ impl Pool {
     /// Clears slot `id`'s holder: the slot moved into work, no task holds it.
     #[inline]
     pub(crate) fn forget_holder(&self, id: SlotId) {
-        self.inner.holders.clear(id);
+        if !id.is_overdraft() {
+            self.inner.holders.clear(id);
+        }
     }
 
     /// The holder table, for the models.

@@ -185,10 +185,20 @@ pub(crate) enum Patience {
 pub(crate) struct SlotId(u32);
 
 impl SlotId {
+    /// A slot a pool in shadow mode handed out past its capacity: no slot
+    /// of the N, counted apart (no pool has this many slots).
+    pub(crate) const OVERDRAFT: SlotId = SlotId(u32::MAX);
+
     /// The slot's index in a table of N entries.
     #[inline]
     pub(crate) const fn index(self) -> usize {
         self.0 as usize
+    }
+
+    /// Whether it is [`SlotId::OVERDRAFT`].
+    #[inline]
+    pub(crate) const fn is_overdraft(self) -> bool {
+        self.0 == u32::MAX
     }
 }
 

@@ -124,9 +124,46 @@ pub struct PoolStats {
     pub duration_buckets: Vec<u64>,
     /// Sum of all work durations.
     pub duration_sum: Duration,
+    /// Whether the pool runs in shadow mode now ([`Pool::set_shadow`](crate::Pool::set_shadow)):
+    /// every decision is made and counted, nothing is refused or waits.
+    pub shadow: bool,
+    /// Slots held right now past the capacity: admissions that shadow mode
+    /// let through where enforcing would have refused them or made them
+    /// wait (they are in [`in_use`](Self::in_use), which may then exceed
+    /// the capacity).
+    pub overdraft: usize,
+    /// Admissions shadow mode let through that enforcing would have
+    /// refused, by code (in the order of [`Code::ALL`]) and criticality as
+    /// in [`refused_by_criticality`](Self::refused_by_criticality); see
+    /// [`would_refuse_with`](Self::would_refuse_with). They are not in
+    /// [`refused`](Self::refused).
+    pub would_refuse_by_code: [[u64; 3]; Code::ALL.len()],
+    /// Admissions shadow mode let through at once that enforcing would have
+    /// made wait for a slot (`Wait`, `WaitFor`, `Queue` with no slot free).
+    pub would_wait: u64,
 }
 
 impl PoolStats {
+    /// Admissions shadow mode let through that enforcing would have refused
+    /// with `code`, whatever the caller's criticality.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Code, Pool};
+    ///
+    /// let pool = Pool::new("registry", 1).unwrap();
+    /// pool.set_shadow(true);
+    /// let _first = pool.try_admit().unwrap();
+    /// let _second = pool.try_admit().expect("shadow mode refuses nothing");
+    /// let stats = pool.stats();
+    /// assert_eq!(stats.would_refuse_with(Code::Saturated), 1);
+    /// assert_eq!((stats.in_use, stats.overdraft, stats.refused), (2, 1, 0));
+    /// ```
+    pub fn would_refuse_with(&self, code: Code) -> u64 {
+        self.would_refuse_by_code[code_index(code)].iter().sum()
+    }
+
     /// Refusals with `code`, whatever the caller's criticality.
     ///
     /// # Examples
@@ -301,6 +338,13 @@ pub(crate) struct Counters {
     panicked: AtomicU64,
     coalesced: AtomicU64,
     durations: Histogram,
+    /// Shadow mode's admissions that enforcing would have refused.
+    would_refuse: Refusals,
+    would_wait: AtomicU64,
+    /// Slots held past the capacity (shadow mode), and the books of them.
+    overdraft: AtomicUsize,
+    overdraft_admitted: AtomicU64,
+    overdraft_released: AtomicU64,
 }
 
 impl Counters {
@@ -308,6 +352,34 @@ impl Counters {
     #[inline]
     pub(crate) fn count_refusal(&self, code: Code, criticality: Criticality) {
         self.refused.add(code, criticality);
+    }
+
+    /// Shadow mode let through an admission that enforcing would have
+    /// refused with `code`.
+    #[cold]
+    pub(crate) fn count_would_refuse(&self, code: Code, criticality: Criticality) {
+        self.would_refuse.add(code, criticality);
+    }
+
+    /// Shadow mode let through at once an admission that enforcing would
+    /// have made wait.
+    #[cold]
+    pub(crate) fn count_would_wait(&self) {
+        self.would_wait.fetch_add(1, Relaxed);
+    }
+
+    /// A slot past the capacity was handed out (shadow mode).
+    #[cold]
+    pub(crate) fn take_overdraft(&self) {
+        self.overdraft.fetch_add(1, Relaxed);
+        self.overdraft_admitted.fetch_add(1, Relaxed);
+    }
+
+    /// A slot past the capacity came back.
+    #[cold]
+    pub(crate) fn return_overdraft(&self) {
+        self.overdraft.fetch_sub(1, Relaxed);
+        self.overdraft_released.fetch_add(1, Relaxed);
     }
 
     /// A caller that waited in line `waited` was then admitted or refused.
@@ -375,6 +447,7 @@ impl Counters {
         books: SlotCounts,
         waiting: usize,
         recent_work: Duration,
+        shadow: bool,
     ) -> PoolStats {
         let refused_by_code = self.refused.sum();
         let mut refused_by_criticality = [0; LEVELS];
@@ -384,14 +457,19 @@ impl Counters {
             }
         }
         let durations = self.durations.snapshot();
+        // Released first: a slot past the capacity that returns between
+        // the two loads is then never seen released and not admitted.
+        let overdraft_released = self.overdraft_released.load(Relaxed);
+        let overdraft = self.overdraft.load(Relaxed);
+        let overdraft_admitted = self.overdraft_admitted.load(Relaxed);
         PoolStats {
             name: name.to_owned(),
             capacity,
             limit,
-            in_use: books.in_use,
+            in_use: books.in_use + overdraft,
             waiting,
-            admitted: books.admitted,
-            released: books.released,
+            admitted: books.admitted + overdraft_admitted,
+            released: books.released + overdraft_released,
             refused: refused_by_criticality.iter().sum(),
             refused_by_criticality,
             refused_by_code,
@@ -412,6 +490,10 @@ impl Counters {
             recent_work,
             duration_buckets: durations.buckets,
             duration_sum: durations.sum,
+            shadow,
+            overdraft,
+            would_refuse_by_code: self.would_refuse.sum(),
+            would_wait: self.would_wait.load(Relaxed),
         }
     }
 }
@@ -523,7 +605,8 @@ mod tests {
                         in_use: 0,
                     },
                     0,
-                    Duration::ZERO
+                    Duration::ZERO,
+                    false,
                 )
                 .orphans_running,
             0

@@ -220,6 +220,29 @@ impl RequestPools {
         }
     }
 
+    /// Switches both classes between enforcing (the default) and shadow
+    /// mode ([`Pool::set_shadow`]), for the next lease on: every adapter's
+    /// layer over these pools then serves what it would have refused or
+    /// queued, and counts it (`would_refuse_by_code`, `would_wait` in each
+    /// class's [`stats`](Pool::stats)). One class alone:
+    /// `requests.pool(class).set_shadow(..)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, Code, RequestPools};
+    ///
+    /// let requests = RequestPools::new(1, 1).unwrap();
+    /// requests.set_shadow(true);
+    /// let _one = requests.try_lease(Class::Work).unwrap();
+    /// let _two = requests.try_lease(Class::Work).expect("served in shadow mode");
+    /// assert_eq!(requests.pool(Class::Work).stats().would_refuse_with(Code::Saturated), 1);
+    /// ```
+    pub fn set_shadow(&self, shadow: bool) {
+        self.work.set_shadow(shadow);
+        self.control.set_shadow(shadow);
+    }
+
     /// Takes a lease of `class`, or refuses at once with
     /// `ADMISSION_SATURATED` naming the class.
     ///

@@ -612,6 +612,36 @@ pub(crate) async fn a_reader_whose_window_never_opens_gives_its_lease_back_at_th
     server.stop().await;
 }
 
+/// Case 17: a class in shadow mode (`RequestPools::set_shadow`) serves a
+/// request its full class would refuse and counts it as
+/// `ADMISSION_SATURATED` it would have refused; switched back to enforcing
+/// while the class is still full, the next request is refused.
+pub(crate) async fn a_class_in_shadow_mode_serves_what_it_would_refuse_until_switched_back(
+    adapter: Adapter,
+) {
+    let requests = RequestPools::new(1, 1).expect("valid request pools");
+    let class = adapter.class();
+    let server = adapter
+        .serve(
+            &requests,
+            Routes::new().route("/level", Endpoint::Criticality),
+        )
+        .await;
+    let held = requests.try_lease(class).expect("the class's one slot");
+
+    requests.set_shadow(true);
+    assert_served(&server.get("/level").await, "default");
+    let stats = requests.pool(class).stats();
+    assert_eq!(stats.would_refuse_with(admission_core::Code::Saturated), 1);
+    assert_eq!(stats.refused, 0, "nothing refused in shadow mode");
+
+    requests.set_shadow(false);
+    assert_refused(&server.get("/level").await, class.as_str());
+    drop(held);
+    leases_back(&requests).await;
+    server.stop().await;
+}
+
 /// Case 7: a panicking walk answers `500` with a problem naming
 /// `ADMISSION_WORK_PANICKED` (over gRPC `INTERNAL` with that code), never
 /// the panic message; its slot is back, and the next scrape on the same
