@@ -67,8 +67,9 @@ pub struct Metric {
 enum Source {
     /// One value per pool.
     Value(fn(&PoolStats) -> u64),
-    /// The refusal counts: one series per code and criticality.
-    Refusals,
+    /// Counts by code and criticality: one series each (the refusals, and
+    /// what shadow mode would have refused).
+    ByCode(fn(&PoolStats) -> &[[u64; 3]; Code::ALL.len()]),
     /// The work-duration histogram.
     Work,
     /// The wait histograms, one per outcome.
@@ -219,9 +220,9 @@ impl Metric {
                 value: Value::Histogram(durations.clone()),
             })
             .collect(),
-            Source::Refusals => Code::ALL
+            Source::ByCode(read) => Code::ALL
                 .into_iter()
-                .zip(stats.refused_by_code)
+                .zip(*read(stats))
                 // Reentrant waits are not refusals: their own family.
                 .filter(|(code, _)| code.is_overload())
                 .flat_map(|(code, row)| {
@@ -313,7 +314,7 @@ pub const METRICS: &[Metric] = &[
         unit: None,
         help: "Admissions refused (fail-fast, timed out, budget too short, or pool closed), by the refused caller's criticality and the refusal code (ADMISSION_SATURATED, ADMISSION_WAIT_TIMEOUT, ...).",
         labels: POOL_CRITICALITY_CODE,
-        source: Source::Refusals,
+        source: Source::ByCode(|s| &s.refused_by_code),
     },
     Metric {
         name: "admission_evicted",
@@ -378,6 +379,30 @@ pub const METRICS: &[Metric] = &[
         help: "How long work ran on a worker thread.",
         labels: POOL,
         source: Source::Work,
+    },
+    Metric {
+        name: "admission_would_refuse",
+        kind: Kind::Counter,
+        unit: None,
+        help: "Admissions a pool in shadow mode let through that enforcing would have refused (no slot free, budget too short), by the caller's criticality and the code it would have had; not in admission_refused.",
+        labels: POOL_CRITICALITY_CODE,
+        source: Source::ByCode(|s| &s.would_refuse_by_code),
+    },
+    Metric {
+        name: "admission_would_wait",
+        kind: Kind::Counter,
+        unit: None,
+        help: "Admissions a pool in shadow mode served at once that enforcing would have made wait for a slot.",
+        labels: POOL,
+        source: Source::Value(|s| s.would_wait),
+    },
+    Metric {
+        name: "admission_slots_overdraft",
+        kind: Kind::Gauge,
+        unit: None,
+        help: "Slots held past the capacity right now (shadow mode); also in admission_slots_in_use.",
+        labels: POOL,
+        source: Source::Value(|s| s.overdraft as u64),
     },
     Metric {
         name: "admission_wait_duration",

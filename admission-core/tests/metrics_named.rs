@@ -101,3 +101,33 @@ fn two_sets_export_disjoint_series_through_prometheus() {
     assert_eq!(line("admission_slots_capacity", "control"), "4");
     assert_eq!(line("admission_slots_capacity", "admin.control"), "1");
 }
+
+/// Shadow mode on the scrape: what enforcing would have refused, what
+/// would have waited, and the slots held past the capacity, per pool.
+#[test]
+fn shadow_mode_is_on_the_scrape() {
+    let requests = RequestPools::new(1, 1).unwrap();
+    requests.set_shadow(true);
+    let _one = requests.try_lease(Class::Work).unwrap();
+    let _past = requests.try_lease(Class::Work).unwrap();
+    let metrics = AdmissionMetrics::new();
+    metrics.add(&requests);
+    let mut registry = prometheus_client::registry::Registry::default();
+    metrics.register(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    let series = |name: &str, labels: &str| {
+        let found: Vec<&str> = text
+            .lines()
+            .filter(|line| line.starts_with(&format!("{name}{{")) && line.contains(labels))
+            .collect();
+        assert_eq!(found.len(), 1, "{name} {labels}: {found:?}");
+        found[0].rsplit(' ').next().unwrap().to_owned()
+    };
+    let saturated = r#"pool="work",criticality="default",code="ADMISSION_SATURATED""#;
+    assert_eq!(series("admission_would_refuse_total", saturated), "1");
+    assert_eq!(series("admission_refused_total", saturated), "0");
+    assert_eq!(series("admission_slots_overdraft", r#"pool="work""#), "1");
+    assert_eq!(series("admission_slots_in_use", r#"pool="work""#), "2");
+    assert_eq!(series("admission_would_wait_total", r#"pool="work""#), "0");
+}
