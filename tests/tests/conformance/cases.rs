@@ -483,6 +483,15 @@ pub(crate) async fn client_dropping_the_body_early_releases_the_lease(adapter: A
     server.stop().await;
 }
 
+/// The middleware's settings with a progress bound of 200 ms (cases 5c
+/// to 5e).
+fn bounded_at_200_ms() -> Config {
+    Config {
+        progress: Some(ProgressTimeout::new(Duration::from_millis(200)).expect("a non-zero bound")),
+        ..Config::default()
+    }
+}
+
 /// Case 5c: a response its client stops reading gives its lease back at
 /// the middleware's progress bound, with the client still connected and
 /// the stream still open; the next request takes the slot. On all three:
@@ -500,10 +509,7 @@ pub(crate) async fn an_unread_response_gives_its_lease_back_at_the_progress_boun
     let requests = RequestPools::new(1, 1).expect("valid request pools");
     let leases = || requests.pool(adapter.class()).stats();
     let (events, mut feeds) = Feeds::endpoint();
-    let config = Config {
-        progress: Some(ProgressTimeout::new(Duration::from_millis(200)).expect("a non-zero bound")),
-        ..Config::default()
-    };
+    let config = bounded_at_200_ms();
     let server = adapter
         .serve_with(&requests, Routes::new().route("/events", events), config)
         .await;
@@ -541,10 +547,7 @@ pub(crate) async fn a_stalled_request_body_gives_its_lease_back_at_the_progress_
 ) {
     let requests = RequestPools::new(1, 1).expect("valid request pools");
     let leases = || requests.pool(adapter.class()).stats();
-    let config = Config {
-        progress: Some(ProgressTimeout::new(Duration::from_millis(200)).expect("a non-zero bound")),
-        ..Config::default()
-    };
+    let config = bounded_at_200_ms();
     let server = adapter
         .serve_with(
             &requests,
@@ -582,10 +585,7 @@ pub(crate) async fn a_reader_whose_window_never_opens_gives_its_lease_back_at_th
     let requests = RequestPools::new(1, 1).expect("valid request pools");
     let leases = || requests.pool(adapter.class()).stats();
     let (events, mut feeds) = Feeds::endpoint();
-    let config = Config {
-        progress: Some(ProgressTimeout::new(Duration::from_millis(200)).expect("a non-zero bound")),
-        ..Config::default()
-    };
+    let config = bounded_at_200_ms();
     let server = adapter
         .serve_with(&requests, Routes::new().route("/events", events), config)
         .await;
