@@ -541,36 +541,45 @@ pub(crate) async fn an_unread_response_gives_its_lease_back_at_the_progress_boun
 /// head and one byte of ten; over gRPC, HEADERS and one byte of a
 /// message) holds its lease only until the progress bound: the handler's
 /// read ends, the request is answered, the lease comes back once, and an
-/// honest request is served on the one-slot class.
+/// honest request is served on the one-slot class. Both ways of admitting
+/// (at once, and through the queue) hand the handler the bounded body.
 pub(crate) async fn a_stalled_request_body_gives_its_lease_back_at_the_progress_bound(
     adapter: Adapter,
 ) {
-    let requests = RequestPools::new(1, 1).expect("valid request pools");
-    let leases = || requests.pool(adapter.class()).stats();
-    let config = bounded_at_200_ms();
-    let server = adapter
-        .serve_with(
-            &requests,
-            Routes::new().route("/upload", Endpoint::Upload),
-            config,
-        )
+    for queue in [false, true] {
+        let requests = RequestPools::new(1, 1).expect("valid request pools");
+        let leases = || requests.pool(adapter.class()).stats();
+        let config = Config {
+            queue,
+            ..bounded_at_200_ms()
+        };
+        let server = adapter
+            .serve_with(
+                &requests,
+                Routes::new().route("/upload", Endpoint::Upload),
+                config,
+            )
+            .await;
+
+        let stalled = server.stall_body("/upload").await;
+        eventually("the stalled request to take the lease", || {
+            leases().admitted == 1
+        })
         .await;
+        eventually("the stalled request's lease to come back", || {
+            leases().in_use == 0
+        })
+        .await;
+        let stats = leases();
+        assert_eq!(
+            stats.admitted, stats.released,
+            "released exactly once (queue: {queue})"
+        );
 
-    let stalled = server.stall_body("/upload").await;
-    eventually("the stalled request to take the lease", || {
-        leases().admitted == 1
-    })
-    .await;
-    eventually("the stalled request's lease to come back", || {
-        leases().in_use == 0
-    })
-    .await;
-    let stats = leases();
-    assert_eq!(stats.admitted, stats.released, "released exactly once");
-
-    assert_served(&server.get("/upload").await, READ);
-    drop(stalled);
-    server.stop().await;
+        assert_served(&server.get("/upload").await, READ);
+        drop(stalled);
+        server.stop().await;
+    }
 }
 
 /// Case 5e: a reader whose HTTP/2 window never opens (an initial stream
