@@ -219,3 +219,49 @@ async fn stacked_layers_give_the_shared_slot_back_at_the_outer_progress_bound() 
         "the stalled body ends with an error"
     );
 }
+
+/// Reads the request's body to its end: answers whether the read failed.
+async fn read_all<B: http_body::Body>(request: Request<B>) -> Result<Response<String>, Infallible> {
+    use http_body_util::BodyExt as _;
+    let failed = request.into_body().collect().await.is_err();
+    Ok(Response::new(failed.to_string()))
+}
+
+/// Two layers of the same pools stacked (a router's and a route's): the
+/// handler reads a body wrapped twice, under the one lease the outer layer
+/// took; a client that stops sending still ends the read at the bound,
+/// and the one slot comes back with the answer.
+#[tokio::test(start_paused = true)]
+async fn a_stalled_body_under_two_stacked_layers_ends_at_the_bound_with_one_slot() {
+    use futures_util::StreamExt as _;
+    use http_body_util::BodyExt as _;
+
+    let pools = RequestPools::new(1, 1).unwrap();
+    let bound =
+        admission_http::body::ProgressTimeout::new(std::time::Duration::from_millis(200)).unwrap();
+    let handler = tower::service_fn(read_all);
+    let inner = AdmissionLayer::new(pools.clone()).progress_timeout(bound);
+    let outer = AdmissionLayer::new(pools.clone()).progress_timeout(bound);
+    let stack = outer.layer(inner.layer(handler));
+
+    // One byte, then nothing: a client that stopped sending.
+    let first = futures_util::stream::iter([Ok::<_, Infallible>(http_body::Frame::data(
+        bytes::Bytes::from_static(b"x"),
+    ))]);
+    let stalled = http_body_util::StreamBody::new(first.chain(futures_util::stream::pending()));
+    let request = Request::post("/upload").body(stalled).unwrap();
+    let patience = std::time::Duration::from_secs(10);
+    let response = tokio::time::timeout(patience, stack.oneshot(request))
+        .await
+        .expect("the handler answers once the read ends")
+        .unwrap();
+    assert_eq!(
+        pools.pool(Class::Work).stats().admitted,
+        1,
+        "one slot for both layers"
+    );
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body, "true", "the read ended with an error at the bound");
+    let stats = pools.pool(Class::Work).stats();
+    assert_eq!((stats.in_use, stats.released), (0, 1));
+}
