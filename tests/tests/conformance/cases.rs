@@ -623,32 +623,47 @@ pub(crate) async fn a_reader_whose_window_never_opens_gives_its_lease_back_at_th
 
 /// Case 17: a class in shadow mode (`RequestPools::set_shadow`) serves a
 /// request its full class would refuse and counts it as
-/// `ADMISSION_SATURATED` it would have refused; switched back to enforcing
+/// `ADMISSION_SATURATED` it would have refused (through a queueing
+/// middleware, as a wait it would have made); switched back to enforcing
 /// while the class is still full, the next request is refused.
 pub(crate) async fn a_class_in_shadow_mode_serves_what_it_would_refuse_until_switched_back(
     adapter: Adapter,
 ) {
-    let requests = RequestPools::new(1, 1).expect("valid request pools");
-    let class = adapter.class();
-    let server = adapter
-        .serve(
-            &requests,
-            Routes::new().route("/level", Endpoint::Criticality),
-        )
-        .await;
-    let held = requests.try_lease(class).expect("the class's one slot");
+    for queue in [false, true] {
+        let requests = RequestPools::new(1, 1).expect("valid request pools");
+        let class = adapter.class();
+        let config = Config {
+            queue,
+            ..Config::default()
+        };
+        let server = adapter
+            .serve_with(
+                &requests,
+                Routes::new().route("/level", Endpoint::Criticality),
+                config,
+            )
+            .await;
+        let held = requests.try_lease(class).expect("the class's one slot");
 
-    requests.set_shadow(true);
-    assert_served(&server.get("/level").await, "default");
-    let stats = requests.pool(class).stats();
-    assert_eq!(stats.would_refuse_with(admission_core::Code::Saturated), 1);
-    assert_eq!(stats.refused, 0, "nothing refused in shadow mode");
+        requests.set_shadow(true);
+        assert_served(&server.get("/level").await, "default");
+        let stats = requests.pool(class).stats();
+        let (would_refuse, would_wait) = if queue { (0, 1) } else { (1, 0) };
+        assert_eq!(
+            stats.would_refuse_with(admission_core::Code::Saturated),
+            would_refuse,
+            "queue: {queue}"
+        );
+        assert_eq!(stats.would_wait, would_wait, "queue: {queue}");
+        assert_eq!(stats.refused, 0, "nothing refused in shadow mode");
 
-    requests.set_shadow(false);
-    assert_refused(&server.get("/level").await, class.as_str());
-    drop(held);
-    leases_back(&requests).await;
-    server.stop().await;
+        requests.set_shadow(false);
+        let code = if queue { WAIT_TIMEOUT } else { SATURATED };
+        assert_refused_as(&server.get("/level").await, class.as_str(), code);
+        drop(held);
+        leases_back(&requests).await;
+        server.stop().await;
+    }
 }
 
 /// Case 7: a panicking walk answers `500` with a problem naming
