@@ -138,7 +138,107 @@ impl Cli {
             Err(err) => self.fail(&format!("no local address: {err}")),
         }
     }
+
+    /// Listens on `addr` (a tokio listener) and [announces](Self::announce)
+    /// the address it got; fails (exit code 2) when it cannot.
+    pub async fn listen(self, addr: SocketAddr) -> tokio::net::TcpListener {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .unwrap_or_else(|err| self.fail(&format!("cannot listen on {addr}: {err}")));
+        self.announce(listener.local_addr());
+        listener
+    }
+
+    /// [`listen`](Self::listen) for a server that takes a std listener
+    /// (actix-web).
+    pub fn listen_std(self, addr: SocketAddr) -> std::net::TcpListener {
+        let listener = std::net::TcpListener::bind(addr)
+            .unwrap_or_else(|err| self.fail(&format!("cannot listen on {addr}: {err}")));
+        self.announce(listener.local_addr());
+        listener
+    }
+
+    /// For a binary's own tests: its flag definitions are consistent
+    /// (clap's `debug_assert`), and no flags give `C::default()`, the
+    /// configuration its `--help` documents.
+    ///
+    /// # Panics
+    ///
+    /// When either does not hold.
+    pub fn assert_defaults<F: Parser, C: Default + PartialEq + fmt::Debug>(
+        self,
+        config: impl FnOnce(F) -> Result<C, String>,
+    ) {
+        F::command().debug_assert();
+        let flags = F::try_parse_from([self.name])
+            .unwrap_or_else(|err| panic!("{}: no flags parse: {err}", self.name));
+        assert_eq!(
+            config(flags),
+            Ok(C::default()),
+            "{}: no flags give the documented defaults",
+            self.name
+        );
+    }
+
+    /// Ends a server binary once its server has returned: `served` is
+    /// `Ok` once the server has stopped and its report was logged. The
+    /// client noise left over is written ([`flush_client_noise`]) and the
+    /// process exits 0; a server that failed is logged with its error's
+    /// class and the process exits 1.
+    ///
+    /// The exit is what ends the worker threads a blocked walk still holds:
+    /// they cannot be joined, and the report says what was left running.
+    pub fn exit(self, served: std::io::Result<()>) -> ! {
+        match served {
+            Ok(()) => {
+                flush_client_noise();
+                std::process::exit(0);
+            }
+            Err(err) => {
+                tracing::error!(class = ?err.kind(), "server failed");
+                std::process::exit(1);
+            }
+        }
+    }
 }
+
+/// A `--gate` value that names no gate, for either exporter's gates.
+///
+/// # Examples
+///
+/// ```
+/// use admission_examples::cli::UnknownGate;
+///
+/// let err = UnknownGate::new("nginx", "`admission` or `tonic`");
+/// assert_eq!(err.to_string(), "unknown gate `nginx`; expected `admission` or `tonic`");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownGate {
+    given: String,
+    expected: &'static str,
+}
+
+impl UnknownGate {
+    /// `given` named no gate; `expected` lists the names that do.
+    pub fn new(given: &str, expected: &'static str) -> UnknownGate {
+        UnknownGate {
+            given: given.to_owned(),
+            expected,
+        }
+    }
+}
+
+impl fmt::Display for UnknownGate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown gate `{}`; expected {}",
+            self.given, self.expected
+        )
+    }
+}
+
+impl std::error::Error for UnknownGate {}
 
 /// The arguments of `command` given on the command line (not those that
 /// took their default), in `command`'s order.

@@ -7,7 +7,9 @@
 mod help;
 mod support;
 
-use help::{Flags, assert_help_names_every_flag, assert_short_help, assert_usage_error};
+use help::{
+    Binary, Flags, UsageError, assert_help_names_every_flag, assert_short_help, assert_usage_errors,
+};
 use support::Service;
 
 const EXPORTER: Flags = &[
@@ -61,7 +63,7 @@ const WORKFLOW: Flags = &[
     ("--agent-check", None),
 ];
 
-const BINARIES: [(&str, Flags); 3] = [
+const BINARIES: [Binary; 3] = [
     (env!("CARGO_BIN_EXE_exporter"), EXPORTER),
     (env!("CARGO_BIN_EXE_grpc-exporter"), GRPC_EXPORTER),
     (env!("CARGO_BIN_EXE_workflow"), WORKFLOW),
@@ -69,21 +71,17 @@ const BINARIES: [(&str, Flags); 3] = [
 
 #[test]
 fn help_names_every_flag_with_its_meaning_and_default() {
-    for (binary, flags) in BINARIES {
-        assert_help_names_every_flag(binary, flags);
-    }
+    assert_help_names_every_flag(&BINARIES);
 }
 
 #[test]
 fn short_help_works_too() {
-    for (binary, flags) in BINARIES {
-        assert_short_help(binary, flags);
-    }
+    assert_short_help(&BINARIES);
 }
 
 #[test]
 fn unknown_flags_and_bad_values_exit_2_with_a_precise_message() {
-    let cases: [(&str, &[&str], &str); 5] = [
+    let cases: [UsageError; 5] = [
         (
             env!("CARGO_BIN_EXE_exporter"),
             &["--workers", "x"],
@@ -110,9 +108,7 @@ fn unknown_flags_and_bad_values_exit_2_with_a_precise_message() {
             "--native-capacities",
         ),
     ];
-    for (binary, args, message) in cases {
-        assert_usage_error(binary, args, message);
-    }
+    assert_usage_errors(&cases);
 }
 
 /// `--listen` is given twice here (the helper passes `--listen

@@ -6,7 +6,9 @@
 #[path = "../../examples/tests/help/mod.rs"]
 mod help;
 
-use help::{Flags, assert_help_names_every_flag, assert_short_help, assert_usage_error};
+use help::{
+    Binary, Flags, UsageError, assert_help_names_every_flag, assert_short_help, assert_usage_errors,
+};
 
 const STORM: Flags = &[
     ("--workers", Some("2; --retry-storm: 32")),
@@ -76,7 +78,7 @@ const ADAPTIVE: Flags = &[
 
 const METRICS_REFERENCE: Flags = &[("--stdout", None)];
 
-const BINARIES: [(&str, Flags); 4] = [
+const BINARIES: [Binary; 4] = [
     (env!("CARGO_BIN_EXE_storm"), STORM),
     (env!("CARGO_BIN_EXE_fleet"), FLEET),
     (env!("CARGO_BIN_EXE_adaptive"), ADAPTIVE),
@@ -85,21 +87,17 @@ const BINARIES: [(&str, Flags); 4] = [
 
 #[test]
 fn help_names_every_flag_with_its_meaning_and_default() {
-    for (binary, flags) in BINARIES {
-        assert_help_names_every_flag(binary, flags);
-    }
+    assert_help_names_every_flag(&BINARIES);
 }
 
 #[test]
 fn short_help_works_too() {
-    for (binary, flags) in BINARIES {
-        assert_short_help(binary, flags);
-    }
+    assert_short_help(&BINARIES);
 }
 
 #[test]
 fn unknown_flags_and_bad_values_exit_2_with_a_precise_message() {
-    let cases: [(&str, &[&str], &str); 6] = [
+    let cases: [UsageError; 6] = [
         (
             env!("CARGO_BIN_EXE_storm"),
             &["--overload", "--clients", "3"],
@@ -139,7 +137,5 @@ fn unknown_flags_and_bad_values_exit_2_with_a_precise_message() {
             "--stdout",
         ),
     ];
-    for (binary, args, message) in cases {
-        assert_usage_error(binary, args, message);
-    }
+    assert_usage_errors(&cases);
 }

@@ -95,11 +95,7 @@ fn config(flags: &Flags) -> Result<Config, String> {
 #[tokio::main]
 async fn main() {
     let config = CLI.start(tracing::Level::INFO, |flags| config(&flags));
-    let listener = match tokio::net::TcpListener::bind(config.listen).await {
-        Ok(listener) => listener,
-        Err(err) => CLI.fail(&format!("cannot listen on {}: {err}", config.listen)),
-    };
-    CLI.announce(listener.local_addr());
+    let listener = CLI.listen(config.listen).await;
     tracing::info!(
         workers = config.workers,
         series = config.series,
@@ -107,35 +103,16 @@ async fn main() {
         gate = %config.gate,
         "grpc exporter up"
     );
-    match grpc::serve(config, listener, admission_examples::signal::terminated()).await {
-        Ok(stopped) => {
-            stopped.log();
-            admission_examples::cli::flush_client_noise();
-        }
-        Err(err) => {
-            tracing::error!(class = ?err.kind(), "server failed");
-            std::process::exit(1);
-        }
-    }
-    // Blocked worker threads cannot be joined; the report above says what
-    // was left running, and the exit ends it.
-    std::process::exit(0);
+    let served = grpc::serve(config, listener, admission_examples::signal::terminated()).await;
+    CLI.exit(served.map(|stopped| stopped.log()));
 }
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser as _;
-
     use super::*;
 
     #[test]
-    fn no_flags_give_the_documented_defaults() {
-        let flags = Flags::try_parse_from(["grpc-exporter"]).unwrap();
-        assert_eq!(config(&flags).unwrap(), Config::default());
-    }
-
-    #[test]
-    fn the_flag_definitions_are_consistent() {
-        <Flags as clap::CommandFactory>::command().debug_assert();
+    fn the_flags_are_consistent_and_give_the_documented_defaults() {
+        CLI.assert_defaults(|flags: Flags| config(&flags));
     }
 }

@@ -122,42 +122,18 @@ fn main() {
         Ok(workflow) => workflow,
         Err(err) => CLI.fail(&err),
     };
-    let listener = match std::net::TcpListener::bind(listen) {
-        Ok(listener) => listener,
-        Err(err) => CLI.fail(&format!("cannot listen on {listen}: {err}")),
-    };
-    CLI.announce(listener.local_addr());
+    let listener = CLI.listen_std(listen);
     let served = actix_web::rt::System::new()
         .block_on(workflow.serve(listener, admission_examples::signal::terminated()));
-    match served {
-        Ok(stopped) => {
-            stopped.log();
-            admission_examples::cli::flush_client_noise();
-        }
-        Err(err) => {
-            tracing::error!(class = ?err.kind(), "server failed");
-            std::process::exit(1);
-        }
-    }
-    // Blocked worker threads cannot be joined; the report above says what
-    // was left running, and the exit ends it.
-    std::process::exit(0);
+    CLI.exit(served.map(|stopped| stopped.log()));
 }
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser as _;
-
     use super::*;
 
     #[test]
-    fn no_flags_give_the_documented_defaults() {
-        let flags = Flags::try_parse_from(["workflow"]).unwrap();
-        assert_eq!(config(flags).unwrap(), Config::default());
-    }
-
-    #[test]
-    fn the_flag_definitions_are_consistent() {
-        <Flags as clap::CommandFactory>::command().debug_assert();
+    fn the_flags_are_consistent_and_give_the_documented_defaults() {
+        CLI.assert_defaults(config);
     }
 }

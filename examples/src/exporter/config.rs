@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use admission_axum::serve::ConnectionLimits;
 
+pub use crate::cli::UnknownGate;
+
 /// What stands in front of the registry walks.
 ///
 /// Only [`Gate::Admission`] is this project's answer; the other two are the
@@ -59,22 +61,6 @@ impl fmt::Display for Gate {
     }
 }
 
-/// A `--gate` value that names no gate.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownGate(String);
-
-impl fmt::Display for UnknownGate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown gate `{}`; expected `admission`, `admission-queue`, `queue` or `tower`",
-            self.0
-        )
-    }
-}
-
-impl std::error::Error for UnknownGate {}
-
 impl FromStr for Gate {
     type Err = UnknownGate;
 
@@ -84,7 +70,10 @@ impl FromStr for Gate {
             "queue" | "unbounded-queue" => Ok(Gate::UnboundedQueue),
             "tower" | "tower-limit+shed" => Ok(Gate::TowerLimit),
             "admission-queue" => Ok(Gate::AdmissionQueue),
-            other => Err(UnknownGate(other.to_owned())),
+            other => Err(UnknownGate::new(
+                other,
+                "`admission`, `admission-queue`, `queue` or `tower`",
+            )),
         }
     }
 }

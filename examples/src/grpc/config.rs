@@ -8,6 +8,8 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 use std::time::Duration;
 
+pub use crate::cli::UnknownGate;
+
 /// What stands in front of the registry walks.
 ///
 /// Only [`Gate::Admission`] is this project's answer; the other is the
@@ -48,22 +50,6 @@ impl fmt::Display for Gate {
     }
 }
 
-/// A `--gate` value that names no gate.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownGate(String);
-
-impl fmt::Display for UnknownGate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown gate `{}`; expected `admission` or `tonic`",
-            self.0
-        )
-    }
-}
-
-impl std::error::Error for UnknownGate {}
-
 impl FromStr for Gate {
     type Err = UnknownGate;
 
@@ -71,7 +57,7 @@ impl FromStr for Gate {
         match s {
             "admission" => Ok(Gate::Admission),
             "tonic" | "tonic-limit+shed" => Ok(Gate::TonicLimit),
-            other => Err(UnknownGate(other.to_owned())),
+            other => Err(UnknownGate::new(other, "`admission` or `tonic`")),
         }
     }
 }

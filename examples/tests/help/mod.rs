@@ -52,9 +52,21 @@ fn blocks(help: &str) -> Vec<(String, String)> {
     blocks
 }
 
-/// `binary --help` names exactly `flags` (and `--help`), each with at
-/// least a few words of meaning and, where given, its default.
-pub(crate) fn assert_help_names_every_flag(binary: &str, flags: Flags) {
+/// A binary and its flags.
+pub(crate) type Binary = (&'static str, Flags);
+
+/// A usage error: the binary, its arguments and what its message says.
+pub(crate) type UsageError = (&'static str, &'static [&'static str], &'static str);
+
+/// Each binary's `--help` names exactly its flags (and `--help`), each
+/// with at least a few words of meaning and, where given, its default.
+pub(crate) fn assert_help_names_every_flag(binaries: &[Binary]) {
+    for &(binary, flags) in binaries {
+        assert_help_of(binary, flags);
+    }
+}
+
+fn assert_help_of(binary: &str, flags: Flags) {
     let output = run(binary, &["--help"]);
     assert!(output.status.success(), "{binary} --help exits 0");
     let help = text(&output.stdout);
@@ -83,8 +95,14 @@ pub(crate) fn assert_help_names_every_flag(binary: &str, flags: Flags) {
     }
 }
 
-/// `binary -h` prints a usage naming every flag.
-pub(crate) fn assert_short_help(binary: &str, flags: Flags) {
+/// Each binary's `-h` prints a usage naming every flag.
+pub(crate) fn assert_short_help(binaries: &[Binary]) {
+    for &(binary, flags) in binaries {
+        assert_short_help_of(binary, flags);
+    }
+}
+
+fn assert_short_help_of(binary: &str, flags: Flags) {
     let output = run(binary, &["-h"]);
     assert!(output.status.success(), "{binary} -h exits 0");
     let help = text(&output.stdout);
@@ -94,9 +112,15 @@ pub(crate) fn assert_short_help(binary: &str, flags: Flags) {
     }
 }
 
-/// `binary ARGS` is a usage error: exit code 2, `message` and a pointer at
-/// the usage on stderr, nothing on stdout.
-pub(crate) fn assert_usage_error(binary: &str, args: &[&str], message: &str) {
+/// Each `binary ARGS` is a usage error: exit code 2, `message` and a
+/// pointer at the usage on stderr, nothing on stdout.
+pub(crate) fn assert_usage_errors(cases: &[UsageError]) {
+    for &(binary, args, message) in cases {
+        assert_usage_error(binary, args, message);
+    }
+}
+
+fn assert_usage_error(binary: &str, args: &[&str], message: &str) {
     let output = run(binary, args);
     let stderr = text(&output.stderr);
     assert_eq!(
