@@ -103,6 +103,13 @@ pub enum ConfigError {
         /// The pool's name.
         pool: String,
     },
+    /// A setting that must be above zero was given as zero: a progress
+    /// bound (which would end every body whose reader is not already
+    /// waiting) or a connection limit of the HTTP adapters.
+    ZeroSetting {
+        /// The setting at fault, as its builder method is named.
+        setting: &'static str,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -173,6 +180,7 @@ impl fmt::Display for ConfigError {
                 "pool `{pool}` is an adaptive class: its controller moves its limit between the \
                  floor and the ceiling it was built with"
             ),
+            Self::ZeroSetting { setting } => write!(f, "`{setting}` must be above zero"),
         }
     }
 }
