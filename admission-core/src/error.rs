@@ -110,6 +110,18 @@ pub enum ConfigError {
         /// The setting at fault, as its builder method is named.
         setting: &'static str,
     },
+    /// A trace asked to keep more entries than it may.
+    TooManyEntries {
+        /// The entries asked for.
+        entries: usize,
+        /// The most allowed.
+        max: usize,
+    },
+    /// A pool asked to record into a second trace.
+    AlreadyTraced {
+        /// The pool's name.
+        pool: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -181,6 +193,13 @@ impl fmt::Display for ConfigError {
                  floor and the ceiling it was built with"
             ),
             Self::ZeroSetting { setting } => write!(f, "`{setting}` must be above zero"),
+            Self::TooManyEntries { entries, max } => {
+                write!(f, "a trace of {entries} entries: at most {max} are allowed")
+            }
+            Self::AlreadyTraced { pool } => write!(
+                f,
+                "pool `{pool}` already records into a trace: a pool records into one for its life"
+            ),
         }
     }
 }
