@@ -47,7 +47,10 @@ async fn work_on_a_blocked_worker_is_traced_with_its_hold_and_the_refusal_beside
         .scope(pool.run(|| Ok::<_, std::fmt::Error>(()), Admission::FailFast))
         .await
         .unwrap_err();
-    assert_eq!(refused.refusal().map(|r| r.code()), Some(Code::Saturated));
+    assert_eq!(
+        refused.refusal().map(admission_core::Refusal::code),
+        Some(Code::Saturated)
+    );
     assert_eq!(
         entries(&trace).len(),
         1,
