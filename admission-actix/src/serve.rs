@@ -67,7 +67,6 @@ use bytes::Bytes;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
-pub use admission_http::ZeroSetting;
 pub use admission_http::connection::{ConnectionLimits, ConnectionStats, Connections};
 
 /// An admitted connection on its way to a worker.
@@ -107,8 +106,8 @@ impl<F> Serve<F> {
     ///
     /// # Errors
     ///
-    /// [`ZeroSetting`] naming a setting that is zero.
-    pub fn limits(self, limits: ConnectionLimits) -> Result<Serve<F>, ZeroSetting> {
+    /// [`ConfigError::ZeroSetting`](admission_core::ConfigError::ZeroSetting) naming a setting that is zero.
+    pub fn limits(self, limits: ConnectionLimits) -> Result<Serve<F>, admission_core::ConfigError> {
         limits.validate()?;
         Ok(Serve { limits, ..self })
     }

@@ -15,7 +15,10 @@
 //! * `lease_in_task`: a request lease (`RequestPools::try_lease` + drop, the
 //!   class learning its hold) inside a tokio task vs the owned semaphore,
 //!   and `scoped`: the lease entered as the task's scope for one call
-//!   (`Lease::scope_sync_for`), as an adapter does for every request.
+//!   (`Lease::scope_sync_for`), as an adapter does for every request;
+//! * `modes`: admit + release in enforce mode (the baseline), in shadow mode
+//!   below the capacity, and with the pool recorded into a trace; and
+//!   `offload` with the pool traced beside the same pool untraced.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -288,8 +291,48 @@ fn refusal_vs_pools(c: &mut Criterion) {
     group.finish();
 }
 
+/// The cost of shadow mode and of a trace, each beside the enforcing,
+/// untraced pool in the same run.
+fn modes(c: &mut Criterion) {
+    let mut group = c.benchmark_group("modes");
+    let enforcing = Pool::new("bench", 4).unwrap();
+    group.bench_function("enforce", |b| {
+        b.iter(|| drop(black_box(enforcing.try_admit().unwrap())));
+    });
+    let shadow = Pool::new("bench-shadow", 4).unwrap();
+    shadow.set_shadow(true);
+    group.bench_function("shadow", |b| {
+        b.iter(|| drop(black_box(shadow.try_admit().unwrap())));
+    });
+    let traced = Pool::new("bench-traced", 4).unwrap();
+    traced
+        .trace_into(&admission_core::trace::Trace::new(1 << 16).unwrap())
+        .unwrap();
+    group.bench_function("traced", |b| {
+        b.iter(|| drop(black_box(traced.try_admit().unwrap())));
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    for (name, pool) in [("offload", &enforcing), ("offload_traced", &traced)] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                runtime.block_on(async {
+                    pool.run(|| Ok::<_, std::fmt::Error>(()), Admission::FailFast)
+                        .await
+                        .unwrap();
+                });
+            });
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
+    modes,
     admit_release,
     admit_release_in_task,
     lease_in_task,

@@ -103,6 +103,25 @@ pub enum ConfigError {
         /// The pool's name.
         pool: String,
     },
+    /// A setting that must be above zero was given as zero: a progress
+    /// bound (which would end every body whose reader is not already
+    /// waiting) or a connection limit of the HTTP adapters.
+    ZeroSetting {
+        /// The setting at fault, as its builder method is named.
+        setting: &'static str,
+    },
+    /// A trace asked to keep more entries than it may.
+    TooManyEntries {
+        /// The entries asked for.
+        entries: usize,
+        /// The most allowed.
+        max: usize,
+    },
+    /// A pool asked to record into a second trace.
+    AlreadyTraced {
+        /// The pool's name.
+        pool: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -172,6 +191,14 @@ impl fmt::Display for ConfigError {
                 f,
                 "pool `{pool}` is an adaptive class: its controller moves its limit between the \
                  floor and the ceiling it was built with"
+            ),
+            Self::ZeroSetting { setting } => write!(f, "`{setting}` must be above zero"),
+            Self::TooManyEntries { entries, max } => {
+                write!(f, "a trace of {entries} entries: at most {max} are allowed")
+            }
+            Self::AlreadyTraced { pool } => write!(
+                f,
+                "pool `{pool}` already records into a trace: a pool records into one for its life"
             ),
         }
     }

@@ -182,6 +182,7 @@ pub mod request;
 mod reserve;
 mod scope;
 pub mod shutdown;
+pub mod trace;
 
 /// Pool counters: the snapshot [`Pool::stats`] returns.
 pub mod stats {

@@ -1,72 +1,32 @@
 //! Naming a failure by its class and code, never its message.
 //!
-//! This module owns [`Cause`], [`ErrorCode`] and [`log_failure`], for code
-//! that logs its own failures (a loop's "scan failed") the way admission
-//! logs its own. It must never render an error's `Display` text or any value
-//! it carries: logs say what kind of failure it was, not what data it held.
+//! This module owns [`log_failure`], for code that logs its own failures (a
+//! loop's "scan failed") the way admission logs its own. It must never
+//! render an error's `Display` text or any value it carries: logs say what
+//! kind of failure it was, not what data it held.
 
 use std::error::Error;
 use std::fmt;
 
 use crate::refusal::Refusal;
 
-/// An error's class (its short type name, or a refusal's kind) and, where it
-/// has one, its stable code.
-///
-/// # Examples
-///
-/// ```
-/// use admission_core::Pool;
-/// use admission_core::log::Cause;
-///
-/// let pool = Pool::new("recovery", 1).unwrap();
-/// let _held = pool.try_admit().unwrap();
-/// let refusal = pool.try_admit().unwrap_err();
-/// assert_eq!(Cause::of(&refusal).to_string(), "Saturated ADMISSION_SATURATED");
-///
-/// let io = std::io::Error::other("secret tenant id 42");
-/// assert_eq!(Cause::of(&io).to_string(), "Error", "never the message");
-/// ```
+/// An error's class (its short type name, or a refusal's kind) and, where a
+/// refusal is in its `source` chain, that refusal's stable code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cause {
+struct Cause {
     class: &'static str,
     code: Option<&'static str>,
 }
 
-/// An error type with a stable code of its own, so that [`Cause::coded`]
-/// can name it.
-///
-/// # Examples
-///
-/// ```
-/// use admission_core::log::{Cause, ErrorCode};
-///
-/// #[derive(Debug)]
-/// struct CatalogError;
-/// impl std::fmt::Display for CatalogError {
-///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("catalog") }
-/// }
-/// impl std::error::Error for CatalogError {}
-/// impl ErrorCode for CatalogError {
-///     fn code(&self) -> &'static str { "WV-OPERATION-CAPACITY" }
-/// }
-///
-/// assert_eq!(Cause::coded(&CatalogError).to_string(), "CatalogError WV-OPERATION-CAPACITY");
-/// ```
-pub trait ErrorCode {
-    /// The stable code.
-    fn code(&self) -> &'static str;
-}
-
 impl Cause {
-    /// The cause of any error: a [`Refusal`] anywhere in its `source` chain
-    /// names its kind and code; otherwise the class is the error's short type
-    /// name and there is no code.
-    pub fn of<E: Error + 'static>(err: &E) -> Cause {
+    fn of<E: Error + 'static>(err: &E) -> Cause {
         let mut next: Option<&(dyn Error + 'static)> = Some(err);
         while let Some(current) = next {
             if let Some(refusal) = current.downcast_ref::<Refusal>() {
-                return Cause::from_refusal(refusal);
+                return Cause {
+                    class: refusal.code().log_class(),
+                    code: Some(refusal.code().as_str()),
+                };
             }
             next = current.source();
         }
@@ -74,32 +34,6 @@ impl Cause {
             class: short_type_name::<E>(),
             code: None,
         }
-    }
-
-    /// The cause of an error that carries its own code.
-    pub fn coded<E: ErrorCode>(err: &E) -> Cause {
-        Cause {
-            class: short_type_name::<E>(),
-            code: Some(err.code()),
-        }
-    }
-
-    /// The cause of a refusal.
-    pub fn from_refusal(refusal: &Refusal) -> Cause {
-        Cause {
-            class: refusal.code().log_class(),
-            code: Some(refusal.code().as_str()),
-        }
-    }
-
-    /// The class, e.g. `Saturated` or `Error`.
-    pub fn log_class(&self) -> &'static str {
-        self.class
-    }
-
-    /// The code, where the error has one.
-    pub fn code(&self) -> Option<&'static str> {
-        self.code
     }
 }
 
@@ -113,22 +47,38 @@ impl fmt::Display for Cause {
 }
 
 /// Logs `"{operation} failed ({class} {code}){consequence}"` at WARN with
-/// fields `class` and `code`, e.g. `Tenant recovery scan failed (Saturated
-/// ADMISSION_SATURATED); traversal will continue`.
+/// fields `class` and `code`, and returns the line, e.g. `Tenant recovery
+/// scan failed (Saturated ADMISSION_SATURATED); traversal will continue`.
 ///
-/// `operation` and `consequence` are static text, so no user value can reach
-/// the log through them; the error contributes only its [`Cause`].
+/// A [`Refusal`] anywhere in the error's `source` chain names its kind and
+/// code; any other error gives only its short type name as the class, and
+/// an empty code. `operation` and `consequence` are static text, so no user
+/// value can reach the log through them, and the error's message never does.
 ///
 /// # Examples
 ///
 /// ```
-/// use admission_core::log::{log_failure, Cause};
+/// use admission_core::Pool;
+/// use admission_core::log::log_failure;
 ///
-/// let err = std::io::Error::other("do not log me");
-/// let line = log_failure("Tenant recovery scan", Cause::of(&err), "; traversal will continue");
-/// assert_eq!(line, "Tenant recovery scan failed (Error); traversal will continue");
+/// let pool = Pool::new("recovery", 1).unwrap();
+/// let _held = pool.try_admit().unwrap();
+/// let refusal = pool.try_admit().unwrap_err();
+/// let line = log_failure("Tenant recovery scan", &refusal, "; traversal will continue");
+/// assert_eq!(
+///     line,
+///     "Tenant recovery scan failed (Saturated ADMISSION_SATURATED); traversal will continue"
+/// );
+///
+/// let io = std::io::Error::other("secret tenant id 42");
+/// assert_eq!(log_failure("Scan", &io, ""), "Scan failed (Error)", "never the message");
 /// ```
-pub fn log_failure(operation: &'static str, cause: Cause, consequence: &'static str) -> String {
+pub fn log_failure<E: Error + 'static>(
+    operation: &'static str,
+    err: &E,
+    consequence: &'static str,
+) -> String {
+    let cause = Cause::of(err);
     let line = format!("{operation} failed ({cause}){consequence}");
     tracing::warn!(
         class = cause.class,
@@ -166,40 +116,22 @@ mod tests {
         }
     }
 
-    struct Coded;
-
-    impl ErrorCode for Coded {
-        fn code(&self) -> &'static str {
-            "MY-CODE"
-        }
-    }
-
     #[test]
-    fn a_cause_gives_its_class_and_code_and_never_the_message() {
+    fn a_failure_gives_its_class_and_code_and_never_the_message() {
         let refusal = Refusal::new(
             crate::refusal::intern("log-cause".to_owned()),
             crate::Code::WaitTimedOut,
             crate::Criticality::Default,
             1,
         );
-        let wrapped = Cause::of(&Wrapped(refusal));
+        let line = log_failure("Scan", &Wrapped(refusal), "; retrying");
         assert_eq!(
-            wrapped.log_class(),
-            "WaitTimedOut",
+            line, "Scan failed (WaitTimedOut ADMISSION_WAIT_TIMEOUT); retrying",
             "the refusal in the chain names it"
         );
-        assert_eq!(wrapped.code(), Some("ADMISSION_WAIT_TIMEOUT"));
 
-        let io = Cause::of(&std::io::Error::other("tenant 42 secret"));
-        assert_eq!((io.log_class(), io.code()), ("Error", None));
-
-        let coded = Cause::coded(&Coded);
-        assert_eq!(
-            (coded.log_class(), coded.code()),
-            ("Coded", Some("MY-CODE"))
-        );
-        let line = log_failure("Scan", coded, "; retrying");
-        assert_eq!(line, "Scan failed (Coded MY-CODE); retrying");
+        let line = log_failure("Scan", &std::io::Error::other("tenant 42 secret"), "");
+        assert_eq!(line, "Scan failed (Error)");
     }
 
     #[test]

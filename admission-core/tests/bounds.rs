@@ -11,10 +11,9 @@
 
 use std::future::Future;
 
-use admission_core::log::Cause;
 use admission_core::pool::{PoolBuilder, RetryHint, Slot, WorkFuture};
 use admission_core::request::{RequestPoolsBuilder, Scoped};
-use admission_core::shutdown::{Cleanup, Outcome, PoolReport, ShutdownReport};
+use admission_core::shutdown::{PoolReport, ShutdownReport};
 use admission_core::stats::PoolStats;
 use admission_core::{
     Admission, Class, Coalescing, Code, ConfigError, Lease, Pool, Refusal, RequestPools,
@@ -73,13 +72,10 @@ fn bounds() {
     sync::<Scoped<AsyncBlock>>();
     not_unpin!(Scoped<AsyncBlock>);
 
-    // shutdown, stats, log
+    // shutdown, stats
     all::<ShutdownReport>();
     all::<PoolReport>();
-    all::<Outcome>();
-    all::<Cleanup>();
     all::<PoolStats>();
-    all::<Cause>();
 
     #[cfg(feature = "prometheus")]
     all::<admission_core::metrics::AdmissionMetrics>();

@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use admission_core::pool::HasPools;
-use admission_core::shutdown::Outcome;
 use admission_core::{LoopOwner, Pool, RequestPools, Reservation, Shutdown};
 
 /// A loop owner sized by hand.
@@ -75,7 +74,7 @@ async fn shutdown_registers_every_kind_of_owner_once() {
         ],
         "each pool once, in registration order"
     );
-    assert!(report.pools.iter().all(|p| p.outcome == Outcome::Drained));
+    assert!(report.pools.iter().all(|p| p.drained));
     for closed in [
         &pool,
         requests.pool(admission_core::Class::Work),
@@ -100,7 +99,7 @@ async fn shutdown_registers_a_reserved_owner() {
     let report = shutdown.shutdown().await;
     assert_eq!(report.pools.len(), 1, "registered once: {report:?}");
     assert_eq!(report.pools[0].pool, "has-pools-reserved-shutdown");
-    assert_eq!(report.pools[0].outcome, Outcome::Drained);
+    assert!(report.pools[0].drained);
     assert!(RecoveryLoop.reservation().pool().is_closed());
 }
 

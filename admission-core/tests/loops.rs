@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use admission_core::log::{Cause, log_failure};
+use admission_core::log::log_failure;
 use admission_core::{
     Class, Code, Lease, LoopOwner, RequestPools, Reservation, Shutdown, WorkError,
 };
@@ -47,11 +47,7 @@ impl RecoveryLoop {
         })
         .await
         .inspect_err(|err| {
-            log_failure(
-                "Tenant recovery scan",
-                Cause::of(err),
-                "; traversal will continue",
-            );
+            log_failure("Tenant recovery scan", err, "; traversal will continue");
         })
     }
 }

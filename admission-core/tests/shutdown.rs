@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use admission_core::shutdown::Outcome;
 use admission_core::{Class, Pool, RequestPools, Shutdown, WorkError};
 use support::{Gate, poll_once};
 use tokio::time::Instant;
@@ -57,11 +56,12 @@ async fn drain_returns_by_the_deadline_while_the_runtime_keeps_ticking() {
     let largest_gap = beat.await.unwrap();
 
     println!("drain took {took:?}, largest heartbeat gap {largest_gap:?}");
-    assert_eq!(report.pools[0].outcome, Outcome::Abandoned { running: 2 });
+    assert_eq!(
+        (report.pools[0].drained, report.pools[0].running_at_deadline),
+        (false, 2)
+    );
     assert!(!report.drained(), "an abandoned pool is not drained");
     assert_eq!(report.abandoned_running(), 2);
-    assert_eq!(report.pools[0].outcome.to_string(), "abandoned (2 running)");
-    assert_eq!(Outcome::Drained.to_string(), "drained");
     let shutdown = Shutdown::default();
     shutdown.register(&Pool::new("shown-in-debug", 1).unwrap());
     let shown = format!("{shutdown:?}");
@@ -103,7 +103,7 @@ async fn three_blocked_pools_cost_one_deadline_not_three() {
         report
             .pools
             .iter()
-            .all(|p| p.outcome == Outcome::Abandoned { running: 1 })
+            .all(|p| !p.drained && p.running_at_deadline == 1)
     );
     assert!(
         took < deadline + Duration::from_millis(100),
@@ -181,15 +181,18 @@ async fn cleanup_runs_after_a_drained_pool_stops_and_never_for_an_abandoned_one(
         Ok(()),
         "running work finished, not cancelled"
     );
-    assert_eq!(report.pools[0].outcome, Outcome::Drained);
-    assert_eq!(report.pools[0].cleanup.ran, 1);
+    assert!(report.pools[0].drained);
+    assert_eq!(report.pools[0].cleanups_ran, 1);
     assert_eq!(
         saw_ended.load(Ordering::SeqCst),
         1,
         "cleanup ran after the work ended"
     );
-    assert_eq!(report.pools[1].outcome, Outcome::Abandoned { running: 1 });
-    assert_eq!(report.pools[1].cleanup.skipped, 1);
+    assert_eq!(
+        (report.pools[1].drained, report.pools[1].running_at_deadline),
+        (false, 1)
+    );
+    assert_eq!(report.pools[1].cleanups_skipped, 1);
     // Even once its blocked work ends after the deadline, an abandoned
     // pool's cleanup never runs: the drain thread drops the hook unrun.
     drop(gate);
@@ -209,8 +212,8 @@ async fn a_panicking_cleanup_hook_is_reported_and_the_rest_still_run() {
     let flag = Arc::clone(&ran);
     shutdown.on_drained(&pool, move || flag.store(true, Ordering::SeqCst));
     let report = shutdown.shutdown().await;
-    assert_eq!(report.pools[0].cleanup.panicked, 1);
-    assert_eq!(report.pools[0].cleanup.ran, 1);
+    assert_eq!(report.pools[0].cleanups_panicked, 1);
+    assert_eq!(report.pools[0].cleanups_ran, 1);
     assert!(ran.load(Ordering::SeqCst));
 }
 
@@ -227,7 +230,10 @@ async fn a_deadline_already_past_is_an_immediate_outcome() {
         .await;
     assert!(started.elapsed() < Duration::from_millis(100));
     assert!(report.deadline_already_passed);
-    assert_eq!(report.pools[0].outcome, Outcome::Abandoned { running: 1 });
+    assert_eq!(
+        (report.pools[0].drained, report.pools[0].running_at_deadline),
+        (false, 1)
+    );
     drop(gate);
 }
 
@@ -291,7 +297,10 @@ async fn a_straggling_loop_and_a_blocked_pool_cost_one_deadline_not_two() {
     let report = shutdown.shutdown().await;
     let took = started.elapsed();
     assert_eq!(report.loops_aborted, 1);
-    assert_eq!(report.pools[0].outcome, Outcome::Abandoned { running: 1 });
+    assert_eq!(
+        (report.pools[0].drained, report.pools[0].running_at_deadline),
+        (false, 1)
+    );
     assert!(
         took < deadline + deadline / 2,
         "one deadline for loops and pools together, took {took:?}"

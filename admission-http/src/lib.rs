@@ -137,8 +137,6 @@ mod request_body;
 #[cfg(feature = "server")]
 mod service;
 #[cfg(feature = "server")]
-mod setting;
-#[cfg(feature = "server")]
 mod shed;
 #[doc(hidden)]
 pub mod wire;
@@ -178,6 +176,5 @@ pub use crate::{
     layer::AdmissionLayer,
     protocol::Protocol,
     service::{AdmissionService, FailFast, Queue},
-    setting::ZeroSetting,
     shed::is_load_shedding,
 };

@@ -22,7 +22,7 @@ use admission_core::Lease;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::ZeroSetting;
+use admission_core::ConfigError;
 
 /// The stable code of a response ended because its consumer stopped
 /// reading ([`Stalled`]).
@@ -59,11 +59,13 @@ impl ProgressTimeout {
     ///
     /// # Errors
     ///
-    /// [`ZeroSetting`] (`progress_timeout`) for a zero bound, which would
+    /// [`ConfigError::ZeroSetting`] (`progress_timeout`) for a zero bound, which would
     /// end every body whose reader is not already waiting.
-    pub fn new(bound: Duration) -> Result<ProgressTimeout, ZeroSetting> {
+    pub fn new(bound: Duration) -> Result<ProgressTimeout, ConfigError> {
         if bound.is_zero() {
-            Err(ZeroSetting::new("progress_timeout"))
+            Err(ConfigError::ZeroSetting {
+                setting: "progress_timeout",
+            })
         } else {
             Ok(ProgressTimeout(bound))
         }

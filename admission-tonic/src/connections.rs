@@ -61,7 +61,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tonic::transport::Server;
 use tonic::transport::server::{Connected, TcpConnectInfo};
 
-pub use admission_http::ZeroSetting;
 pub use admission_http::connection::{
     ACCEPT_FAILED, CONNECTION_EVICTED, ConnectionLimits, ConnectionStats, Connections,
 };
@@ -71,7 +70,7 @@ pub use admission_http::connection::{
 ///
 /// # Errors
 ///
-/// [`ZeroSetting`] naming a setting that is zero.
+/// [`ConfigError::ZeroSetting`](admission_core::ConfigError::ZeroSetting) naming a setting that is zero.
 ///
 /// # Examples
 ///
@@ -87,7 +86,10 @@ pub use admission_http::connection::{
 /// # Ok(())
 /// # }
 /// ```
-pub fn incoming(listener: TcpListener, limits: ConnectionLimits) -> Result<Incoming, ZeroSetting> {
+pub fn incoming(
+    listener: TcpListener,
+    limits: ConnectionLimits,
+) -> Result<Incoming, admission_core::ConfigError> {
     Ok(Incoming(
         connection::Incoming::new(listener, limits)?.http2_preface(),
     ))

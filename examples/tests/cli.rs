@@ -32,6 +32,7 @@ const EXPORTER: Flags = &[
     ("--agent-check", None),
     ("--trust-peers", None),
     ("--metrics-backend", None),
+    ("--trace-entries", Some("0")),
 ];
 
 const GRPC_EXPORTER: Flags = &[

@@ -421,3 +421,79 @@ async fn the_shutdown_log_names_unread_responses_as_the_cause_of_a_wait() {
     );
     drop(reader);
 }
+
+#[tokio::test]
+async fn the_admission_trace_holds_decisions_and_nothing_a_client_sent() {
+    let exporter = Service::exporter(&[
+        "--series",
+        "100",
+        "--workers",
+        "1",
+        "--walk-delay-ms",
+        "300",
+        "--trace-entries",
+        "64",
+    ])
+    .await;
+    let http = client(Duration::from_secs(5));
+    let scrape = || {
+        http.get(exporter.url("/metrics?q=<script>secret-path-42</script>"))
+            .header("x-admission-criticality", "<b>secret-header-42</b>")
+            .header("x-tenant", "secret-tenant-42")
+            .send()
+    };
+    let (a, b, c) = tokio::join!(scrape(), scrape(), scrape());
+    let statuses: Vec<StatusCode> = [a, b, c]
+        .into_iter()
+        .map(|answer| answer.expect("answered").status())
+        .collect();
+    assert!(statuses.contains(&StatusCode::OK), "{statuses:?}");
+    assert!(
+        statuses.contains(&StatusCode::SERVICE_UNAVAILABLE),
+        "one worker, three at once: {statuses:?}"
+    );
+
+    let response = http
+        .get(exporter.url("/debug/admission/trace"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()[CONTENT_TYPE], "application/x-ndjson");
+    let text = response.text().await.unwrap();
+    for leaked in ["secret", "script", "<", "tenant"] {
+        assert!(!text.contains(leaked), "{leaked:?} in the trace:\n{text}");
+    }
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON lines"))
+        .collect();
+    let outcomes: Vec<&str> = lines
+        .iter()
+        .map(|line| line["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes.len(), 3, "{text}");
+    assert_eq!(
+        outcomes.iter().filter(|&&o| o == "refused").count(),
+        statuses
+            .iter()
+            .filter(|&&s| s == StatusCode::SERVICE_UNAVAILABLE)
+            .count()
+    );
+    assert!(
+        lines.iter().all(|line| line["pool"] == "registry"),
+        "{text}"
+    );
+
+    let untraced = Service::exporter(&["--series", "100"]).await;
+    let response = http
+        .get(untraced.url("/debug/admission/trace"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status(),
+        StatusCode::NOT_FOUND,
+        "no trace kept by default"
+    );
+}

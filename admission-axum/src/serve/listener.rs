@@ -7,7 +7,7 @@
 use std::io;
 use std::net::SocketAddr;
 
-use admission_http::ZeroSetting;
+use admission_core::ConfigError;
 use admission_http::connection::{Connection, ConnectionLimits, Connections, Incoming};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -43,8 +43,8 @@ impl Listener {
     ///
     /// # Errors
     ///
-    /// [`ZeroSetting`] naming a setting that is zero.
-    pub fn new(tcp: TcpListener, limits: ConnectionLimits) -> Result<Listener, ZeroSetting> {
+    /// [`ConfigError::ZeroSetting`] naming a setting that is zero.
+    pub fn new(tcp: TcpListener, limits: ConnectionLimits) -> Result<Listener, ConfigError> {
         Incoming::new(tcp, limits).map(Listener)
     }
 

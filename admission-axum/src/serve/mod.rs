@@ -78,5 +78,4 @@ mod track;
 pub use self::listener::Listener;
 pub use self::server::{Serve, serve};
 pub use self::track::{Track, Tracked, TrackedFuture, track};
-pub use admission_http::ZeroSetting;
 pub use admission_http::connection::{Connection, ConnectionLimits, ConnectionStats, Connections};

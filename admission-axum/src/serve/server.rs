@@ -11,7 +11,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 
-use admission_http::ZeroSetting;
+use admission_core::ConfigError;
 use admission_http::connection::{ConnectionLimits, Connections};
 use axum::body::Body;
 use bytes::Bytes;
@@ -105,8 +105,8 @@ impl<S, F> Serve<S, F> {
     ///
     /// # Errors
     ///
-    /// [`ZeroSetting`] naming a setting that is zero.
-    pub fn limits(self, limits: ConnectionLimits) -> Result<Serve<S, F>, ZeroSetting> {
+    /// [`ConfigError::ZeroSetting`] naming a setting that is zero.
+    pub fn limits(self, limits: ConnectionLimits) -> Result<Serve<S, F>, ConfigError> {
         Ok(Serve {
             listener: Listener::new(self.listener.into_inner(), limits)?,
             ..self

@@ -28,6 +28,7 @@ use super::{PoolBuilder, PoolStats, RegistryWork, RetryHint, Slot, WorkError};
 use crate::caller::{Caller, Criticality};
 use crate::error::ConfigError;
 use crate::refusal::{Code, PoolName, Refusal};
+use crate::trace::{Outcome as TraceOutcome, Trace, Traced};
 
 /// How many slot-turns ahead a spread refusal may be told to come back
 /// (see [`Pool::spread`]).
@@ -189,6 +190,8 @@ struct PoolInner {
     workers: Workers,
     /// Shadow mode: decide and count, never refuse or make wait.
     shadow: AtomicBool,
+    /// The trace this pool records into, once one is set.
+    trace: OnceLock<Traced>,
 }
 
 impl Pool {
@@ -284,6 +287,7 @@ impl Pool {
                 spread: AtomicU64::new(0),
                 workers,
                 shadow: AtomicBool::new(false),
+                trace: OnceLock::new(),
             }),
         })
     }
@@ -363,6 +367,15 @@ impl Pool {
 
     #[inline]
     fn take_permit_for(&self, saturated: Code, caller: &Caller) -> Result<SlotId, Refusal> {
+        let taken = self.take_permit_untraced(saturated, caller);
+        if let Some(traced) = self.inner.trace.get() {
+            traced.taken(taken.as_ref(), caller.criticality(), Duration::ZERO);
+        }
+        taken
+    }
+
+    #[inline]
+    fn take_permit_untraced(&self, saturated: Code, caller: &Caller) -> Result<SlotId, Refusal> {
         if caller.deadline().is_some() {
             self.budget_left(caller)?;
         }
@@ -387,6 +400,13 @@ impl Pool {
             None => counters.count_would_wait(),
         }
         counters.take_overdraft();
+        if let Some(traced) = self.inner.trace.get() {
+            let (code, level) = match would_refuse {
+                Some((code, level)) => (Some(code), level),
+                None => (None, Caller::current().criticality()),
+            };
+            traced.decided(level, TraceOutcome::Shadow(code), Duration::ZERO);
+        }
         SlotId::OVERDRAFT
     }
 
@@ -469,6 +489,22 @@ impl Pool {
     /// work; a task that holds every slot of this pool waits at most the
     /// grace, and is refused as reentrant if it still does then.
     async fn wait_for_permit(
+        &self,
+        caller: &Caller,
+        patience: Patience,
+        limit: Option<Duration>,
+        at: &'static Location<'static>,
+    ) -> Result<SlotId, Refusal> {
+        let Some(traced) = self.inner.trace.get() else {
+            return self.wait_untraced(caller, patience, limit, at).await;
+        };
+        let started = Instant::now();
+        let taken = self.wait_untraced(caller, patience, limit, at).await;
+        traced.taken(taken.as_ref(), caller.criticality(), started.elapsed());
+        taken
+    }
+
+    async fn wait_untraced(
         &self,
         caller: &Caller,
         patience: Patience,
@@ -850,6 +886,45 @@ impl Pool {
         self.inner.shadow.load(Relaxed)
     }
 
+    /// Records this pool's admissions into `trace` from now on: each
+    /// admission when its slot is released, each refusal when it is made
+    /// (see [`Trace`] for what an entry holds). A pool records into one
+    /// trace for its life; asking again for the same trace does nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::AlreadyTraced`] when the pool already records into
+    /// another trace.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{ConfigError, Pool, trace::Trace};
+    ///
+    /// let pool = Pool::new("walks", 2)?;
+    /// let trace = Trace::new(4096)?;
+    /// pool.trace_into(&trace)?;
+    /// pool.trace_into(&trace)?; // the same trace: nothing changes
+    /// assert_eq!(
+    ///     pool.trace_into(&Trace::new(16)?).unwrap_err(),
+    ///     ConfigError::AlreadyTraced { pool: "walks".into() }
+    /// );
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn trace_into(&self, trace: &Trace) -> Result<(), ConfigError> {
+        let traced = self
+            .inner
+            .trace
+            .get_or_init(|| Traced::new(trace, self.static_name(), self.inner.capacity));
+        if traced.same_trace(trace) {
+            Ok(())
+        } else {
+            Err(ConfigError::AlreadyTraced {
+                pool: self.name().to_owned(),
+            })
+        }
+    }
+
     /// The retry hint, in whole seconds, a refusal would carry now: the
     /// expected time until a slot frees, counting the work running now
     /// (see [`RetryHint::Observed`] for how), at least 1 and at most the
@@ -1136,6 +1211,9 @@ impl Pool {
         if id.is_overdraft() {
             self.inner.counters.return_overdraft();
             return;
+        }
+        if let Some(traced) = self.inner.trace.get() {
+            traced.released(id.index());
         }
         self.inner.holders.clear(id);
         self.inner.permits.release(id);

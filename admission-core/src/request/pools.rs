@@ -243,6 +243,34 @@ impl RequestPools {
         self.control.set_shadow(shadow);
     }
 
+    /// Records both classes' leases into `trace` (see
+    /// [`Pool::trace_into`]): each lease when it is released, with how long
+    /// it was held, and each refusal when it is made.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::AlreadyTraced`] when a class's pool already records
+    /// into another trace.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, RequestPools, trace::Trace};
+    ///
+    /// let pools = RequestPools::new(1, 1)?;
+    /// let trace = Trace::new(1024)?;
+    /// pools.trace_into(&trace)?;
+    /// drop(pools.try_lease(Class::Work)?);
+    /// let mut lines = Vec::new();
+    /// trace.write_json_lines(&mut lines)?;
+    /// assert!(String::from_utf8(lines)?.contains(r#""outcome":"admitted""#));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn trace_into(&self, trace: &crate::trace::Trace) -> Result<(), ConfigError> {
+        self.work.trace_into(trace)?;
+        self.control.trace_into(trace)
+    }
+
     /// Takes a lease of `class`, or refuses at once with
     /// `ADMISSION_SATURATED` naming the class.
     ///

@@ -40,7 +40,6 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(5);
 ///
 /// ```
 /// use std::time::Duration;
-/// use admission_core::shutdown::Outcome;
 /// use admission_core::{Pool, Shutdown};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -51,7 +50,7 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(5);
 /// shutdown.spawn_lifespan(|stop| async move { stop.cancelled().await });
 ///
 /// let report = shutdown.shutdown().await;
-/// assert_eq!(report.pools[0].outcome, Outcome::Drained);
+/// assert!(report.pools[0].drained);
 /// assert_eq!(report.loops_stopped, 1);
 /// assert_eq!(shutdown.shutdown().await, report, "idempotent");
 /// assert!(pool.try_admit().is_err(), "a drained pool refuses");
@@ -182,7 +181,7 @@ impl Shutdown {
     /// let flag = Arc::clone(&closed);
     /// shutdown.on_drained(&pool, move || flag.store(true, Ordering::SeqCst));
     /// let report = shutdown.shutdown().await;
-    /// assert_eq!(report.pools[0].cleanup.ran, 1);
+    /// assert_eq!(report.pools[0].cleanups_ran, 1);
     /// assert!(closed.load(Ordering::SeqCst));
     /// # }
     /// ```

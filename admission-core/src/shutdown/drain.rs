@@ -133,12 +133,7 @@ impl Drain {
                  process exit is the fallback"
             ),
         }
-        PoolReport {
-            pool: name.to_owned(),
-            outcome,
-            cancelled,
-            cleanup,
-        }
+        PoolReport::new(name.to_owned(), outcome, cancelled, cleanup)
     }
 }
 

@@ -10,6 +10,8 @@ mod report;
 
 pub use self::coordinator::{DEFAULT_DEADLINE, Shutdown};
 pub use self::readiness::Readiness;
-pub use self::report::{Cleanup, Outcome, PoolReport, ShutdownReport};
+#[cfg(loom)]
+pub(crate) use self::report::Outcome;
+pub use self::report::{PoolReport, ShutdownReport};
 /// The token [`Shutdown::stop_token`] returns and lifespan loops are given.
 pub use tokio_util::sync::CancellationToken;

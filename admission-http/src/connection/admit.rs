@@ -24,7 +24,7 @@ use super::io::Connection;
 use super::limits::ConnectionLimits;
 use super::state::ConnState;
 use super::stats::{ConnectionStats, Counters};
-use crate::ZeroSetting;
+use admission_core::ConfigError;
 
 /// The most bytes a TCP socket holds that the peer's window does not yet
 /// let out (`TCP_NOTSENT_LOWAT`): a write waits only while the reader
@@ -164,8 +164,8 @@ impl<A: Accept> Incoming<A> {
     ///
     /// # Errors
     ///
-    /// [`ZeroSetting`] naming a setting that is zero.
-    pub fn new(accept: A, limits: ConnectionLimits) -> Result<Incoming<A>, ZeroSetting> {
+    /// [`ConfigError::ZeroSetting`] naming a setting that is zero.
+    pub fn new(accept: A, limits: ConnectionLimits) -> Result<Incoming<A>, ConfigError> {
         limits.validate()?;
         Ok(Incoming::build(accept, limits))
     }

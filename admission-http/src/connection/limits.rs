@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use super::descriptors::default_max_connections;
-use crate::ZeroSetting;
+use admission_core::ConfigError;
 
 /// How an [`Incoming`](super::Incoming) bounds connections and how long it
 /// waits for clients, one set for every adapter (axum's `serve`, tonic's
@@ -101,18 +101,22 @@ impl ConnectionLimits {
     ///
     /// # Errors
     ///
-    /// [`ZeroSetting`] naming the first setting that is zero.
+    /// [`ConfigError::ZeroSetting`] naming the first setting that is zero.
     ///
     /// # Examples
     ///
     /// ```
     /// use std::time::Duration;
+    /// use admission_core::ConfigError;
     /// use admission_http::connection::ConnectionLimits;
     ///
     /// let limits = ConnectionLimits::new().with_write_timeout(Duration::ZERO);
-    /// assert_eq!(limits.validate().unwrap_err().setting(), "write_timeout");
+    /// assert_eq!(
+    ///     limits.validate().unwrap_err(),
+    ///     ConfigError::ZeroSetting { setting: "write_timeout" }
+    /// );
     /// ```
-    pub fn validate(&self) -> Result<(), ZeroSetting> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         let zero = [
             ("max_connections", self.max_connections == Some(0)),
             ("header_timeout", self.header_timeout.is_zero()),
@@ -134,7 +138,7 @@ impl ConnectionLimits {
             ),
         ];
         match zero.into_iter().find(|(_, zero)| *zero) {
-            Some((name, _)) => Err(ZeroSetting::new(name)),
+            Some((name, _)) => Err(ConfigError::ZeroSetting { setting: name }),
             None => Ok(()),
         }
     }
@@ -313,7 +317,10 @@ mod tests {
             ),
         ];
         for (limits, name) in cases {
-            assert_eq!(limits.validate().map_err(|e| e.setting()), Err(name));
+            assert_eq!(
+                limits.validate(),
+                Err(ConfigError::ZeroSetting { setting: name })
+            );
         }
     }
 }

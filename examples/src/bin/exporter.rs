@@ -101,6 +101,11 @@ struct Flags {
     /// `opentelemetry` (printed to stdout). Off when not given.
     #[arg(long = "metrics-backend", value_name = "metrics=ADDR|opentelemetry")]
     metrics_backend: Option<MetricsBackend>,
+    /// Keep the walk pool's last N admission decisions (when each arrived,
+    /// its criticality, wait, hold and outcome; no request content) and
+    /// serve them as JSON lines at `/debug/admission/trace`. 0 is off.
+    #[arg(long = "trace-entries", value_name = "N", default_value_t = 0)]
+    trace_entries: usize,
 }
 
 const CLI: Cli = Cli { name: "exporter" };
@@ -131,6 +136,7 @@ fn config(flags: &Flags) -> Result<Config, String> {
         trust_peers: flags.trust_peers,
         metrics_backend: flags.metrics_backend,
         max_held: flags.max_held_mb.saturating_mul(1 << 20),
+        trace_entries: flags.trace_entries,
     })
 }
 

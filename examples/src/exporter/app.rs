@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use admission_core::Admission;
+use admission_core::trace::Trace;
 use admission_http::balancer::Readiness;
 use axum::Router;
 use axum::error_handling::HandleErrorLayer;
@@ -47,6 +48,8 @@ pub(crate) struct App {
     /// over HTTP/2 (`--write-timeout-ms`): past it the body and its held
     /// bytes go.
     pub(crate) write_timeout: Duration,
+    /// The walk pool's admission trace (`--trace-entries`), if kept.
+    pub(crate) trace: Option<Trace>,
 }
 
 /// A scrape's body with its content type. The body is the walk's own
@@ -206,6 +209,27 @@ pub(crate) fn memory_bound() -> Response {
     response
 }
 
+/// The walk pool's admission trace as JSON lines: outside the gate (it
+/// never waits on load; its cost is bounded by `--trace-entries`), a `404`
+/// when no trace is kept.
+async fn trace(State(app): State<Arc<App>>) -> Response {
+    let Some(trace) = &app.trace else {
+        return not_found().await;
+    };
+    let mut lines = Vec::new();
+    match trace.write_json_lines(&mut lines) {
+        Ok(_) => (
+            [
+                (header::CONTENT_TYPE, "application/x-ndjson"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            lines,
+        )
+            .into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
 async fn not_found() -> Response {
     problem(StatusCode::NOT_FOUND, "NOT_FOUND", "No such route")
 }
@@ -254,6 +278,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
     walks
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/debug/admission/trace", get(trace))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(app)

@@ -106,12 +106,46 @@ async fn watch(state: &State, bound: Duration) {
             if rest.is_some() {
                 state.stalled.store(true, Ordering::Release);
                 drop(rest.take());
-                tracing::debug!(
-                    "a scrape's body was dropped: no part taken within the write timeout"
-                );
+                dropped_logged(Instant::now());
             }
             return;
         }
+    }
+}
+
+/// At most one log line per this interval about dropped scrape bodies.
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Dropped bodies since the last line, and when the next line may be written.
+static DROPPED: Mutex<(u64, Option<Instant>)> = Mutex::new((0, None));
+
+/// Counts a dropped body at `now` in `books` (count since the last line,
+/// when the next is due): the count to log when a line is due (the first
+/// at once, then at most one per [`LOG_EVERY`]).
+fn dropped_due(books: &mut (u64, Option<Instant>), now: Instant) -> Option<u64> {
+    let (count, next) = books;
+    *count += 1;
+    if next.is_some_and(|next| now < next) {
+        return None;
+    }
+    *next = Some(now + LOG_EVERY);
+    Some(std::mem::take(count))
+}
+
+/// Counts a dropped body and logs the count at `WARN` when a line is due.
+fn dropped_logged(now: Instant) {
+    let due = dropped_due(
+        &mut DROPPED.lock().unwrap_or_else(PoisonError::into_inner),
+        now,
+    );
+    if let Some(count) = due {
+        tracing::warn!(
+            count,
+            "scrape bodies dropped: no part taken within the write timeout \
+             (a reader that stopped reading, or an HTTP/2 window kept shut), \
+             at most one line per {} s",
+            LOG_EVERY.as_secs()
+        );
     }
 }
 
@@ -159,8 +193,23 @@ mod tests {
 
     use http_body_util::BodyExt as _;
 
-    use super::{CHUNK, Chunked, WriteStalled};
+    use super::{CHUNK, Chunked, LOG_EVERY, WriteStalled, dropped_due};
     use crate::exporter::held::HeldBytes;
+
+    #[test]
+    fn dropped_bodies_are_logged_at_once_then_once_per_interval_with_the_count() {
+        let mut books = (0, None);
+        let start = tokio::time::Instant::now();
+        assert_eq!(dropped_due(&mut books, start), Some(1), "the first at once");
+        assert_eq!(dropped_due(&mut books, start + LOG_EVERY / 2), None);
+        assert_eq!(dropped_due(&mut books, start + LOG_EVERY / 2), None);
+        assert_eq!(
+            dropped_due(&mut books, start + LOG_EVERY),
+            Some(3),
+            "every drop since the last line"
+        );
+        assert_eq!(dropped_due(&mut books, start + LOG_EVERY), None);
+    }
 
     #[tokio::test]
     async fn a_reader_that_keeps_taking_chunks_gets_the_whole_text_in_chunks() {

@@ -159,6 +159,10 @@ pub struct Config {
     /// (`--metrics-backend metrics=ADDR|opentelemetry`, off by default);
     /// `/metrics` keeps the `prometheus-client` exposition either way.
     pub metrics_backend: Option<MetricsBackend>,
+    /// The walk pool's last N admission decisions, kept and served as
+    /// JSON lines at `/debug/admission/trace` (`--trace-entries`, 0 = off,
+    /// the default); see [`Trace`](admission_core::trace::Trace).
+    pub trace_entries: usize,
 }
 
 /// A second back-end for the admission families (`--metrics-backend`),
@@ -208,6 +212,7 @@ impl Default for Config {
             trust_peers: false,
             metrics_backend: None,
             max_held: DEFAULT_MAX_HELD,
+            trace_entries: 0,
         }
     }
 }

@@ -17,6 +17,7 @@ use admission_axum::load_report::ReportLoad;
 use admission_axum::serve::ConnectionStats;
 use admission_core::metrics::AdmissionMetrics;
 use admission_core::shutdown::{CancellationToken, ShutdownReport};
+use admission_core::trace::Trace;
 use admission_core::{Admission, Shutdown};
 use admission_http::balancer::{AgentCheck, LoadReport, Readiness};
 use prometheus_client::metrics::gauge::Gauge;
@@ -177,7 +178,14 @@ impl Exporter {
         );
         let connections = ConnectionMetrics::default();
         connections.register(&mut registry);
+        let trace = match config.trace_entries {
+            0 => None,
+            entries => Some(Trace::new(entries).map_err(io::Error::other)?),
+        };
         if let Some(pool) = backend.pool() {
+            if let Some(trace) = &trace {
+                pool.trace_into(trace).map_err(io::Error::other)?;
+            }
             let metrics = AdmissionMetrics::new();
             metrics.add(pool);
             metrics.register(&mut registry);
@@ -201,6 +209,7 @@ impl Exporter {
             readiness: Readiness::new(&shutdown),
             trust_peers: config.trust_peers,
             write_timeout: config.connections.write_timeout(),
+            trace,
         });
         Ok(Exporter {
             app,

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use admission_core::log::{Cause, log_failure};
+use admission_core::log::log_failure;
 use admission_core::shutdown::CancellationToken;
 use admission_core::{Class, LoopOwner, Refusal, RequestPools, Reservation, Shutdown};
 use tokio::task::JoinSet;
@@ -81,7 +81,7 @@ impl LoopStats {
                     &self.failures
                 };
                 counter.fetch_add(1, Relaxed);
-                log_failure(operation, Cause::of(&err), consequence);
+                log_failure(operation, &err, consequence);
                 None
             }
         }
