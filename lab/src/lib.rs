@@ -10,9 +10,12 @@
 //! * [`adaptive`]: the adaptive-limit harness (`lab/adaptive/`).
 //! * [`metrics_reference`]: `docs/METRICS.md`, generated.
 //! * [`progress`]: the progress line of the long runs.
+//! * [`replay`]: a recorded admission trace replayed against other
+//!   settings (`storm --replay`).
 
 pub mod adaptive;
 pub mod fleet;
 pub mod metrics_reference;
 pub mod progress;
+pub mod replay;
 pub mod storm;

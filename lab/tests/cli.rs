@@ -43,6 +43,12 @@ const STORM: Flags = &[
     ("--trigger-multiple", Some("3")),
     ("--after-ms", Some("20000")),
     ("--amplification-ms", Some("4000")),
+    ("--replay", None),
+    ("--capacity", Some("2")),
+    ("--queue", None),
+    ("--sweep", None),
+    ("--refusal-target", Some("1")),
+    ("--pool", None),
 ];
 
 const FLEET: Flags = &[

@@ -55,6 +55,15 @@
 //! per kind. It prints the per-second, recovery, amplification and
 //! honest-wait tables and writes goodput over time to `--svg PATH`
 //! (`docs/retry-storm.svg`). It ends by itself in about two minutes.
+//!
+//! `--replay TRACE` replays an admission trace (the JSON lines of
+//! `admission_core::trace::Trace`, e.g. the exporter's
+//! `/debug/admission/trace`) against a class of `--capacity N` slots, fail
+//! fast or with `--queue`, on the paused clock (no real sleep: an hour of
+//! traffic in seconds), and prints refusals by code, waits, goodput and
+//! utilisation; `--sweep A..B` prints one row per capacity and marks the
+//! smallest that keeps refusals at or under `--refusal-target PCT` (1).
+//! `--pool NAME` picks one pool of a trace that holds several.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -72,6 +81,7 @@ const STORM: &str = "Scrape storm (the default mode)";
 const RATE: &str = "Open loop (--rate R)";
 const OVERLOAD: &str = "Overload table (--overload)";
 const RETRY: &str = "Retry storm (--retry-storm)";
+const REPLAY: &str = "What-if replay (--replay TRACE)";
 
 /// The scrape-storm demo: the exporter in-process behind admission,
 /// admission with coalescing, an unbounded queue and tower's limit plus
@@ -82,7 +92,7 @@ const RETRY: &str = "Retry storm (--retry-storm)";
 /// lines (default `warn`). Flags of one mode do not go with another.
 #[derive(Debug, clap::Parser)]
 #[command(name = "storm", args_override_self = true)]
-#[command(group = clap::ArgGroup::new("mode").args(["rate", "overload", "retry_storm", "serve_exporter"]))]
+#[command(group = clap::ArgGroup::new("mode").args(["rate", "overload", "retry_storm", "replay", "serve_exporter"]))]
 struct Flags {
     /// Concurrent scrapers.
     #[arg(long, value_name = "N", default_value = "64", help_heading = STORM, value_parser = positive)]
@@ -190,6 +200,26 @@ struct Flags {
     #[arg(long, value_name = "PATH")]
     svg: Option<PathBuf>,
 
+    /// Replay this admission trace (JSON lines, as `Trace` writes them)
+    /// against other settings, on the paused clock.
+    #[arg(long, value_name = "TRACE", help_heading = REPLAY)]
+    replay: Option<PathBuf>,
+    /// The replayed class's slots [default: 2].
+    #[arg(long, value_name = "N", help_heading = REPLAY, value_parser = positive, conflicts_with = "sweep")]
+    capacity: Option<usize>,
+    /// Callers wait in the class's bounded queue instead of failing fast.
+    #[arg(long, help_heading = REPLAY)]
+    queue: bool,
+    /// One row per capacity from A to B.
+    #[arg(long, value_name = "A..B", help_heading = REPLAY, value_parser = capacities)]
+    sweep: Option<(usize, usize)>,
+    /// The share of refusals, in percent, the sweep's mark keeps under.
+    #[arg(long = "refusal-target", value_name = "PCT", default_value = "1", help_heading = REPLAY, value_parser = percent)]
+    refusal_target: f64,
+    /// The pool of the trace to replay (needed when it holds several).
+    #[arg(long, value_name = "NAME", help_heading = REPLAY)]
+    pool: Option<String>,
+
     /// Serve one exporter and report its walks (the child of `--overload`
     /// and `--rate`; not for users).
     #[arg(long = "serve-exporter", hide = true)]
@@ -249,6 +279,15 @@ const RETRY_FLAGS: &[&str] = &[
     "svg",
 ];
 const SERVE_FLAGS: &[&str] = &["serve_exporter", "gate", "workers", "walk_delay", "series"];
+const REPLAY_FLAGS: &[&str] = &[
+    "replay",
+    "capacity",
+    "queue",
+    "sweep",
+    "refusal_target",
+    "pool",
+    "seed",
+];
 
 /// What this run does.
 #[derive(Debug, PartialEq)]
@@ -270,6 +309,20 @@ enum Mode {
     RetryStorm { plan: StormPlan, svg: PathBuf },
     /// The exporter child of `--overload` and `--rate` (not for users).
     ServeExporter(ServeSpec),
+    /// A trace replayed against other settings.
+    Replay(ReplayPlan),
+}
+
+/// `--replay`'s settings.
+#[derive(Debug, PartialEq)]
+struct ReplayPlan {
+    trace: PathBuf,
+    pool: Option<String>,
+    capacities: (usize, usize),
+    queue: bool,
+    /// A share, 0 to 1, for a sweep.
+    target: Option<f64>,
+    seed: u64,
 }
 
 /// Fails on a flag given that `mode` does not take.
@@ -291,6 +344,18 @@ fn mode(flags: Flags, matches: &ArgMatches) -> Result<Mode, String> {
         walk_delay: flags.walk_delay.unwrap_or(Duration::from_millis(20)),
         series: flags.series,
     };
+    if let Some(trace) = flags.replay {
+        only(matches, "`--replay`", REPLAY_FLAGS)?;
+        let one = flags.capacity.unwrap_or(2);
+        return Ok(Mode::Replay(ReplayPlan {
+            trace,
+            pool: flags.pool,
+            capacities: flags.sweep.unwrap_or((one, one)),
+            queue: flags.queue,
+            target: flags.sweep.map(|_| flags.refusal_target / 100.0),
+            seed: flags.seed,
+        }));
+    }
     if flags.serve_exporter {
         only(matches, "`--serve-exporter`", SERVE_FLAGS)?;
         return Ok(Mode::ServeExporter(spec(&flags)));
@@ -400,6 +465,13 @@ async fn main() {
         Mode::OpenLoop { load, serve } => open_loop(load, serve).await,
         Mode::Overload { config, svg } => overload_run(&config, &svg).await,
         Mode::RetryStorm { plan, svg } => retry_storm_run(&plan, &svg).await,
+        Mode::Replay(plan) => {
+            // The replay starts a paused-clock runtime of its own per setting.
+            let code = tokio::task::spawn_blocking(move || replay_run(&plan))
+                .await
+                .unwrap_or(1);
+            std::process::exit(code);
+        }
     };
     let mut rows = match storm::run(&config).await {
         Ok(rows) => rows,
@@ -578,6 +650,73 @@ fn die(err: &dyn std::fmt::Display) -> ! {
     std::process::exit(1);
 }
 
+/// `--sweep A..B`: two capacities, the first at most the second.
+fn capacities(text: &str) -> Result<(usize, usize), String> {
+    let (a, b) = text
+        .split_once("..")
+        .ok_or_else(|| format!("`{text}`: expected A..B, e.g. 1..16"))?;
+    let (a, b) = (positive(a)?, positive(b)?);
+    if a > b {
+        return Err(format!("`{text}`: the first capacity is above the second"));
+    }
+    if b > admission_core::pool::MAX_CAPACITY {
+        return Err(format!(
+            "`{text}`: at most {} slots",
+            admission_core::pool::MAX_CAPACITY
+        ));
+    }
+    Ok((a, b))
+}
+
+/// `--refusal-target PCT`: 0 to 100.
+fn percent(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(pct) if (0.0..=100.0).contains(&pct) => Ok(pct),
+        _ => Err(format!("`{text}`: a percentage from 0 to 100")),
+    }
+}
+
+/// `--replay`: the table, or the reason there is none; the exit code.
+fn replay_run(plan: &ReplayPlan) -> i32 {
+    use admission_lab::replay::{self, Setting};
+    let text = match std::fs::read_to_string(&plan.trace) {
+        Ok(text) => text,
+        Err(err) => {
+            eprintln!("storm: cannot read {}: {err}", plan.trace.display());
+            return 1;
+        }
+    };
+    let arrivals = match replay::parse(&text, plan.pool.as_deref()) {
+        Ok(arrivals) if arrivals.is_empty() => {
+            eprintln!("storm: no entries to replay in {}", plan.trace.display());
+            return 1;
+        }
+        Ok(arrivals) => arrivals,
+        Err(err) => {
+            eprintln!("storm: {}: {err}", plan.trace.display());
+            return 1;
+        }
+    };
+    let (from, to) = plan.capacities;
+    let predictions: Vec<_> = (from..=to)
+        .map(|capacity| {
+            let setting = Setting {
+                capacity,
+                queue: plan.queue,
+            };
+            replay::replay(&arrivals, setting, plan.seed)
+        })
+        .collect();
+    let span = arrivals.last().map_or(Duration::ZERO, |last| last.at);
+    println!(
+        "{} callers over {:.1} s replayed on the paused clock\n",
+        arrivals.len(),
+        span.as_secs_f64()
+    );
+    print!("{}", replay::render(&predictions, plan.target));
+    0
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory as _;
@@ -622,6 +761,46 @@ mod tests {
                 })
             })
         );
+    }
+
+    #[test]
+    fn replay_takes_one_capacity_or_a_sweep_and_nothing_of_the_storm() {
+        let plan = |capacities, queue, target| {
+            Ok(Mode::Replay(ReplayPlan {
+                trace: PathBuf::from("t.jsonl"),
+                pool: None,
+                capacities,
+                queue,
+                target,
+                seed: 1,
+            }))
+        };
+        assert_eq!(parse(&["--replay", "t.jsonl"]), plan((2, 2), false, None));
+        assert_eq!(
+            parse(&["--replay", "t.jsonl", "--capacity", "6", "--queue"]),
+            plan((6, 6), true, None)
+        );
+        assert_eq!(
+            parse(&[
+                "--replay",
+                "t.jsonl",
+                "--sweep",
+                "1..16",
+                "--refusal-target",
+                "5"
+            ]),
+            plan((1, 16), false, Some(0.05))
+        );
+        for bad in [["--sweep", "4..2"], ["--sweep", "0..2"], ["--sweep", "3"]] {
+            let args = [&["--replay", "t.jsonl"][..], &bad[..]].concat();
+            assert!(parse(&args).is_err(), "{bad:?}");
+        }
+        assert!(parse(&["--replay", "t", "--sweep", "1..2", "--capacity", "3"]).is_err());
+        assert_eq!(
+            parse(&["--replay", "t.jsonl", "--clients", "3"]).unwrap_err(),
+            "`--clients` does not go with `--replay`"
+        );
+        assert!(parse(&["--capacity", "3"]).is_err(), "a replay flag alone");
     }
 
     #[test]
