@@ -12,12 +12,12 @@
 //! A caller the trace saw refused held nothing, so its hold is not known:
 //! it holds one drawn (seeded) from the holds the trace did record.
 
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use admission_core::{Admission, Caller, Class, Criticality, RequestPools};
+use admission_core::{Admission, Caller, Class, Criticality, Lease, RequestPools};
 use rand::rngs::SmallRng;
 use rand::{RngExt as _, SeedableRng as _};
 use tokio::time::Instant;
@@ -189,15 +189,19 @@ pub fn replay(arrivals: &[Arrival], setting: Setting, seed: u64) -> Prediction {
     runtime.block_on(replay_paused(arrivals, setting, seed))
 }
 
-/// What the replayed callers did, shared by their tasks.
-#[derive(Default)]
-struct Books {
-    admitted: usize,
-    refused: BTreeMap<&'static str, usize>,
-    waits: Vec<Duration>,
-    held: Duration,
-}
+/// A lease a queued caller got, sent to the driver with the caller's
+/// index; or its refusal's code.
+type Answer = (usize, Result<Lease, &'static str>);
 
+/// Replays on the paused clock. One driver orders every event exactly by
+/// the trace's own times (microseconds), releases before arrivals at the
+/// same instant: tokio's timers tick in milliseconds, so a slot freed and
+/// a caller arriving within one millisecond would otherwise race. A
+/// fail-fast caller asks the class from the driver itself; a queued one
+/// waits in a task of its own (the class's queue wakes it when the driver
+/// frees a slot) and hands its lease back to the driver, which holds it
+/// for the caller's recorded time. The clock the gate reads trails the
+/// driver's by less than a millisecond.
 async fn replay_paused(arrivals: &[Arrival], setting: Setting, seed: u64) -> Prediction {
     // One name per setting: a sweep builds each once (a name built over
     // and over is what the builder warns about).
@@ -210,65 +214,151 @@ async fn replay_paused(arrivals: &[Arrival], setting: Setting, seed: u64) -> Pre
         .expect("a capacity of at least 1");
     let recorded: Vec<Duration> = arrivals.iter().filter_map(|arrival| arrival.held).collect();
     let mut rng = SmallRng::seed_from_u64(seed);
-    let books = Arc::new(Mutex::new(Books::default()));
-    let admission = if setting.queue {
-        Admission::Queue
-    } else {
-        Admission::FailFast
-    };
+    let holds: Vec<Duration> = arrivals
+        .iter()
+        .map(|arrival| {
+            arrival.held.unwrap_or_else(|| {
+                recorded
+                    .get(rng.random_range(0..recorded.len().max(1)))
+                    .copied()
+                    .unwrap_or_default()
+            })
+        })
+        .collect();
+    let (answers, mut answered) = tokio::sync::mpsc::unbounded_channel::<Answer>();
     let start = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for arrival in arrivals {
-        let held = arrival.held.unwrap_or_else(|| {
-            recorded
-                .get(rng.random_range(0..recorded.len().max(1)))
-                .copied()
-                .unwrap_or_default()
-        });
-        tokio::time::sleep_until(start + arrival.at).await;
-        let (pools, books) = (pools.clone(), Arc::clone(&books));
-        let caller = Caller::new(arrival.criticality);
-        tasks.spawn(caller.scope(async move {
-            let asked = Instant::now();
-            let lease = pools.lease_with(Class::Work, admission).await;
-            let waited = asked.elapsed();
-            match lease {
-                Ok(lease) => {
-                    tokio::time::sleep(held).await;
-                    drop(lease);
-                    let mut books = books.lock().unwrap_or_else(PoisonError::into_inner);
-                    books.admitted += 1;
-                    books.waits.push(waited);
-                    books.held += held;
-                }
-                Err(refusal) => {
-                    let mut books = books.lock().unwrap_or_else(PoisonError::into_inner);
-                    *books.refused.entry(refusal.code().as_str()).or_default() += 1;
-                }
+    // Held leases by release time (then admission order).
+    let mut held: BinaryHeap<Reverse<(Duration, u64)>> = BinaryHeap::new();
+    let mut leases: HashMap<u64, Lease> = HashMap::new();
+    let mut books = Books::default();
+    let mut next = 0;
+    let mut order = 0_u64;
+    let mut queued = 0_usize;
+    loop {
+        let release = held.peek().map(|Reverse((at, _))| *at);
+        let arrival = arrivals.get(next).map(|arrival| arrival.at);
+        let (now, is_release) = match (release, arrival) {
+            (Some(release), Some(arrival)) if release <= arrival => (release, true),
+            (_, Some(arrival)) => (arrival, false),
+            (Some(release), None) => (release, true),
+            (None, None) if queued > 0 => {
+                // Callers still in the queue: their own timers end them.
+                let answer = answered.recv().await.expect("the driver holds a sender");
+                queued -= 1;
+                books.answer(
+                    answer,
+                    Duration::ZERO,
+                    arrivals,
+                    &holds,
+                    &mut held,
+                    &mut leases,
+                    &mut order,
+                );
+                continue;
             }
-        }));
-        while tasks.try_join_next().is_some() {}
+            (None, None) => break,
+        };
+        tokio::time::sleep_until(start + now).await;
+        if is_release {
+            let Some(Reverse((_, id))) = held.pop() else {
+                break;
+            };
+            drop(leases.remove(&id));
+        } else {
+            let index = next;
+            next += 1;
+            let caller = Caller::new(arrivals[index].criticality);
+            if setting.queue {
+                queued += 1;
+                let (pools, answers) = (pools.clone(), answers.clone());
+                tokio::spawn(caller.scope(async move {
+                    let lease = pools.lease_with(Class::Work, Admission::Queue).await;
+                    let _ = answers.send((index, lease.map_err(|refusal| refusal.code().as_str())));
+                }));
+            } else {
+                let lease = caller.scope_sync(|| pools.try_lease(Class::Work));
+                let answer = (index, lease.map_err(|refusal| refusal.code().as_str()));
+                books.answer(
+                    answer,
+                    now,
+                    arrivals,
+                    &holds,
+                    &mut held,
+                    &mut leases,
+                    &mut order,
+                );
+            }
+        }
+        // Let the callers this event woke (or started) take their turn,
+        // then hold what they were given from this instant.
+        tokio::task::yield_now().await;
+        while let Ok(answer) = answered.try_recv() {
+            queued -= 1;
+            books.answer(
+                answer,
+                now,
+                arrivals,
+                &holds,
+                &mut held,
+                &mut leases,
+                &mut order,
+            );
+        }
     }
-    while tasks.join_next().await.is_some() {}
     let span = arrivals
         .last()
         .map_or(Duration::ZERO, |last| last.at)
         .max(Duration::from_millis(1));
-    let mut books = books.lock().unwrap_or_else(PoisonError::into_inner);
-    let admitted = books.admitted;
-    let held = books.held;
-    let refused = std::mem::take(&mut books.refused);
     let wait_p50 = percentile(&mut books.waits, 50.0).unwrap_or_default();
     let wait_p99 = percentile(&mut books.waits, 99.0).unwrap_or_default();
     Prediction {
         setting,
         arrivals: arrivals.len(),
-        admitted,
-        refused,
+        admitted: books.admitted,
+        refused: books.refused,
         wait_p50,
         wait_p99,
-        goodput: admitted as f64 / span.as_secs_f64(),
-        utilisation: held.as_secs_f64() / (span.as_secs_f64() * setting.capacity as f64),
+        goodput: books.admitted as f64 / span.as_secs_f64(),
+        utilisation: books.held.as_secs_f64() / (span.as_secs_f64() * setting.capacity as f64),
+    }
+}
+
+/// What the replayed callers did.
+#[derive(Default)]
+struct Books {
+    admitted: usize,
+    refused: BTreeMap<&'static str, usize>,
+    waits: Vec<Duration>,
+    held: Duration,
+}
+
+impl Books {
+    /// A caller's answer at `now` (the trace's time): a lease is held for
+    /// the caller's time from now, a refusal counted. A queued caller's
+    /// refusal came at its own timer; `now` is then not its time, and a
+    /// refused caller's wait is not reported.
+    #[allow(clippy::too_many_arguments)]
+    fn answer(
+        &mut self,
+        (index, answer): Answer,
+        now: Duration,
+        arrivals: &[Arrival],
+        holds: &[Duration],
+        held: &mut BinaryHeap<Reverse<(Duration, u64)>>,
+        leases: &mut HashMap<u64, Lease>,
+        order: &mut u64,
+    ) {
+        match answer {
+            Ok(lease) => {
+                self.admitted += 1;
+                self.waits.push(now.saturating_sub(arrivals[index].at));
+                self.held += holds[index];
+                *order += 1;
+                held.push(Reverse((now + holds[index], *order)));
+                leases.insert(*order, lease);
+            }
+            Err(code) => *self.refused.entry(code).or_default() += 1,
+        }
     }
 }
 
