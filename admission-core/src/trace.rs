@@ -43,7 +43,9 @@ pub const MAX_ENTRIES: usize = 1 << 20;
 ///   pool in shadow mode served a caller it would have refused with
 ///   `code`; its hold is not timed);
 /// * `waited_ms`: how long the caller waited for its slot (0 for
-///   fail-fast);
+///   fail-fast); on a `shadow` line without a code (a caller that would
+///   have waited), the wait it would have had, estimated as the time until
+///   a slot frees;
 /// * `held_ms`: how long an admitted caller held its slot (`null` for the
 ///   others). An admission is written when its slot is released, so a
 ///   slot still held is not in the trace yet.

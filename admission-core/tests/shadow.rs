@@ -74,6 +74,40 @@ async fn waits_in_shadow_are_served_at_once_and_counted() {
 }
 
 #[tokio::test]
+async fn a_wait_in_shadow_is_counted_with_how_long_it_would_have_lasted() {
+    let work = Duration::from_millis(40);
+    let pool = Pool::builder("registry")
+        .capacity(1)
+        .expected_work(work)
+        .build()
+        .unwrap();
+    let trace = admission_core::trace::Trace::new(16).unwrap();
+    pool.trace_into(&trace).unwrap();
+    pool.set_shadow(true);
+    let held = pool.try_admit().unwrap();
+    drop(pool.admit_with(Admission::Wait).await.unwrap());
+    let would = pool.stats().would_wait_time;
+    assert!(
+        would > Duration::ZERO && would <= work,
+        "until the one slot frees, at most one typical work: {would:?}"
+    );
+    drop(held);
+    let mut lines = Vec::new();
+    trace.write_json_lines(&mut lines).unwrap();
+    let lines = String::from_utf8(lines).unwrap();
+    let shadow: serde_json::Value = lines
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .find(|entry| entry["outcome"] == "shadow")
+        .expect("the wait it would have had is traced");
+    assert!(shadow["code"].is_null(), "a wait, not a refusal");
+    assert_eq!(
+        shadow["waited_ms"].as_f64().unwrap(),
+        would.as_secs_f64() * 1000.0
+    );
+}
+
+#[tokio::test]
 async fn a_deadline_too_short_is_counted_and_served_in_shadow() {
     let pool = Pool::builder("registry")
         .capacity(4)

@@ -395,17 +395,26 @@ impl Pool {
     #[inline(never)]
     fn overdraft(&self, would_refuse: Option<(Code, Criticality)>) -> SlotId {
         let counters = &self.inner.counters;
-        match would_refuse {
-            Some((code, level)) => counters.count_would_refuse(code, level),
-            None => counters.count_would_wait(),
-        }
+        // A wait it would have had: until a slot frees, as a refusal's hint
+        // estimates it from the work running now.
+        let would_wait = match would_refuse {
+            Some((code, level)) => {
+                counters.count_would_refuse(code, level);
+                Duration::ZERO
+            }
+            None => {
+                let wait = Duration::from_millis(u64::from(self.retry_after_millis()));
+                counters.count_would_wait(wait);
+                wait
+            }
+        };
         counters.take_overdraft();
         if let Some(traced) = self.inner.trace.get() {
             let (code, level) = match would_refuse {
                 Some((code, level)) => (Some(code), level),
                 None => (None, Caller::current().criticality()),
             };
-            traced.decided(level, TraceOutcome::Shadow(code), Duration::ZERO);
+            traced.decided(level, TraceOutcome::Shadow(code), would_wait);
         }
         SlotId::OVERDRAFT
     }

@@ -141,6 +141,12 @@ pub struct PoolStats {
     /// Admissions shadow mode let through at once that enforcing would have
     /// made wait for a slot (`Wait`, `WaitFor`, `Queue` with no slot free).
     pub would_wait: u64,
+    /// The waits those [`would_wait`](Self::would_wait) admissions would
+    /// have had, summed: each estimated when it was let through as the time
+    /// until a slot frees (the estimate a refusal's retry hint gives, from
+    /// the work running and the pool's typical work). A trace has each one
+    /// (`waited_ms` of a `shadow` line).
+    pub would_wait_time: Duration,
 }
 
 impl PoolStats {
@@ -341,6 +347,7 @@ pub(crate) struct Counters {
     /// Shadow mode's admissions that enforcing would have refused.
     would_refuse: Refusals,
     would_wait: AtomicU64,
+    would_wait_micros: AtomicU64,
     /// Slots held past the capacity (shadow mode), and the books of them.
     overdraft: AtomicUsize,
     overdraft_admitted: AtomicU64,
@@ -362,10 +369,12 @@ impl Counters {
     }
 
     /// Shadow mode let through at once an admission that enforcing would
-    /// have made wait.
+    /// have made wait about `wait`.
     #[cold]
-    pub(crate) fn count_would_wait(&self) {
+    pub(crate) fn count_would_wait(&self, wait: Duration) {
         self.would_wait.fetch_add(1, Relaxed);
+        let micros = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
+        self.would_wait_micros.fetch_add(micros, Relaxed);
     }
 
     /// A slot past the capacity was handed out (shadow mode).
@@ -494,6 +503,7 @@ impl Counters {
             overdraft,
             would_refuse_by_code: self.would_refuse.sum(),
             would_wait: self.would_wait.load(Relaxed),
+            would_wait_time: Duration::from_micros(self.would_wait_micros.load(Relaxed)),
         }
     }
 }
