@@ -7,7 +7,8 @@
 //! resolve it against the generated page, not the repository), and their
 //! in-page anchors name a heading of the same file. Every guide page starts
 //! with the question it answers, is listed in the guide's index and is
-//! included for its doctests by `tests/src/lib.rs`.
+//! included for its doctests by `tests/src/lib.rs`. The README stays at
+//! most 200 lines and no Rust block of it or the guide is `ignore`d.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -422,4 +423,51 @@ heading](sizing.md#no-such-heading); [a reference].
     assert_eq!(problems.len(), 2, "{problems:#?}");
     assert!(problems[0].contains("#no-such-heading"), "{problems:#?}");
     assert!(problems[1].contains("../RELIABILITY.md"), "{problems:#?}");
+}
+
+/// The info strings and line counts of the fenced code blocks in `text`.
+fn fenced_blocks(text: &str) -> Vec<(String, usize)> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(String, usize)> = None;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        match &mut open {
+            None if trimmed.starts_with("```") => {
+                open = Some((trimmed.trim_start_matches('`').trim().to_owned(), 0));
+            }
+            Some(_) if trimmed.starts_with("```") => blocks.extend(open.take()),
+            Some((_, lines)) => *lines += 1,
+            None => {}
+        }
+    }
+    blocks
+}
+
+/// Issue 41: the README is at most 200 lines, its quickstarts at most 30
+/// each, and no Rust block of the README or the guide is left out of the
+/// doctests (`ignore`).
+#[test]
+fn the_readme_stays_short_and_every_rust_block_is_compiled() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(lines <= 200, "README.md has {lines} lines, at most 200");
+    for (info, lines) in fenced_blocks(&readme) {
+        if info.starts_with("rust") {
+            assert!(
+                lines <= 30,
+                "a README quickstart of {lines} lines, at most 30"
+            );
+        }
+    }
+    for doc in documents() {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        for (info, _) in fenced_blocks(&text) {
+            let rust = info.is_empty() || info.split(',').any(|word| word.trim() == "rust");
+            assert!(
+                !(rust && info.split(',').any(|word| word.trim() == "ignore")),
+                "{}: a Rust block marked `ignore` is never compiled: {info:?}",
+                doc.display()
+            );
+        }
+    }
 }
