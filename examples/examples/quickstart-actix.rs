@@ -46,7 +46,7 @@ pub(crate) fn server(
 
 #[actix_web::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // 4 control and 8 work slots; 2 walks at once.
+    // 4 work and 8 control slots; 2 walks at once.
     let requests = RequestPools::new(4, 8)?;
     let registry = Pool::new("registry", 2)?;
     let listener = std::net::TcpListener::bind("127.0.0.1:3001")?;

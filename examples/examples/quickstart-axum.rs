@@ -42,7 +42,7 @@ pub(crate) fn router(requests: RequestPools, registry: Pool) -> Router {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // 4 control and 8 work slots; 2 walks at once.
+    // 4 work and 8 control slots; 2 walks at once.
     let requests = RequestPools::new(4, 8)?;
     let registry = Pool::new("registry", 2)?;
     let shutdown = Shutdown::default();
