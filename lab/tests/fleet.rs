@@ -1,5 +1,5 @@
 //! The fleet: the balancer configurations in `examples/fleet/` pass their
-//! own tools' checks, the README shows them as they are, and three real
+//! own tools' checks, the guide (docs/guide/replicas.md) shows them as they are, and three real
 //! `exporter` replicas behind a real HAProxy (and a real Envoy) survive a
 //! rolling restart under an open-loop storm with no connection error, no
 //! 502 or 504 at the client and no replica past its pool.
@@ -115,15 +115,15 @@ async fn envoy_yaml_passes_envoy_validate_once_rendered() {
     assert!(!out.status.success(), "envoy validated an unknown field");
 }
 
-/// The README's "Deploying many replicas" section.
-fn readme_section() -> String {
+/// The guide's "Deploying many replicas" section (docs/guide/replicas.md).
+fn guide_section() -> String {
     let readme = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/guide/replicas.md"),
     )
     .unwrap();
     let start = readme
         .find("## Deploying many replicas")
-        .expect("the README has the section");
+        .expect("the guide has the section");
     let rest = &readme[start + 3..];
     let end = rest.find("\n## ").map_or(rest.len(), |i| i);
     rest[..end].to_owned()
@@ -148,8 +148,8 @@ fn blocks(section: &str, lang: &str) -> Vec<String> {
 }
 
 #[test]
-fn the_readme_shows_the_files_the_demo_runs() {
-    let section = readme_section();
+fn the_guide_shows_the_files_the_demo_runs() {
+    let section = guide_section();
     for named in [
         "examples/fleet/haproxy.cfg",
         "examples/fleet/envoy.yaml",
@@ -168,7 +168,7 @@ fn the_readme_shows_the_files_the_demo_runs() {
         for block in shown {
             assert!(
                 file.contains(&block),
-                "this README block is not, line for line, in {}:\n{block}",
+                "this guide block is not, line for line, in {}:\n{block}",
                 tool.config_file().display()
             );
         }
