@@ -33,6 +33,7 @@ const EXPORTER: Flags = &[
     ("--trust-peers", None),
     ("--metrics-backend", None),
     ("--trace-entries", Some("0")),
+    ("--shadow", None),
 ];
 
 const GRPC_EXPORTER: Flags = &[

@@ -497,3 +497,46 @@ async fn the_admission_trace_holds_decisions_and_nothing_a_client_sent() {
         "no trace kept by default"
     );
 }
+
+#[tokio::test]
+async fn in_shadow_mode_every_scrape_is_served_and_the_refusals_it_would_have_made_are_counted() {
+    let exporter = Service::exporter(&[
+        "--series",
+        "100",
+        "--workers",
+        "1",
+        "--walk-delay-ms",
+        "300",
+        "--shadow",
+    ])
+    .await;
+    let http = client(Duration::from_secs(5));
+    let scrape = || http.get(exporter.url("/metrics")).send();
+    let (a, b, c) = tokio::join!(scrape(), scrape(), scrape());
+    for answer in [a, b, c] {
+        assert_eq!(answer.expect("answered").status(), StatusCode::OK);
+    }
+    let text = scrape().await.unwrap().text().await.unwrap();
+    let would = text
+        .lines()
+        .find(|line| {
+            line.starts_with("admission_would_refuse_total{")
+                && line.contains("code=\"ADMISSION_SATURATED\"")
+                && line.contains("criticality=\"default\"")
+        })
+        .unwrap_or_else(|| panic!("the would-refuse family:\n{text}"));
+    let count: f64 = would.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(count >= 2.0, "one worker, three at once: {would}");
+
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_exporter"))
+        .args(["--gate", "tower", "--shadow"])
+        .output()
+        .await
+        .expect("the exporter binary runs");
+    assert_eq!(output.status.code(), Some(2), "usage errors exit 2");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("`--shadow` needs `--gate admission`"),
+        "{stderr}"
+    );
+}

@@ -106,6 +106,11 @@ struct Flags {
     /// serve them as JSON lines at `/debug/admission/trace`. 0 is off.
     #[arg(long = "trace-entries", value_name = "N", default_value_t = 0)]
     trace_entries: usize,
+    /// Run the walk pool in shadow mode: every decision made and counted
+    /// (`admission_would_refuse_total`, `admission_would_wait_total`), no
+    /// scrape refused or kept waiting for a slot.
+    #[arg(long)]
+    shadow: bool,
 }
 
 const CLI: Cli = Cli { name: "exporter" };
@@ -115,6 +120,17 @@ fn config(flags: &Flags) -> Result<Config, String> {
     if coalesce.is_some() && flags.gate != Gate::Admission {
         return Err(format!(
             "`--coalesce-ms` needs `--gate admission`, not `{}`",
+            flags.gate
+        ));
+    }
+    if (flags.shadow || flags.trace_entries > 0) && flags.gate != Gate::Admission {
+        let flag = if flags.shadow {
+            "--shadow"
+        } else {
+            "--trace-entries"
+        };
+        return Err(format!(
+            "`{flag}` needs `--gate admission` (its walk pool), not `{}`",
             flags.gate
         ));
     }
@@ -137,6 +153,7 @@ fn config(flags: &Flags) -> Result<Config, String> {
         metrics_backend: flags.metrics_backend,
         max_held: flags.max_held_mb.saturating_mul(1 << 20),
         trace_entries: flags.trace_entries,
+        shadow: flags.shadow,
     })
 }
 

@@ -163,6 +163,10 @@ pub struct Config {
     /// JSON lines at `/debug/admission/trace` (`--trace-entries`, 0 = off,
     /// the default); see [`Trace`](admission_core::trace::Trace).
     pub trace_entries: usize,
+    /// The walk pool in shadow mode (`--shadow`, off by default): it
+    /// decides and counts, and refuses no scrape for load. See
+    /// [`Pool::set_shadow`](admission_core::Pool::set_shadow).
+    pub shadow: bool,
 }
 
 /// A second back-end for the admission families (`--metrics-backend`),
@@ -213,6 +217,7 @@ impl Default for Config {
             metrics_backend: None,
             max_held: DEFAULT_MAX_HELD,
             trace_entries: 0,
+            shadow: false,
         }
     }
 }

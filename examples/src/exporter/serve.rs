@@ -186,6 +186,7 @@ impl Exporter {
             if let Some(trace) = &trace {
                 pool.trace_into(trace).map_err(io::Error::other)?;
             }
+            pool.set_shadow(config.shadow);
             let metrics = AdmissionMetrics::new();
             metrics.add(pool);
             metrics.register(&mut registry);
