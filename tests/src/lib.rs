@@ -33,6 +33,7 @@ guide! {
     guide_observability = "observability.md";
     guide_replicas = "replicas.md";
     guide_operating = "operating.md";
+    guide_rolling_out = "rolling-out.md";
     guide_why_not_tower = "why-not-tower.md";
     guide_examples = "examples.md";
     guide_developing = "developing.md";
