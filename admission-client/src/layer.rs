@@ -32,12 +32,6 @@ use crate::hints::{Hint, Verdict, judge};
 use crate::policy::RetryPolicy;
 use crate::throttle::random_unit;
 
-/// A request extension: this call's deadline (the earliest of it, the
-/// `admission` caller scope's, a budget header already on the request and
-/// the policy's timeout wins).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Deadline(pub Instant);
-
 /// A request extension: this request may be retried though its method is
 /// not idempotent (the app knows it is safe to repeat).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -245,15 +239,17 @@ struct Plan {
 }
 
 impl Plan {
+    /// The call's caller is a [`Caller`] request extension when it has
+    /// one, else the `admission` caller scope's.
     fn of(parts: &http::request::Parts, policy: &Arc<RetryPolicy>, now: Instant) -> Plan {
-        let caller = Caller::current();
+        let caller = parts
+            .extensions
+            .get::<Caller>()
+            .copied()
+            .unwrap_or_else(Caller::current);
         Plan {
             deadline: deadline(parts, &caller, policy, now),
-            criticality: parts
-                .extensions
-                .get::<Criticality>()
-                .copied()
-                .unwrap_or(caller.criticality()),
+            criticality: caller.criticality(),
             grpc: parts
                 .headers
                 .get(CONTENT_TYPE)
@@ -689,7 +685,6 @@ fn deadline(
             .and_then(|d| now.checked_add(d))
     };
     [
-        parts.extensions.get::<Deadline>().map(|d| d.0),
         caller.deadline(),
         from_header(&BUDGET, parse_budget_ms),
         from_header(&GRPC_TIMEOUT, parse_grpc_timeout),

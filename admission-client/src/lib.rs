@@ -15,7 +15,7 @@
 //! | [`AdaptiveThrottle`] | rejects locally with probability `max(0, (requests − K·accepts) / (requests + 1))` (Google SRE), so a client stops sending what will be refused |
 //! | hints ([`retry_after`], [`pushback`]) | `Retry-After` (seconds or HTTP-date) and `grpc-retry-pushback-ms` waited for, never less; `-1` or a malformed pushback stops; `ADMISSION_BUDGET_TOO_SHORT` and `DEADLINE_EXCEEDED` are never retried |
 //! | [`RetryPolicy`] | idempotent methods and gRPC `UNAVAILABLE` retried by default, anything else on request ([`RetryAnyway`]); jittered exponential back-off where the server gave no hint |
-//! | deadline | each attempt sends the time left (`x-admission-budget-ms`, and `grpc-timeout` on gRPC calls); no attempt starts that cannot finish in it; the `admission` caller scope's deadline and criticality are carried from a server to its own calls |
+//! | deadline | each attempt sends the time left (`x-admission-budget-ms`, and `grpc-timeout` on gRPC calls); no attempt starts that cannot finish in it; the `admission` caller scope's deadline and criticality are carried from a server to its own calls; one call's own go in an [`admission_core::Caller`] request extension, which then stands for the scope's |
 //!
 //! Bodies are replayed only when they can be: the layer reads a retryable
 //! request's body whole (up to [`RetryPolicy::replay_limit`]) and rebuilds
@@ -69,9 +69,7 @@ pub use crate::body::ReplayBody;
 pub use crate::budget::RetryBudget;
 pub use crate::error::{ConfigError, Error};
 pub use crate::hints::{Hint, pushback, retry_after, retry_after_ms};
-pub use crate::layer::{
-    Deadline, Retries, Retry, RetryAnyway, RetryFuture, RetryLayer, RetryService,
-};
+pub use crate::layer::{Retries, Retry, RetryAnyway, RetryFuture, RetryLayer, RetryService};
 pub use crate::policy::RetryPolicy;
 pub use crate::throttle::AdaptiveThrottle;
 pub use admission_http::{REFUSAL_HEADER, RETRY_AFTER_MS_HEADER};

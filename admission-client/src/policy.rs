@@ -102,9 +102,9 @@ impl RetryPolicy {
         self
     }
 
-    /// The deadline of a call whose caller set none (no
-    /// [`Deadline`](crate::Deadline) extension, no `admission` caller scope
-    /// with one, no budget header).
+    /// The deadline of a call whose caller set none (no `admission`
+    /// [`Caller`](admission_core::Caller) with one, as a request extension
+    /// or the caller scope, and no budget header).
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);

@@ -28,9 +28,6 @@ mod otel;
 #[cfg(feature = "prometheus")]
 mod prometheus;
 
-#[cfg(feature = "opentelemetry")]
-pub use otel::Instruments;
-
 /// The kind of a metric family.
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -203,7 +203,7 @@ mod otel {
         let provider = SdkMeterProvider::builder()
             .with_reader(PeriodicReader::builder(exporter.clone()).build())
             .build();
-        let _instruments = metrics.observe_with(&provider.meter("admission"));
+        metrics.observe_with(&provider.meter("admission"));
         provider.force_flush().unwrap();
 
         let points = points(&exporter);

@@ -286,6 +286,25 @@ async fn the_callers_deadline_and_criticality_are_forwarded_from_its_scope() {
 }
 
 #[tokio::test]
+async fn a_caller_extension_stands_for_the_scope_on_its_call() {
+    let server = Scripted::start(vec![Answer::ok()]).await;
+    let client = RetryLayer::new(quick()).unwrap().layer(bare());
+    let mut request = get(&server);
+    request
+        .extensions_mut()
+        .insert(Caller::new(Criticality::Critical).with_budget(Duration::from_millis(600)));
+    // The scope says otherwise; the call's own caller wins.
+    let response = Caller::new(Criticality::Sheddable)
+        .scope(client.oneshot(request))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let arrival = &server.arrivals()[0];
+    assert_eq!(arrival.criticality.as_deref(), Some("critical"));
+    assert!(arrival.budget_ms.is_some_and(|ms| ms <= 600 && ms > 200));
+}
+
+#[tokio::test]
 async fn the_budget_bounds_retries_across_calls() {
     // No ratio and no minimum: nothing is ever retried.
     let server = Scripted::start(vec![Answer::refused(&[("retry-after", "0")])]).await;

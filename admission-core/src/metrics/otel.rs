@@ -9,33 +9,17 @@
 //! has no observable histogram to take pre-aggregated buckets.
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Meter, ObservableCounter, ObservableGauge};
+use opentelemetry::metrics::Meter;
 
 use super::{AdmissionMetrics, FlatValue, Kind, METRICS, Metric};
-
-/// The instruments [`AdmissionMetrics::observe_with`] created; they report
-/// for as long as the meter's provider lives. Keep it (or drop it: the
-/// provider keeps the callbacks).
-#[derive(Debug)]
-#[must_use = "the instruments report while the meter provider lives"]
-pub struct Instruments {
-    #[expect(dead_code, reason = "held so the instruments live as long as this")]
-    held: Vec<Instrument>,
-}
-
-#[derive(Debug)]
-enum Instrument {
-    Counter(ObservableCounter<u64>),
-    Gauge(ObservableGauge<u64>),
-    Seconds(ObservableGauge<f64>),
-}
 
 impl AdmissionMetrics {
     /// Creates, on `meter`, one observable instrument per series name of
     /// every family in `METRICS` (the names a Prometheus
     /// scrape of the `prometheus` feature shows), each reporting, for every
     /// pool added, the values read from the pools' snapshots at collection
-    /// time, with the same labels as attributes.
+    /// time, with the same labels as attributes. They report for as long
+    /// as the meter's provider lives: nothing needs to be kept.
     ///
     /// An OpenTelemetry-to-Prometheus exporter may add its own `_total`
     /// suffix to counters; configure it without counter suffixes to keep
@@ -56,7 +40,7 @@ impl AdmissionMetrics {
     /// let pool = Pool::new("registry", 2).unwrap();
     /// let metrics = AdmissionMetrics::new();
     /// metrics.add(&pool);
-    /// let _instruments = metrics.observe_with(&provider.meter("admission"));
+    /// metrics.observe_with(&provider.meter("admission"));
     ///
     /// provider.force_flush().unwrap();
     /// let names: Vec<String> = exporter.get_finished_metrics().unwrap().iter()
@@ -64,17 +48,17 @@ impl AdmissionMetrics {
     ///     .collect();
     /// assert!(names.iter().any(|n| n == "admission_slots_capacity"));
     /// ```
-    pub fn observe_with(&self, meter: &Meter) -> Instruments {
-        let mut held = Vec::new();
+    pub fn observe_with(&self, meter: &Meter) {
         for metric in METRICS {
             for series in metric.series_names() {
-                held.push(self.instrument(meter, metric, series));
+                self.instrument(meter, metric, series);
             }
         }
-        Instruments { held }
     }
 
-    fn instrument(&self, meter: &Meter, metric: &'static Metric, series: String) -> Instrument {
+    /// Makes one instrument; the provider keeps its callback (the handle
+    /// is not needed for it to report).
+    fn instrument(&self, meter: &Meter, metric: &'static Metric, series: String) {
         let metrics = self.clone();
         let name = series.clone();
         // Each callback reads fresh snapshots and reports its own series.
@@ -96,7 +80,7 @@ impl AdmissionMetrics {
         };
         let help = metric.help;
         match metric.kind {
-            Kind::Histogram if series.ends_with("_sum") => Instrument::Seconds(
+            Kind::Histogram if series.ends_with("_sum") => {
                 meter
                     .f64_observable_gauge(series)
                     .with_description(help)
@@ -108,9 +92,9 @@ impl AdmissionMetrics {
                             }
                         }
                     })
-                    .build(),
-            ),
-            Kind::Gauge => Instrument::Gauge(
+                    .build();
+            }
+            Kind::Gauge => {
                 meter
                     .u64_observable_gauge(series)
                     .with_description(help)
@@ -121,9 +105,9 @@ impl AdmissionMetrics {
                             }
                         }
                     })
-                    .build(),
-            ),
-            Kind::Counter | Kind::Histogram => Instrument::Counter(
+                    .build();
+            }
+            Kind::Counter | Kind::Histogram => {
                 meter
                     .u64_observable_counter(series)
                     .with_description(help)
@@ -134,8 +118,8 @@ impl AdmissionMetrics {
                             }
                         }
                     })
-                    .build(),
-            ),
+                    .build();
+            }
         }
     }
 }

@@ -46,9 +46,9 @@ pub(crate) fn publish(
                 .with_interval(interval)
                 .build();
             let provider = SdkMeterProvider::builder().with_reader(reader).build();
-            let instruments = metrics.observe_with(&provider.meter("admission"));
-            // Both publish for the life of the process.
-            Box::leak(Box::new((provider, instruments)));
+            metrics.observe_with(&provider.meter("admission"));
+            // It publishes for the life of the process.
+            Box::leak(Box::new(provider));
             tracing::info!(
                 "admission metrics also printed through OpenTelemetry's stdout exporter"
             );

@@ -14,8 +14,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use admission_client::{
-    Deadline, Error as ClientError, RETRY_AFTER_MS_HEADER, Retries, RetryLayer, RetryPolicy,
-    RetryService,
+    Error as ClientError, RETRY_AFTER_MS_HEADER, Retries, RetryLayer, RetryPolicy, RetryService,
 };
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, Uri};
@@ -225,7 +224,9 @@ impl Caller {
             }
             Caller::Admission(service) => {
                 let mut request = request();
-                request.extensions_mut().insert(Deadline(deadline));
+                request
+                    .extensions_mut()
+                    .insert(admission_core::Caller::default().with_deadline(deadline));
                 match service.clone().oneshot(request).await {
                     Ok(mut response) => {
                         let retries = response
