@@ -90,16 +90,18 @@ impl RetryBudget {
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] (`CLIENT_BAD_BUDGET`) for a ratio or a time to live
+    /// [`ConfigError`] ([`ConfigError::BadRetryBudget`]) for a ratio or a time to live
     /// out of those bounds.
     pub fn new(ratio: f64, min_per_sec: u32, ttl: Duration) -> Result<RetryBudget, ConfigError> {
         if !(ratio.is_finite() && (0.0..=1000.0).contains(&ratio)) {
-            return Err(ConfigError::budget("the ratio must be within 0 to 1000"));
+            return Err(ConfigError::BadRetryBudget {
+                reason: "the ratio must be within 0 to 1000",
+            });
         }
         if !(Duration::from_secs(1)..=Duration::from_secs(60)).contains(&ttl) {
-            return Err(ConfigError::budget(
-                "the time to live must be within 1 s to 60 s",
-            ));
+            return Err(ConfigError::BadRetryBudget {
+                reason: "the time to live must be within 1 s to 60 s",
+            });
         }
         // Rounded down: a budget never grants a fraction it was not given.
         #[expect(
@@ -230,7 +232,10 @@ mod tests {
             (0.2, 61),
         ] {
             let err = RetryBudget::new(ratio, 1, Duration::from_secs(ttl)).unwrap_err();
-            assert_eq!(err.code(), "CLIENT_BAD_BUDGET");
+            assert!(
+                matches!(err, crate::ConfigError::BadRetryBudget { .. }),
+                "{err}"
+            );
         }
     }
 

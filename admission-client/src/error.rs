@@ -1,60 +1,24 @@
 //! The errors of this crate, each with a stable code.
 //!
-//! This module owns [`ConfigError`] (construction) and [`Error`] (a call).
+//! This module owns [`Error`] (a call) and names the construction error,
+//! [`ConfigError`] (the core's).
 //! It must never carry a request's or a response's own text.
 
 use std::fmt;
 
-/// A retry configuration out of bounds, refused when it is built.
+/// A retry configuration out of bounds, refused when it is built: the
+/// family's one construction error, [`admission_core::ConfigError`], with
+/// a variant each for the budget, the throttle and the policy.
 ///
 /// # Examples
 ///
 /// ```
+/// use admission_client::ConfigError;
+///
 /// let err = admission_client::RetryBudget::new(2000.0, 0, std::time::Duration::from_secs(10)).unwrap_err();
-/// assert_eq!(err.code(), "CLIENT_BAD_BUDGET");
+/// assert!(matches!(err, ConfigError::BadRetryBudget { .. }));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    code: &'static str,
-    reason: &'static str,
-}
-
-impl ConfigError {
-    pub(crate) fn budget(reason: &'static str) -> ConfigError {
-        ConfigError {
-            code: "CLIENT_BAD_BUDGET",
-            reason,
-        }
-    }
-
-    pub(crate) fn throttle(reason: &'static str) -> ConfigError {
-        ConfigError {
-            code: "CLIENT_BAD_THROTTLE",
-            reason,
-        }
-    }
-
-    pub(crate) fn policy(reason: &'static str) -> ConfigError {
-        ConfigError {
-            code: "CLIENT_BAD_POLICY",
-            reason,
-        }
-    }
-
-    /// The stable code: `CLIENT_BAD_BUDGET`, `CLIENT_BAD_THROTTLE` or
-    /// `CLIENT_BAD_POLICY`.
-    pub fn code(&self) -> &'static str {
-        self.code
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.code, self.reason)
-    }
-}
-
-impl std::error::Error for ConfigError {}
+pub use admission_core::ConfigError;
 
 /// Why a call through the [`RetryLayer`](crate::RetryLayer) has no
 /// response. A refusal the layer did not retry is no error: it is the

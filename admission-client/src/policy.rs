@@ -157,23 +157,29 @@ impl RetryPolicy {
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] (`CLIENT_BAD_POLICY`) for attempts outside 1 to 10,
+    /// [`ConfigError`] ([`ConfigError::BadRetryPolicy`]) for attempts outside 1 to 10,
     /// a zero base back-off or a maximum below it, a zero timeout or a
     /// gRPC code above 16.
     pub fn check(&self) -> Result<(), ConfigError> {
         if !(1..=10).contains(&self.max_attempts) {
-            return Err(ConfigError::policy("attempts must be within 1 to 10"));
+            return Err(ConfigError::BadRetryPolicy {
+                reason: "attempts must be within 1 to 10",
+            });
         }
         if self.base_backoff.is_zero() || self.max_backoff < self.base_backoff {
-            return Err(ConfigError::policy(
-                "the back-off must be positive, its maximum no less than its base",
-            ));
+            return Err(ConfigError::BadRetryPolicy {
+                reason: "the back-off must be positive, its maximum no less than its base",
+            });
         }
         if self.timeout.is_some_and(|t| t.is_zero()) {
-            return Err(ConfigError::policy("the timeout must be positive"));
+            return Err(ConfigError::BadRetryPolicy {
+                reason: "the timeout must be positive",
+            });
         }
         if self.grpc_codes.iter().any(|&c| c > 16) {
-            return Err(ConfigError::policy("gRPC codes are 0 to 16"));
+            return Err(ConfigError::BadRetryPolicy {
+                reason: "gRPC codes are 0 to 16",
+            });
         }
         Ok(())
     }

@@ -113,16 +113,18 @@ impl AdaptiveThrottle {
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] (`CLIENT_BAD_THROTTLE`) for `k` or `window` out of
+    /// [`ConfigError`] ([`ConfigError::BadThrottle`]) for `k` or `window` out of
     /// those bounds.
     pub fn new(k: f64, window: Duration) -> Result<AdaptiveThrottle, ConfigError> {
         if !(k.is_finite() && k >= 1.0) {
-            return Err(ConfigError::throttle("K must be finite and at least 1"));
+            return Err(ConfigError::BadThrottle {
+                reason: "K must be finite and at least 1",
+            });
         }
         if !(Duration::from_millis(100)..=Duration::from_secs(600)).contains(&window) {
-            return Err(ConfigError::throttle(
-                "the window must be within 100 ms to 10 min",
-            ));
+            return Err(ConfigError::BadThrottle {
+                reason: "the window must be within 100 ms to 10 min",
+            });
         }
         Ok(AdaptiveThrottle {
             shared: Arc::default(),
@@ -314,7 +316,10 @@ mod tests {
     fn bad_configurations_are_refused_at_construction() {
         for (k, ms) in [(0.9, 1000), (f64::NAN, 1000), (2.0, 50), (2.0, 700_000)] {
             let err = AdaptiveThrottle::new(k, Duration::from_millis(ms)).unwrap_err();
-            assert_eq!(err.code(), "CLIENT_BAD_THROTTLE");
+            assert!(
+                matches!(err, crate::ConfigError::BadThrottle { .. }),
+                "{err}"
+            );
         }
     }
 }

@@ -122,6 +122,21 @@ pub enum ConfigError {
         /// The pool's name.
         pool: String,
     },
+    /// A client's retry budget out of bounds (`admission-client`).
+    BadRetryBudget {
+        /// What is out of bounds.
+        reason: &'static str,
+    },
+    /// A client's adaptive throttle out of bounds (`admission-client`).
+    BadThrottle {
+        /// What is out of bounds.
+        reason: &'static str,
+    },
+    /// A client's retry policy out of bounds (`admission-client`).
+    BadRetryPolicy {
+        /// What is out of bounds.
+        reason: &'static str,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -196,6 +211,9 @@ impl fmt::Display for ConfigError {
             Self::TooManyEntries { entries, max } => {
                 write!(f, "a trace of {entries} entries: at most {max} are allowed")
             }
+            Self::BadRetryBudget { reason } => write!(f, "retry budget: {reason}"),
+            Self::BadThrottle { reason } => write!(f, "adaptive throttle: {reason}"),
+            Self::BadRetryPolicy { reason } => write!(f, "retry policy: {reason}"),
             Self::AlreadyTraced { pool } => write!(
                 f,
                 "pool `{pool}` already records into a trace: a pool records into one for its life"

@@ -1,7 +1,7 @@
 //! `docs/METRICS.md` describes exactly the families in `METRICS`.
 //!
 //! The generator (and its byte-for-byte check) lives in the examples crate
-//! (`cargo run -p admission-examples --bin metrics-reference`); what the core
+//! (`cargo run -p admission-lab --bin metrics-reference`); what the core
 //! pins here is the contract the reference states: one section per family of
 //! `METRICS`, in exposition order, with its help text, type, unit, labels,
 //! registered name and series, and no section for a family the code does not
@@ -11,7 +11,7 @@ use admission_core::metrics::{Kind, METRICS, Metric};
 use admission_core::stats::DURATION_BUCKETS;
 
 const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/METRICS.md");
-const REGENERATE: &str = "cargo run -p admission-examples --bin metrics-reference";
+const REGENERATE: &str = "cargo run -p admission-lab --bin metrics-reference";
 
 fn committed() -> String {
     std::fs::read_to_string(PATH)
