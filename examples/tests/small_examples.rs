@@ -15,6 +15,10 @@ mod quickstart_axum;
 #[allow(dead_code)]
 mod quickstart_actix;
 
+#[path = "../examples/quickstart-tonic.rs"]
+#[allow(dead_code)]
+mod quickstart_tonic;
+
 #[path = "../examples/background-loop.rs"]
 #[allow(dead_code)]
 mod background_loop;
@@ -83,6 +87,68 @@ async fn quickstart_actix_refuses_a_saturated_route_and_serves_health() {
     actix_web::rt::spawn(server);
     a_saturated_route_is_refused_and_health_is_served(addr, &requests).await;
     handle.stop(false).await;
+}
+
+/// The tonic quickstart's promise, over real HTTP/2: with the *work*
+/// class full, `Walk` ends at once with `UNAVAILABLE` and a pushback while
+/// a health check is served; with the slot back, `Walk` walks.
+#[tokio::test]
+async fn quickstart_tonic_refuses_a_saturated_method_and_serves_health() {
+    use quickstart_tonic::{Exposition, WALK, WalkRequest};
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+
+    let requests = RequestPools::new(1, 1).unwrap();
+    let registry = Pool::new("registry", 1).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(quickstart_tonic::serve(
+        listener,
+        requests.clone(),
+        registry,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .expect("the server accepts");
+    let walk = || {
+        let mut client = tonic::client::Grpc::new(channel.clone());
+        async move {
+            client.ready().await.unwrap();
+            let codec = tonic_prost::ProstCodec::<WalkRequest, Exposition>::default();
+            let path = http::uri::PathAndQuery::from_static(WALK);
+            client
+                .unary(tonic::Request::new(WalkRequest {}), path, codec)
+                .await
+        }
+    };
+
+    let held = requests.try_lease(Class::Work).expect("the one work slot");
+    let refused = walk().await.expect_err("refused while the class is full");
+    assert_eq!(refused.code(), tonic::Code::Unavailable);
+    assert!(
+        refused.metadata().get("grpc-retry-pushback-ms").is_some(),
+        "with a pushback"
+    );
+    let health = HealthClient::new(channel.clone())
+        .check(HealthCheckRequest::default())
+        .await
+        .expect("health never waits on load");
+    assert_eq!(health.into_inner().status, 1, "SERVING");
+    drop(held);
+    let text = walk().await.expect("served").into_inner().text;
+    assert!(text.ends_with("# EOF\n"), "{text}");
+
+    let _ = stop.send(());
+    server
+        .await
+        .unwrap()
+        .map_err(|err| err.to_string())
+        .unwrap();
 }
 
 /// The loop's promise: with every request *work* slot held, its turns are
