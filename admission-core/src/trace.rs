@@ -19,8 +19,7 @@ use tokio::time::Instant;
 
 use crate::caller::Criticality;
 use crate::error::ConfigError;
-use crate::pool::SlotId;
-use crate::refusal::{Code, Refusal};
+use crate::refusal::Code;
 
 /// The most entries one trace may keep (8 bytes × 5 each: 40 MiB).
 pub const MAX_ENTRIES: usize = 1 << 20;
@@ -421,22 +420,6 @@ impl Traced {
             waited,
             Some(now.saturating_sub(admitted)),
         );
-    }
-
-    /// A slot was taken (or refused) for a caller of `criticality` that
-    /// waited `waited`: an admission is timed from now, a refusal recorded
-    /// now. A shadow slot past the capacity was recorded when it was made.
-    pub(crate) fn taken(
-        &self,
-        taken: Result<&SlotId, &Refusal>,
-        criticality: Criticality,
-        waited: Duration,
-    ) {
-        match taken {
-            Ok(id) if id.is_overdraft() => {}
-            Ok(id) => self.admitted(id.index(), criticality, waited),
-            Err(refusal) => self.decided(criticality, Outcome::Refused(refusal.code()), waited),
-        }
     }
 
     /// A decision that holds no slot of the table: a refusal, or a shadow

@@ -369,7 +369,7 @@ impl Pool {
     fn take_permit_for(&self, saturated: Code, caller: &Caller) -> Result<SlotId, Refusal> {
         let taken = self.take_permit_untraced(saturated, caller);
         if let Some(traced) = self.inner.trace.get() {
-            traced.taken(taken.as_ref(), caller.criticality(), Duration::ZERO);
+            trace_taken(traced, &taken, caller.criticality(), Duration::ZERO);
         }
         taken
     }
@@ -509,7 +509,7 @@ impl Pool {
         };
         let started = Instant::now();
         let taken = self.wait_untraced(caller, patience, limit, at).await;
-        traced.taken(taken.as_ref(), caller.criticality(), started.elapsed());
+        trace_taken(traced, &taken, caller.criticality(), started.elapsed());
         taken
     }
 
@@ -1320,5 +1320,21 @@ impl Drop for InLine<'_> {
             // or back to the pool, counted as neither admitted nor returned.
             self.permits.cancel(self.key);
         }
+    }
+}
+
+/// Traces a slot taken (or refused) for a caller of `criticality` that
+/// waited `waited`: an admission is timed from now, a refusal recorded now.
+/// A shadow slot past the capacity was traced when it was made.
+fn trace_taken(
+    traced: &Traced,
+    taken: &Result<SlotId, Refusal>,
+    criticality: Criticality,
+    waited: Duration,
+) {
+    match taken {
+        Ok(id) if id.is_overdraft() => {}
+        Ok(id) => traced.admitted(id.index(), criticality, waited),
+        Err(refusal) => traced.decided(criticality, TraceOutcome::Refused(refusal.code()), waited),
     }
 }

@@ -29,7 +29,6 @@ pub use self::estimate::RetryHint;
 pub use self::future::WorkFuture;
 pub use self::gate::{Admission, Pool, REENTRANT_GRACE};
 pub use self::permits::QueuePolicy;
-pub(crate) use self::permits::SlotId;
 pub use self::slot::Slot;
 pub(crate) use self::stats::PoolStats;
 pub use self::work::RegistryWork;
