@@ -92,7 +92,11 @@ fn gauge(exposition: &str, name: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zero_window_readers_cannot_pin_the_memory_bound() {
-    const MAX_HELD_MB: u64 = 8;
+    // About three 2.1 MiB bodies are held at once by the attack's pace and
+    // the 500 ms bound; 16 MiB leaves room for timers a loaded machine
+    // fires late (one run in many at load 6 reached 8 MiB), and is still a
+    // fifth of what 25 streams held without the bound.
+    const MAX_HELD_MB: u64 = 16;
     let mut server = Service::start(
         env!("CARGO_BIN_EXE_exporter"),
         &[
