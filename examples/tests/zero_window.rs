@@ -94,8 +94,8 @@ fn gauge(exposition: &str, name: &str) -> u64 {
 async fn zero_window_readers_cannot_pin_the_memory_bound() {
     // About three 2.1 MiB bodies are held at once by the attack's pace and
     // the 500 ms bound; 16 MiB leaves room for timers a loaded machine
-    // fires late (one run in many at load 6 reached 8 MiB), and is still a
-    // fifth of what 25 streams held without the bound.
+    // fires late (one run in many at load 6 reached 8 MiB), and is still
+    // under a third of what 25 streams held without the bound.
     const MAX_HELD_MB: u64 = 16;
     let mut server = Service::start(
         env!("CARGO_BIN_EXE_exporter"),
