@@ -422,19 +422,23 @@ async fn the_shutdown_log_names_unread_responses_as_the_cause_of_a_wait() {
     drop(reader);
 }
 
-#[tokio::test]
-async fn the_admission_trace_holds_decisions_and_nothing_a_client_sent() {
-    let exporter = Service::exporter(&[
+/// An exporter with one worker whose walks take 300 ms, and `flags`: three
+/// scrapes at once see one walk and two refusals (when enforcing).
+async fn one_slow_worker(flags: &[&str]) -> Service {
+    let base = [
         "--series",
         "100",
         "--workers",
         "1",
         "--walk-delay-ms",
         "300",
-        "--trace-entries",
-        "64",
-    ])
-    .await;
+    ];
+    Service::exporter(&[&base[..], flags].concat()).await
+}
+
+#[tokio::test]
+async fn the_admission_trace_holds_decisions_and_nothing_a_client_sent() {
+    let exporter = one_slow_worker(&["--trace-entries", "64"]).await;
     let http = client(Duration::from_secs(5));
     let scrape = || {
         http.get(exporter.url("/metrics?q=<script>secret-path-42</script>"))
@@ -500,16 +504,7 @@ async fn the_admission_trace_holds_decisions_and_nothing_a_client_sent() {
 
 #[tokio::test]
 async fn in_shadow_mode_every_scrape_is_served_and_the_refusals_it_would_have_made_are_counted() {
-    let exporter = Service::exporter(&[
-        "--series",
-        "100",
-        "--workers",
-        "1",
-        "--walk-delay-ms",
-        "300",
-        "--shadow",
-    ])
-    .await;
+    let exporter = one_slow_worker(&["--shadow"]).await;
     let http = client(Duration::from_secs(5));
     let scrape = || http.get(exporter.url("/metrics")).send();
     let (a, b, c) = tokio::join!(scrape(), scrape(), scrape());

@@ -212,30 +212,13 @@ async fn replay_paused(arrivals: &[Arrival], setting: Setting, seed: u64) -> Pre
         .control(1)
         .build()
         .expect("a capacity of at least 1");
-    let recorded: Vec<Duration> = arrivals.iter().filter_map(|arrival| arrival.held).collect();
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let holds: Vec<Duration> = arrivals
-        .iter()
-        .map(|arrival| {
-            arrival.held.unwrap_or_else(|| {
-                recorded
-                    .get(rng.random_range(0..recorded.len().max(1)))
-                    .copied()
-                    .unwrap_or_default()
-            })
-        })
-        .collect();
+    let mut books = Books::new(arrivals, seed);
     let (answers, mut answered) = tokio::sync::mpsc::unbounded_channel::<Answer>();
     let start = Instant::now();
-    // Held leases by release time (then admission order).
-    let mut held: BinaryHeap<Reverse<(Duration, u64)>> = BinaryHeap::new();
-    let mut leases: HashMap<u64, Lease> = HashMap::new();
-    let mut books = Books::default();
     let mut next = 0;
-    let mut order = 0_u64;
     let mut queued = 0_usize;
     loop {
-        let release = held.peek().map(|Reverse((at, _))| *at);
+        let release = books.next_release();
         let arrival = arrivals.get(next).map(|arrival| arrival.at);
         let (now, is_release) = match (release, arrival) {
             (Some(release), Some(arrival)) if release <= arrival => (release, true),
@@ -245,25 +228,14 @@ async fn replay_paused(arrivals: &[Arrival], setting: Setting, seed: u64) -> Pre
                 // Callers still in the queue: their own timers end them.
                 let answer = answered.recv().await.expect("the driver holds a sender");
                 queued -= 1;
-                books.answer(
-                    answer,
-                    Duration::ZERO,
-                    arrivals,
-                    &holds,
-                    &mut held,
-                    &mut leases,
-                    &mut order,
-                );
+                books.answer(answer, Duration::ZERO);
                 continue;
             }
             (None, None) => break,
         };
         tokio::time::sleep_until(start + now).await;
         if is_release {
-            let Some(Reverse((_, id))) = held.pop() else {
-                break;
-            };
-            drop(leases.remove(&id));
+            books.release_next();
         } else {
             let index = next;
             next += 1;
@@ -277,15 +249,9 @@ async fn replay_paused(arrivals: &[Arrival], setting: Setting, seed: u64) -> Pre
                 }));
             } else {
                 let lease = caller.scope_sync(|| pools.try_lease(Class::Work));
-                let answer = (index, lease.map_err(|refusal| refusal.code().as_str()));
                 books.answer(
-                    answer,
+                    (index, lease.map_err(|refusal| refusal.code().as_str())),
                     now,
-                    arrivals,
-                    &holds,
-                    &mut held,
-                    &mut leases,
-                    &mut order,
                 );
             }
         }
@@ -294,70 +260,104 @@ async fn replay_paused(arrivals: &[Arrival], setting: Setting, seed: u64) -> Pre
         tokio::task::yield_now().await;
         while let Ok(answer) = answered.try_recv() {
             queued -= 1;
-            books.answer(
-                answer,
-                now,
-                arrivals,
-                &holds,
-                &mut held,
-                &mut leases,
-                &mut order,
-            );
+            books.answer(answer, now);
         }
     }
-    let span = arrivals
-        .last()
-        .map_or(Duration::ZERO, |last| last.at)
-        .max(Duration::from_millis(1));
-    let wait_p50 = percentile(&mut books.waits, 50.0).unwrap_or_default();
-    let wait_p99 = percentile(&mut books.waits, 99.0).unwrap_or_default();
-    Prediction {
-        setting,
-        arrivals: arrivals.len(),
-        admitted: books.admitted,
-        refused: books.refused,
-        wait_p50,
-        wait_p99,
-        goodput: books.admitted as f64 / span.as_secs_f64(),
-        utilisation: books.held.as_secs_f64() / (span.as_secs_f64() * setting.capacity as f64),
-    }
+    books.prediction(setting)
 }
 
-/// What the replayed callers did.
-#[derive(Default)]
-struct Books {
+/// What the replayed callers did, and the leases held now.
+struct Books<'a> {
+    arrivals: &'a [Arrival],
+    /// Each caller's hold: its own, or one drawn from the recorded ones.
+    holds: Vec<Duration>,
     admitted: usize,
     refused: BTreeMap<&'static str, usize>,
     waits: Vec<Duration>,
-    held: Duration,
+    held_time: Duration,
+    /// Held leases by release time, then admission order.
+    releases: BinaryHeap<Reverse<(Duration, u64)>>,
+    leases: HashMap<u64, Lease>,
+    order: u64,
 }
 
-impl Books {
+impl<'a> Books<'a> {
+    fn new(arrivals: &'a [Arrival], seed: u64) -> Books<'a> {
+        let recorded: Vec<Duration> = arrivals.iter().filter_map(|arrival| arrival.held).collect();
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let holds = arrivals
+            .iter()
+            .map(|arrival| {
+                arrival.held.unwrap_or_else(|| {
+                    recorded
+                        .get(rng.random_range(0..recorded.len().max(1)))
+                        .copied()
+                        .unwrap_or_default()
+                })
+            })
+            .collect();
+        Books {
+            arrivals,
+            holds,
+            admitted: 0,
+            refused: BTreeMap::new(),
+            waits: Vec::new(),
+            held_time: Duration::ZERO,
+            releases: BinaryHeap::new(),
+            leases: HashMap::new(),
+            order: 0,
+        }
+    }
+
+    /// When the next held lease goes back.
+    fn next_release(&self) -> Option<Duration> {
+        self.releases.peek().map(|Reverse((at, _))| *at)
+    }
+
+    /// The next held lease goes back now.
+    fn release_next(&mut self) {
+        if let Some(Reverse((_, id))) = self.releases.pop() {
+            drop(self.leases.remove(&id));
+        }
+    }
+
     /// A caller's answer at `now` (the trace's time): a lease is held for
     /// the caller's time from now, a refusal counted. A queued caller's
-    /// refusal came at its own timer; `now` is then not its time, and a
-    /// refused caller's wait is not reported.
-    #[allow(clippy::too_many_arguments)]
-    fn answer(
-        &mut self,
-        (index, answer): Answer,
-        now: Duration,
-        arrivals: &[Arrival],
-        holds: &[Duration],
-        held: &mut BinaryHeap<Reverse<(Duration, u64)>>,
-        leases: &mut HashMap<u64, Lease>,
-        order: &mut u64,
-    ) {
+    /// refusal came at its own timer; a refused caller's wait is not
+    /// reported.
+    fn answer(&mut self, (index, answer): Answer, now: Duration) {
         match answer {
             Ok(lease) => {
                 self.admitted += 1;
-                self.waits.push(now.saturating_sub(arrivals[index].at));
-                self.held += holds[index];
-                *order += 1;
-                held.push(Reverse((now + holds[index], *order)));
-                leases.insert(*order, lease);
+                self.waits.push(now.saturating_sub(self.arrivals[index].at));
+                self.held_time += self.holds[index];
+                self.order += 1;
+                self.releases
+                    .push(Reverse((now + self.holds[index], self.order)));
+                self.leases.insert(self.order, lease);
             }
             Err(code) => *self.refused.entry(code).or_default() += 1,
+        }
+    }
+
+    fn prediction(mut self, setting: Setting) -> Prediction {
+        let span = self
+            .arrivals
+            .last()
+            .map_or(Duration::ZERO, |last| last.at)
+            .max(Duration::from_millis(1));
+        let wait_p50 = percentile(&mut self.waits, 50.0).unwrap_or_default();
+        let wait_p99 = percentile(&mut self.waits, 99.0).unwrap_or_default();
+        Prediction {
+            setting,
+            arrivals: self.arrivals.len(),
+            admitted: self.admitted,
+            refused: self.refused,
+            wait_p50,
+            wait_p99,
+            goodput: self.admitted as f64 / span.as_secs_f64(),
+            utilisation: self.held_time.as_secs_f64()
+                / (span.as_secs_f64() * setting.capacity as f64),
         }
     }
 }
