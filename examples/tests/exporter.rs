@@ -327,19 +327,25 @@ async fn coalescing_serves_concurrent_scrapes_from_shared_walks() {
     );
 }
 
-#[tokio::test]
-async fn coalescing_without_the_admission_gate_is_a_usage_error() {
+/// The exporter run with `args` exits 2 with `message` on stderr.
+async fn usage_error(args: &[&str], message: &str) {
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_exporter"))
-        .args(["--gate", "queue", "--coalesce-ms", "100"])
+        .args(args)
         .output()
         .await
         .expect("the exporter binary runs");
     assert_eq!(output.status.code(), Some(2), "usage errors exit 2");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("`--coalesce-ms` needs `--gate admission`"),
-        "{stderr}"
-    );
+    assert!(stderr.contains(message), "{stderr}");
+}
+
+#[tokio::test]
+async fn coalescing_without_the_admission_gate_is_a_usage_error() {
+    usage_error(
+        &["--gate", "queue", "--coalesce-ms", "100"],
+        "`--coalesce-ms` needs `--gate admission`",
+    )
+    .await;
 }
 
 /// Finding 8 of issue 26: the load header rode on every response (`404`
@@ -523,15 +529,9 @@ async fn in_shadow_mode_every_scrape_is_served_and_the_refusals_it_would_have_ma
     let count: f64 = would.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(count >= 2.0, "one worker, three at once: {would}");
 
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_exporter"))
-        .args(["--gate", "tower", "--shadow"])
-        .output()
-        .await
-        .expect("the exporter binary runs");
-    assert_eq!(output.status.code(), Some(2), "usage errors exit 2");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("`--shadow` needs `--gate admission`"),
-        "{stderr}"
-    );
+    usage_error(
+        &["--gate", "tower", "--shadow"],
+        "`--shadow` needs `--gate admission`",
+    )
+    .await;
 }
