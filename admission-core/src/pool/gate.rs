@@ -18,6 +18,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::estimate::WorkTimes;
+use super::flows::{Flow, Flows, Standing};
 use super::holders::Holders;
 use super::permits::{
     Enqueued, Key, NoSlot, Patience, Permits, QueuePolicy, Shares, Shed, SlotId, Ticket,
@@ -189,6 +190,8 @@ struct PoolInner {
     workers: Workers,
     /// Shadow mode: decide and count, never refuse or make wait.
     shadow: AtomicBool,
+    /// The flow table, made when the first caller with a flow asks.
+    flows: OnceLock<Box<Flows>>,
 }
 
 impl Pool {
@@ -284,6 +287,7 @@ impl Pool {
                 spread: AtomicU64::new(0),
                 workers,
                 shadow: AtomicBool::new(false),
+                flows: OnceLock::new(),
             }),
         })
     }
@@ -366,6 +370,9 @@ impl Pool {
         if caller.deadline().is_some() {
             self.budget_left(caller)?;
         }
+        if let Some(flow) = caller.flow() {
+            return self.take_flow_permit(saturated, caller, Flow::new(flow, caller.weight()));
+        }
         let level = caller.criticality();
         match self.inner.permits.try_acquire(level) {
             Ok(id) => Ok(id),
@@ -373,6 +380,103 @@ impl Pool {
             Err(NoSlot::Full) => Err(self.refuse_for(saturated, level)),
             Err(NoSlot::Closed) => Err(self.refuse_for(Code::ShuttingDown, level)),
         }
+    }
+
+    /// [`take_permit_for`](Self::take_permit_for) for a caller with a flow
+    /// (see the module `flows` and [`Caller::with_flow`]): under
+    /// the flow table's lock, a flow under its share takes any free slot; a
+    /// flow at its share takes one only if no other active flow that asked
+    /// is under its own, and is refused `ADMISSION_FLOW_SHARE` otherwise.
+    /// A refused flow asks from then on.
+    #[inline(never)]
+    fn take_flow_permit(
+        &self,
+        saturated: Code,
+        caller: &Caller,
+        flow: Flow,
+    ) -> Result<SlotId, Refusal> {
+        let level = caller.criticality();
+        let mut table = self.flows().lock();
+        let standing = table.standing(flow, self.inner.limit.load(Relaxed));
+        let (yields, shared) = match standing {
+            Standing::Under => (false, false),
+            Standing::AtShare { yields, shared } => (yields, shared),
+        };
+        let shadow = self.is_shadow();
+        if yields && !shadow {
+            let refusal = self.refuse_for(Code::FlowShare, level);
+            table.asked(flow, asking_window(&refusal));
+            return Err(refusal);
+        }
+        match self.inner.permits.try_acquire(level) {
+            Ok(id) => {
+                if yields {
+                    self.inner
+                        .counters
+                        .count_would_refuse(Code::FlowShare, level);
+                }
+                table.admitted(flow, id);
+                Ok(id)
+            }
+            Err(NoSlot::Full) => {
+                let code = if yields || shared {
+                    Code::FlowShare
+                } else {
+                    saturated
+                };
+                if shadow {
+                    let id = self.overdraft(Some((code, level)));
+                    table.admitted(flow, id);
+                    return Ok(id);
+                }
+                let refusal = self.refuse_for(code, level);
+                table.asked(flow, asking_window(&refusal));
+                Err(refusal)
+            }
+            Err(NoSlot::Closed) => Err(self.refuse_for(Code::ShuttingDown, level)),
+        }
+    }
+
+    /// Before a caller with a flow joins the line: refused with
+    /// `ADMISSION_FLOW_SHARE` (in shadow, counted) when it holds its share
+    /// and another active flow that asked is under its own, as a fail-fast
+    /// caller would be; otherwise it asks while it waits. Waiters are then
+    /// served in the line's order: fair order in the line is not made yet.
+    #[cold]
+    fn flow_may_wait(&self, caller: &Caller, flow: Flow) -> Result<(), Refusal> {
+        let level = caller.criticality();
+        let mut table = self.flows().lock();
+        let standing = table.standing(flow, self.inner.limit.load(Relaxed));
+        if matches!(standing, Standing::AtShare { yields: true, .. }) {
+            if self.is_shadow() {
+                self.inner
+                    .counters
+                    .count_would_refuse(Code::FlowShare, level);
+                return Ok(());
+            }
+            let refusal = self.refuse_for(Code::FlowShare, level);
+            table.asked(flow, asking_window(&refusal));
+            return Err(refusal);
+        }
+        let secs = Refusal::whole_secs(self.retry_after_millis());
+        table.asked(flow, Duration::from_secs(2 * u64::from(secs)));
+        Ok(())
+    }
+
+    /// A waiter with a flow took slot `id`.
+    #[cold]
+    fn flow_admitted(&self, caller: &Caller, id: SlotId) {
+        if let Some(flow) = caller.flow() {
+            let flow = Flow::new(flow, caller.weight());
+            self.flows().lock().admitted(flow, id);
+        }
+    }
+
+    /// The flow table, made on first use.
+    fn flows(&self) -> &Flows {
+        self.inner
+            .flows
+            .get_or_init(|| Box::new(Flows::new(self.inner.capacity)))
     }
 
     /// A slot past the capacity, in shadow mode, for an admission that
@@ -477,6 +581,9 @@ impl Pool {
     ) -> Result<SlotId, Refusal> {
         let level = caller.criticality();
         let budget = self.budget_left(caller)?;
+        if let Some(flow) = caller.flow() {
+            self.flow_may_wait(caller, Flow::new(flow, caller.weight()))?;
+        }
         let mut suspect = match self.inner.permits.try_acquire(level) {
             Ok(id) => return Ok(id),
             Err(NoSlot::Closed) => return Err(self.refuse_for(Code::ShuttingDown, level)),
@@ -680,6 +787,9 @@ impl Pool {
             };
             let caller = Caller::current();
             let id = self.wait_for_permit(&caller, patience, limit, at).await?;
+            if caller.has_flow() {
+                self.flow_admitted(&caller, id);
+            }
             Ok(self.held(id))
         }
     }
@@ -742,6 +852,9 @@ impl Pool {
             };
             let caller = Caller::current();
             let id = self.wait_for_permit(&caller, patience, limit, at).await?;
+            if caller.has_flow() {
+                self.flow_admitted(&caller, id);
+            }
             // No task holds a slot that goes straight into work.
             Slot::new(self.clone(), id).offload(work).await
         }
@@ -1137,6 +1250,9 @@ impl Pool {
             self.inner.counters.return_overdraft();
             return;
         }
+        if let Some(flows) = self.inner.flows.get() {
+            flows.released(id);
+        }
         self.inner.holders.clear(id);
         self.inner.permits.release(id);
     }
@@ -1174,6 +1290,13 @@ impl Pool {
         self.inner.permits.close();
         self.inner.workers.close()
     }
+}
+
+/// How long a flow refused with `refusal` counts as asking: twice its
+/// retry hint in whole seconds (so at least 2 s), time for a client that
+/// honours `Retry-After` to come back once, a little late.
+fn asking_window(refusal: &Refusal) -> Duration {
+    Duration::from_secs(2 * u64::from(refusal.retry_after_secs()))
 }
 
 /// How long a queued caller may wait.

@@ -195,6 +195,12 @@ impl SlotId {
         self.0 as usize
     }
 
+    /// Slot number `n`, for the tests.
+    #[cfg(test)]
+    pub(crate) fn for_test(n: usize) -> SlotId {
+        SlotId(u32::try_from(n).expect("a slot number"))
+    }
+
     /// Whether it is [`SlotId::OVERDRAFT`].
     #[inline]
     pub(crate) const fn is_overdraft(self) -> bool {
