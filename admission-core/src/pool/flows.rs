@@ -147,7 +147,7 @@ impl Flows {
 
     /// The bytes the table holds, wherever it lives: what the docs state
     /// as its bound (for the tests).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn footprint(&self) -> usize {
         let table = self.table.lock().unwrap();
         size_of::<Flows>()

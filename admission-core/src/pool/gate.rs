@@ -1271,6 +1271,12 @@ impl Pool {
         &self.inner.holders
     }
 
+    /// The flow table, if a caller with a flow asked, for the models.
+    #[cfg(all(test, loom))]
+    pub(crate) fn flow_table(&self) -> Option<&Flows> {
+        self.inner.flows.get().map(|flows| &**flows)
+    }
+
     /// The permits, for the models.
     #[cfg(all(test, loom))]
     pub(crate) fn permits(&self) -> &Permits {

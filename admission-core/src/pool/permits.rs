@@ -196,7 +196,7 @@ impl SlotId {
     }
 
     /// Slot number `n`, for the tests.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn for_test(n: usize) -> SlotId {
         SlotId(u32::try_from(n).expect("a slot number"))
     }
