@@ -359,12 +359,14 @@ mod tests {
     /// probes: each holds its own count.
     #[test]
     fn flows_take_buckets_of_their_own() {
-        let flows = Flows::new(8);
-        for n in 0..8_u32 {
+        // 64 flows in 256 buckets: by their first probes alone, two would
+        // meet (the birthday odds: 99.96%).
+        let flows = Flows::new(64);
+        for n in 0..64_u32 {
             flows
                 .lock()
                 .admitted(flow_of(("tenant", n)), SlotId::for_test(n as usize));
         }
-        assert_eq!(flows.held_total(), (8, 8), "eight flows, eight buckets");
+        assert_eq!(flows.held_total(), (64, 64), "64 flows, 64 buckets");
     }
 }

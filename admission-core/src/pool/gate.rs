@@ -387,7 +387,9 @@ impl Pool {
     /// the flow table's lock, a flow under its share takes any free slot; a
     /// flow at its share takes one only if no other active flow that asked
     /// is under its own, and is refused `ADMISSION_FLOW_SHARE` otherwise.
-    /// A refused flow asks from then on.
+    /// A refused flow asks from then on. Out of the way of the path
+    /// callers without a flow take (cold: laid out apart from it).
+    #[cold]
     #[inline(never)]
     fn take_flow_permit(
         &self,
