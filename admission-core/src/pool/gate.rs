@@ -367,13 +367,28 @@ impl Pool {
 
     #[inline]
     fn take_permit_for(&self, saturated: Code, caller: &Caller) -> Result<SlotId, Refusal> {
+        if caller.takes_care() {
+            return self.take_permit_with_care(saturated, caller);
+        }
+        self.take_plain_permit(saturated, caller.criticality())
+    }
+
+    /// [`take_permit_for`](Self::take_permit_for) for a caller with a
+    /// deadline (checked first) or a flow (whose share decides).
+    #[inline(never)]
+    fn take_permit_with_care(&self, saturated: Code, caller: &Caller) -> Result<SlotId, Refusal> {
         if caller.deadline().is_some() {
             self.budget_left(caller)?;
         }
         if let Some(flow) = caller.flow() {
             return self.take_flow_permit(saturated, caller, Flow::new(flow, caller.weight()));
         }
-        let level = caller.criticality();
+        self.take_plain_permit(saturated, caller.criticality())
+    }
+
+    /// A slot for a caller of `level`, by the capacity alone.
+    #[inline]
+    fn take_plain_permit(&self, saturated: Code, level: Criticality) -> Result<SlotId, Refusal> {
         match self.inner.permits.try_acquire(level) {
             Ok(id) => Ok(id),
             Err(NoSlot::Full) if self.is_shadow() => Ok(self.overdraft(Some((saturated, level)))),

@@ -153,6 +153,9 @@ pub struct Caller {
     /// The flow's weight in its share (0 is read as 1); beside `asserted`,
     /// in the padding the deadline leaves, so a caller stays 24 bytes.
     weight: u8,
+    /// It has a deadline or a flow: one byte the gate tests, so a caller
+    /// with neither is admitted by the path it took before flows existed.
+    care: bool,
     /// Who the admission is for inside its pool: a keyed hash of the app's
     /// flow key, never the key (see `pool::flows`).
     flow: Option<NonZeroU32>,
@@ -166,6 +169,7 @@ impl Caller {
             deadline: None,
             asserted: false,
             weight: 0,
+            care: false,
             flow: None,
         }
     }
@@ -262,6 +266,7 @@ impl Caller {
         let folded = (hash ^ (hash >> 32)) as u32;
         Caller {
             flow: Some(NonZeroU32::new(folded).unwrap_or(NonZeroU32::MIN)),
+            care: true,
             ..self
         }
     }
@@ -293,6 +298,13 @@ impl Caller {
     /// Whether the caller carries a flow ([`with_flow`](Self::with_flow)).
     pub const fn has_flow(&self) -> bool {
         self.flow.is_some()
+    }
+
+    /// Whether the caller has a deadline or a flow: admission takes the
+    /// path that looks at them.
+    #[inline]
+    pub(crate) const fn takes_care(&self) -> bool {
+        self.care
     }
 
     /// The flow's keyed hash, for the pool's flow table.
@@ -352,6 +364,7 @@ impl Caller {
             _ => Caller {
                 deadline: Some(deadline),
                 asserted,
+                care: true,
                 ..self
             },
         }
