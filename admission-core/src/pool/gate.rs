@@ -433,7 +433,7 @@ impl Pool {
                         .count_would_refuse(Code::FlowShare, level);
                 }
                 table.admitted(flow, id);
-                Ok(id)
+                Ok(id.for_flow())
             }
             Err(NoSlot::Full) => {
                 let code = if yields || shared {
@@ -480,13 +480,17 @@ impl Pool {
         Ok(())
     }
 
-    /// A waiter with a flow took slot `id`.
+    /// A waiter with a flow took slot `id`: counted to its flow, and
+    /// marked as a flow's.
     #[cold]
-    fn flow_admitted(&self, caller: &Caller, id: SlotId) {
-        if let Some(flow) = caller.flow() {
-            let flow = Flow::new(flow, caller.weight());
-            self.flows().lock().admitted(flow, id);
-        }
+    fn flow_admitted(&self, caller: &Caller, id: SlotId) -> SlotId {
+        let Some(flow) = caller.flow() else {
+            return id;
+        };
+        self.flows()
+            .lock()
+            .admitted(Flow::new(flow, caller.weight()), id);
+        id.for_flow()
     }
 
     /// The flow table, made on first use.
@@ -804,9 +808,11 @@ impl Pool {
             };
             let caller = Caller::current();
             let id = self.wait_for_permit(&caller, patience, limit, at).await?;
-            if caller.has_flow() {
-                self.flow_admitted(&caller, id);
-            }
+            let id = if caller.has_flow() {
+                self.flow_admitted(&caller, id)
+            } else {
+                id
+            };
             Ok(self.held(id))
         }
     }
@@ -869,9 +875,11 @@ impl Pool {
             };
             let caller = Caller::current();
             let id = self.wait_for_permit(&caller, patience, limit, at).await?;
-            if caller.has_flow() {
-                self.flow_admitted(&caller, id);
-            }
+            let id = if caller.has_flow() {
+                self.flow_admitted(&caller, id)
+            } else {
+                id
+            };
             // No task holds a slot that goes straight into work.
             Slot::new(self.clone(), id).offload(work).await
         }
@@ -1263,10 +1271,25 @@ impl Pool {
     /// Returns slot `id`: clears its holder, then gives back its permit.
     #[inline]
     pub(crate) fn release(&self, id: SlotId) {
+        if id.is_marked() {
+            self.release_marked(id);
+            return;
+        }
+        self.inner.holders.clear(id);
+        self.inner.permits.release(id);
+    }
+
+    /// [`release`](Self::release) of a slot past the capacity, or of a
+    /// flow's slot: its flow holds one fewer before the permit returns (so
+    /// the count follows the slot, not its number, which may be reused at
+    /// once).
+    #[cold]
+    fn release_marked(&self, id: SlotId) {
         if id.is_overdraft() {
             self.inner.counters.return_overdraft();
             return;
         }
+        let id = id.unmarked();
         if let Some(flows) = self.inner.flows.get() {
             flows.released(id);
         }
