@@ -10,9 +10,10 @@
 //! are held by other active flows; flows that share a bucket are one flow
 //! here. A bucket is freed once its flow is no longer active. It decides whether a flow is
 //! under its share; the gate takes the permit. It must never hold a flow's
-//! key (only its bucket), never grow with the keys it sees, and never be
-//! touched by a caller without a flow, beyond the one load that finds the
-//! table absent or the owner of a returning slot empty.
+//! key (only its hash, in the bucket it took), never grow with the keys
+//! it sees, and never be touched by a caller without a flow: the gate
+//! tests one byte of the caller, and a returning slot looks here only when
+//! its number carries a flow's mark.
 //!
 //! Decisions and the marks they leave are made under the table's lock; a
 //! returning slot takes its count down with one atomic swap and one
