@@ -18,7 +18,9 @@
 //!   (`Lease::scope_sync_for`), as an adapter does for every request;
 //! * `modes`: admit + release in enforce mode (the baseline), in shadow mode
 //!   below the capacity, and with the pool recorded into a trace; and
-//!   `offload` with the pool traced beside the same pool untraced.
+//!   `offload` with the pool traced beside the same pool untraced;
+//! * `lease_flow`: `RequestPools::try_lease_for` + drop for a caller
+//!   without a flow and for one with a flow (the fair-share decision).
 
 use std::future::Future;
 use std::hint::black_box;
@@ -330,6 +332,38 @@ fn modes(c: &mut Criterion) {
     group.finish();
 }
 
+/// A lease for a caller with a flow (the flow table's decision under its
+/// lock, the count kept per slot) beside the same lease for a caller
+/// without one, inside a tokio task; the flow is alone, so both are
+/// admitted every time.
+fn lease_flow(c: &mut Criterion) {
+    let mut group = c.benchmark_group("lease_flow");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let requests = RequestPools::new(4, 4).unwrap();
+    let callers = [
+        ("no_flow", Caller::default()),
+        ("with_flow", Caller::default().with_flow("tenant-1")),
+    ];
+    for (name, caller) in callers {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let requests = requests.clone();
+                in_task(&runtime, async move {
+                    let started = Instant::now();
+                    for _ in 0..iters {
+                        let lease = requests.try_lease_for(Class::Control, caller);
+                        drop(black_box(lease.unwrap()));
+                    }
+                    started.elapsed()
+                })
+            });
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
     modes,
@@ -339,6 +373,7 @@ criterion_group!(
     refusal,
     offload,
     contended,
-    refusal_vs_pools
+    refusal_vs_pools,
+    lease_flow
 );
 criterion_main!(benches);

@@ -33,6 +33,7 @@
 //! | --- | --- | --- |
 //! | serve what matters first | run the request for a [`Caller`] of its [`Criticality`] (adapters read `x-admission-criticality` under their trust policy; [`Caller::scope`] by hand) | sheddable work fills at most half a pool ([`PoolBuilder::share`](pool::PoolBuilder::share)), waiters are served critical first |
 //! | never start work the client will not wait for | give the caller a deadline (adapters read `x-admission-budget-ms`, `x-envoy-expected-rq-timeout-ms`, `grpc-timeout`; [`Caller::with_budget`] by hand) | refused at once with `ADMISSION_BUDGET_TOO_SHORT` when the time left cannot cover the expected wait and the pool's typical work; no wait outlasts the deadline |
+//! | keep one tenant from taking a class | give the caller a flow ([`Caller::with_flow`], weighted with [`Caller::with_weight`]) | while the class is contended each active flow is held to its fair share: a flow at its share is refused with `ADMISSION_FLOW_SHARE` while another flow that asked is short of its own; a flow alone gets the whole class |
 //! | serve ordinary bursts instead of refusing them | [`Admission::Queue`] (the layers' `queue()`, `#[admitted(queue)]`) | a bounded queue that turns newest-first and short once it stands ([`QueuePolicy`](pool::QueuePolicy)); a caller waits at most one work time before it is served or refused (see [below](#fail-fast-or-queue)) |
 //!
 //! # Fail fast or queue

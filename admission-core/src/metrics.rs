@@ -520,7 +520,7 @@ mod tests {
         let _slot = pool.try_admit().unwrap();
         assert!(pool.try_admit().is_err());
         let refused = numbers("admission_refused", &pool.stats());
-        assert_eq!(refused.len(), 6 * 3, "six overload codes by three levels");
+        assert_eq!(refused.len(), 7 * 3, "seven overload codes by three levels");
         assert!(
             refused
                 .iter()

@@ -54,11 +54,16 @@ pub enum Code {
     /// than the expected wait plus the pool's typical work; admitting it
     /// would only make an orphan.
     BudgetTooShort,
+    /// `ADMISSION_FLOW_SHARE`: the caller's flow ([`Caller::with_flow`](crate::Caller::with_flow))
+    /// holds at least its fair share of a contended pool, and the slot is
+    /// left for a flow under its share (or none is free). Overload of the
+    /// caller's own making: another flow of the same pool may be admitted.
+    FlowShare,
 }
 
 impl Code {
     /// Every code, in declaration order.
-    pub const ALL: [Code; 7] = [
+    pub const ALL: [Code; 8] = [
         Code::Saturated,
         Code::LeaseUnavailable,
         Code::ReservationExhausted,
@@ -66,6 +71,7 @@ impl Code {
         Code::ShuttingDown,
         Code::Reentrant,
         Code::BudgetTooShort,
+        Code::FlowShare,
     ];
 
     /// Whether this code says the service is overloaded (or closing) and
@@ -89,7 +95,8 @@ impl Code {
             | Code::ReservationExhausted
             | Code::WaitTimedOut
             | Code::ShuttingDown
-            | Code::BudgetTooShort => true,
+            | Code::BudgetTooShort
+            | Code::FlowShare => true,
             Code::Reentrant => false,
         }
     }
@@ -104,6 +111,7 @@ impl Code {
             Code::ShuttingDown => "ADMISSION_SHUTTING_DOWN",
             Code::Reentrant => "ADMISSION_REENTRANT",
             Code::BudgetTooShort => "ADMISSION_BUDGET_TOO_SHORT",
+            Code::FlowShare => "ADMISSION_FLOW_SHARE",
         }
     }
 
@@ -118,6 +126,7 @@ impl Code {
             Code::ShuttingDown => "ShuttingDown",
             Code::Reentrant => "Reentrant",
             Code::BudgetTooShort => "BudgetTooShort",
+            Code::FlowShare => "FlowShare",
         }
     }
 }

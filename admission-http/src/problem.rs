@@ -46,6 +46,7 @@ pub(crate) const fn title(code: Code) -> &'static str {
         Code::ShuttingDown => "Shutting down",
         Code::Reentrant => "Waiting on a slot the caller holds",
         Code::BudgetTooShort => "Not enough time left for the work",
+        Code::FlowShare => "Flow over its fair share",
         // A code core adds later: still an answer with a title.
         _ => "Refused",
     }

@@ -18,6 +18,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::estimate::WorkTimes;
+use super::flows::{Flow, Flows, Standing};
 use super::holders::Holders;
 use super::permits::{
     Enqueued, Key, NoSlot, Patience, Permits, QueuePolicy, Shares, Shed, SlotId, Ticket,
@@ -192,6 +193,8 @@ struct PoolInner {
     shadow: AtomicBool,
     /// The trace this pool records into, once one is set.
     trace: OnceLock<Traced>,
+    /// The flow table, made when the first caller with a flow asks.
+    flows: OnceLock<Box<Flows>>,
 }
 
 impl Pool {
@@ -288,6 +291,7 @@ impl Pool {
                 workers,
                 shadow: AtomicBool::new(false),
                 trace: OnceLock::new(),
+                flows: OnceLock::new(),
             }),
         })
     }
@@ -376,16 +380,137 @@ impl Pool {
 
     #[inline]
     fn take_permit_untraced(&self, saturated: Code, caller: &Caller) -> Result<SlotId, Refusal> {
+        if caller.takes_care() {
+            return self.take_permit_with_care(saturated, caller);
+        }
+        self.take_plain_permit(saturated, caller.criticality())
+    }
+
+    /// [`take_permit_for`](Self::take_permit_for) for a caller with a
+    /// deadline (checked first) or a flow (whose share decides).
+    #[inline(never)]
+    fn take_permit_with_care(&self, saturated: Code, caller: &Caller) -> Result<SlotId, Refusal> {
         if caller.deadline().is_some() {
             self.budget_left(caller)?;
         }
-        let level = caller.criticality();
+        if let Some(flow) = caller.flow() {
+            return self.take_flow_permit(saturated, caller, Flow::new(flow, caller.weight()));
+        }
+        self.take_plain_permit(saturated, caller.criticality())
+    }
+
+    /// A slot for a caller of `level`, by the capacity alone.
+    #[inline]
+    fn take_plain_permit(&self, saturated: Code, level: Criticality) -> Result<SlotId, Refusal> {
         match self.inner.permits.try_acquire(level) {
             Ok(id) => Ok(id),
             Err(NoSlot::Full) if self.is_shadow() => Ok(self.overdraft(Some((saturated, level)))),
             Err(NoSlot::Full) => Err(self.refuse_for(saturated, level)),
             Err(NoSlot::Closed) => Err(self.refuse_for(Code::ShuttingDown, level)),
         }
+    }
+
+    /// [`take_permit_for`](Self::take_permit_for) for a caller with a flow
+    /// (see the module `flows` and [`Caller::with_flow`]): under
+    /// the flow table's lock, a flow under its share takes any free slot; a
+    /// flow at its share takes one only if no other active flow that asked
+    /// is under its own, and is refused `ADMISSION_FLOW_SHARE` otherwise.
+    /// A refused flow asks from then on. Out of the way of the path
+    /// callers without a flow take (cold: laid out apart from it).
+    #[cold]
+    #[inline(never)]
+    fn take_flow_permit(
+        &self,
+        saturated: Code,
+        caller: &Caller,
+        flow: Flow,
+    ) -> Result<SlotId, Refusal> {
+        let level = caller.criticality();
+        let mut table = self.flows().lock();
+        let standing = table.standing(flow, self.inner.limit.load(Relaxed));
+        let (yields, shared) = match standing {
+            Standing::Under => (false, false),
+            Standing::AtShare { yields, shared } => (yields, shared),
+        };
+        let shadow = self.is_shadow();
+        if yields && !shadow {
+            let refusal = self.refuse_for(Code::FlowShare, level);
+            table.asked(flow, asking_window(&refusal));
+            return Err(refusal);
+        }
+        match self.inner.permits.try_acquire(level) {
+            Ok(id) => {
+                if yields {
+                    self.inner
+                        .counters
+                        .count_would_refuse(Code::FlowShare, level);
+                }
+                table.admitted(flow, id);
+                Ok(id.for_flow())
+            }
+            Err(NoSlot::Full) => {
+                let code = if yields || shared {
+                    Code::FlowShare
+                } else {
+                    saturated
+                };
+                if shadow {
+                    let id = self.overdraft(Some((code, level)));
+                    table.admitted(flow, id);
+                    return Ok(id);
+                }
+                let refusal = self.refuse_for(code, level);
+                table.asked(flow, asking_window(&refusal));
+                Err(refusal)
+            }
+            Err(NoSlot::Closed) => Err(self.refuse_for(Code::ShuttingDown, level)),
+        }
+    }
+
+    /// Before a caller with a flow joins the line: refused with
+    /// `ADMISSION_FLOW_SHARE` (in shadow, counted) when it holds its share
+    /// and another active flow that asked is under its own, as a fail-fast
+    /// caller would be; otherwise it asks while it waits. Waiters are then
+    /// served in the line's order: fair order in the line is not made yet.
+    #[cold]
+    fn flow_may_wait(&self, caller: &Caller, flow: Flow) -> Result<(), Refusal> {
+        let level = caller.criticality();
+        let mut table = self.flows().lock();
+        let standing = table.standing(flow, self.inner.limit.load(Relaxed));
+        if matches!(standing, Standing::AtShare { yields: true, .. }) {
+            if self.is_shadow() {
+                self.inner
+                    .counters
+                    .count_would_refuse(Code::FlowShare, level);
+                return Ok(());
+            }
+            let refusal = self.refuse_for(Code::FlowShare, level);
+            table.asked(flow, asking_window(&refusal));
+            return Err(refusal);
+        }
+        let secs = Refusal::whole_secs(self.retry_after_millis());
+        table.asked(flow, Duration::from_secs(2 * u64::from(secs)));
+        Ok(())
+    }
+
+    /// A waiter with a flow took slot `id`: counted to its flow, and
+    /// marked as a flow's.
+    #[cold]
+    fn flow_admitted(&self, caller: &Caller, id: SlotId) -> SlotId {
+        let Some(flow) = caller.flow() else {
+            return id;
+        };
+        self.flows()
+            .lock()
+            .admitted(Flow::new(flow, caller.weight()), id);
+        id.for_flow()
+    }
+
+    /// The flow table, made on first use.
+    fn flows(&self) -> &Flows {
+        self.inner
+            .flows
+            .get_or_init(|| Box::new(Flows::new(self.inner.capacity)))
     }
 
     /// A slot past the capacity, in shadow mode, for an admission that
@@ -522,6 +647,9 @@ impl Pool {
     ) -> Result<SlotId, Refusal> {
         let level = caller.criticality();
         let budget = self.budget_left(caller)?;
+        if let Some(flow) = caller.flow() {
+            self.flow_may_wait(caller, Flow::new(flow, caller.weight()))?;
+        }
         let mut suspect = match self.inner.permits.try_acquire(level) {
             Ok(id) => return Ok(id),
             Err(NoSlot::Closed) => return Err(self.refuse_for(Code::ShuttingDown, level)),
@@ -725,6 +853,11 @@ impl Pool {
             };
             let caller = Caller::current();
             let id = self.wait_for_permit(&caller, patience, limit, at).await?;
+            let id = if caller.has_flow() {
+                self.flow_admitted(&caller, id)
+            } else {
+                id
+            };
             Ok(self.held(id))
         }
     }
@@ -787,6 +920,11 @@ impl Pool {
             };
             let caller = Caller::current();
             let id = self.wait_for_permit(&caller, patience, limit, at).await?;
+            let id = if caller.has_flow() {
+                self.flow_admitted(&caller, id)
+            } else {
+                id
+            };
             // No task holds a slot that goes straight into work.
             Slot::new(self.clone(), id).offload(work).await
         }
@@ -1217,12 +1355,33 @@ impl Pool {
     /// Returns slot `id`: clears its holder, then gives back its permit.
     #[inline]
     pub(crate) fn release(&self, id: SlotId) {
-        if id.is_overdraft() {
-            self.inner.counters.return_overdraft();
+        if id.is_marked() {
+            self.release_marked(id);
             return;
         }
         if let Some(traced) = self.inner.trace.get() {
             traced.released(id.index());
+        }
+        self.inner.holders.clear(id);
+        self.inner.permits.release(id);
+    }
+
+    /// [`release`](Self::release) of a slot past the capacity, or of a
+    /// flow's slot: its flow holds one fewer before the permit returns (so
+    /// the count follows the slot, not its number, which may be reused at
+    /// once).
+    #[cold]
+    fn release_marked(&self, id: SlotId) {
+        if id.is_overdraft() {
+            self.inner.counters.return_overdraft();
+            return;
+        }
+        let id = id.unmarked();
+        if let Some(traced) = self.inner.trace.get() {
+            traced.released(id.index());
+        }
+        if let Some(flows) = self.inner.flows.get() {
+            flows.released(id);
         }
         self.inner.holders.clear(id);
         self.inner.permits.release(id);
@@ -1240,6 +1399,12 @@ impl Pool {
     #[cfg(all(test, loom))]
     pub(crate) fn holders(&self) -> &Holders {
         &self.inner.holders
+    }
+
+    /// The flow table, if a caller with a flow asked, for the models.
+    #[cfg(all(test, loom))]
+    pub(crate) fn flow_table(&self) -> Option<&Flows> {
+        self.inner.flows.get().map(|flows| &**flows)
     }
 
     /// The permits, for the models.
@@ -1261,6 +1426,13 @@ impl Pool {
         self.inner.permits.close();
         self.inner.workers.close()
     }
+}
+
+/// How long a flow refused with `refusal` counts as asking: twice its
+/// retry hint in whole seconds (so at least 2 s), time for a client that
+/// honours `Retry-After` to come back once, a little late.
+fn asking_window(refusal: &Refusal) -> Duration {
+    Duration::from_secs(2 * u64::from(refusal.retry_after_secs()))
 }
 
 /// How long a queued caller may wait.

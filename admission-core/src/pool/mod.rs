@@ -13,6 +13,7 @@
 
 mod builder;
 pub(crate) mod estimate;
+mod flows;
 mod future;
 mod gate;
 mod holders;

@@ -189,10 +189,47 @@ impl SlotId {
     /// of the N, counted apart (no pool has this many slots).
     pub(crate) const OVERDRAFT: SlotId = SlotId(u32::MAX);
 
-    /// The slot's index in a table of N entries.
+    /// The mark of a slot a flow holds: its flow table keeps the slot's
+    /// count, and only a marked slot's return looks there. No pool has
+    /// this many slots; [`SlotId::OVERDRAFT`] has the mark too.
+    const FLOW: u32 = 1 << 31;
+
+    /// The slot's index in a table of N entries (marked or not).
     #[inline]
     pub(crate) const fn index(self) -> usize {
-        self.0 as usize
+        (self.0 & !Self::FLOW) as usize
+    }
+
+    /// The same slot, marked as a flow's.
+    #[inline]
+    pub(crate) const fn for_flow(self) -> SlotId {
+        if self.is_overdraft() {
+            self
+        } else {
+            SlotId(self.0 | Self::FLOW)
+        }
+    }
+
+    /// Whether it is marked: a flow's slot, or [`SlotId::OVERDRAFT`].
+    #[inline]
+    pub(crate) const fn is_marked(self) -> bool {
+        self.0 >= Self::FLOW
+    }
+
+    /// The same slot unmarked, as the permits know it.
+    #[inline]
+    pub(crate) const fn unmarked(self) -> SlotId {
+        if self.is_overdraft() {
+            self
+        } else {
+            SlotId(self.0 & !Self::FLOW)
+        }
+    }
+
+    /// Slot number `n`, for the tests.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn for_test(n: usize) -> SlotId {
+        SlotId(u32::try_from(n).expect("a slot number"))
     }
 
     /// Whether it is [`SlotId::OVERDRAFT`].

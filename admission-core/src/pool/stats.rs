@@ -299,6 +299,7 @@ const fn code_index(code: Code) -> usize {
         Code::ShuttingDown => 4,
         Code::Reentrant => 5,
         Code::BudgetTooShort => 6,
+        Code::FlowShare => 7,
     }
 }
 

@@ -1,0 +1,262 @@
+//! Issue 39's engine part: flows inside a class. While a class is
+//! contended each active flow is held to its max-min fair share (by
+//! weight); a flow under its share is admitted whenever a slot is free; a
+//! flow alone gets the whole class; a flow refused while another held
+//! every slot counts as active; callers without a flow are admitted as
+//! before; shadow mode counts a would-be `ADMISSION_FLOW_SHARE` and serves.
+//!
+//! Slots are held with leases and slots, never with sleeps.
+
+use std::time::Duration;
+
+use admission_core::{Admission, Caller, Class, Code, Lease, Pool, RequestPools};
+
+fn flow(key: &str) -> Caller {
+    Caller::default().with_flow(key)
+}
+
+/// Leases `caller` asks for until refused; returns them and the refusal's code.
+fn flood(requests: &RequestPools, caller: Caller, held: &mut Vec<Lease>) -> Code {
+    loop {
+        match requests.try_lease_for(Class::Work, caller) {
+            Ok(lease) => held.push(lease),
+            Err(refusal) => return refusal.code(),
+        }
+    }
+}
+
+#[test]
+fn a_lone_flow_gets_the_whole_class() {
+    let requests = RequestPools::new(4, 1).unwrap();
+    let mut held = Vec::new();
+    let code = flood(&requests, flow("batch"), &mut held);
+    assert_eq!(held.len(), 4, "one tenant alone holds every slot");
+    assert_eq!(
+        code,
+        Code::Saturated,
+        "a lone flow at the capacity is refused for the capacity, not a share"
+    );
+}
+
+/// One flow floods a class of 4 and another sends one request at a time:
+/// the light flow is admitted whenever it is under its share (2), and the
+/// flood, at its share, is refused `ADMISSION_FLOW_SHARE` meanwhile.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_light_flow_gets_its_share_beside_a_flood() {
+    let requests = RequestPools::new(4, 1).unwrap();
+    let (heavy, light) = (flow("batch-job"), flow("alice"));
+    let mut flood_held = Vec::new();
+    flood(&requests, heavy, &mut flood_held);
+    assert_eq!(flood_held.len(), 4);
+
+    // alice arrives while the flood holds every slot: refused, and active.
+    let first = requests.try_lease_for(Class::Work, light).unwrap_err();
+    assert_eq!(first.code(), Code::Saturated, "the class is full");
+
+    let mut light_held = Vec::new();
+    for round in 0..2 {
+        flood_held.pop();
+        assert_eq!(
+            requests
+                .try_lease_for(Class::Work, heavy)
+                .unwrap_err()
+                .code(),
+            Code::FlowShare,
+            "round {round}: the flood is at its share while alice, who asked, is under hers"
+        );
+        light_held.push(
+            requests
+                .try_lease_for(Class::Work, light)
+                .unwrap_or_else(|r| panic!("round {round}: alice is under her share: {r}")),
+        );
+        // alice asks again at once: the class is full; she asks.
+        let again = requests.try_lease_for(Class::Work, light);
+        if round == 0 {
+            assert_eq!(again.unwrap_err().code(), Code::Saturated);
+        } else {
+            assert_eq!(
+                again.unwrap_err().code(),
+                Code::FlowShare,
+                "at her share beside the flood: her own share refuses her"
+            );
+        }
+    }
+    assert_eq!((flood_held.len(), light_held.len()), (2, 2), "2:2");
+
+    // The flood drops to 1: under its share, it gets the slot back.
+    flood_held.pop();
+    flood_held.push(
+        requests
+            .try_lease_for(Class::Work, heavy)
+            .expect("under its share"),
+    );
+
+    // alice lets go of one. Her last refusal still asks (she is short):
+    // the flood is refused the spare slot until her asking window ends.
+    light_held.pop();
+    assert_eq!(
+        requests
+            .try_lease_for(Class::Work, heavy)
+            .unwrap_err()
+            .code(),
+        Code::FlowShare,
+        "alice asked and holds less than her share"
+    );
+    // Twice her refusal's Retry-After (1 s) later, she asks no more: the
+    // spare slot is lent to the flood (work-conserving).
+    tokio::time::advance(Duration::from_millis(2001)).await;
+    flood_held.push(
+        requests
+            .try_lease_for(Class::Work, heavy)
+            .expect("nobody short asks: the spare slot is lent"),
+    );
+    assert_eq!((flood_held.len(), light_held.len()), (3, 1));
+}
+
+/// A flow that asks and holds nothing blocks nobody once it is admitted:
+/// the flood may take a slot a flow under its share does not ask for.
+#[test]
+fn a_class_lends_what_nobody_short_asks_for() {
+    let requests = RequestPools::new(4, 1).unwrap();
+    let (heavy, light) = (flow("batch-job"), flow("alice"));
+    let _alice = requests.try_lease_for(Class::Work, light).unwrap();
+    let mut held = Vec::new();
+    let code = flood(&requests, heavy, &mut held);
+    assert_eq!(
+        held.len(),
+        3,
+        "alice holds one and asks for no more: the flood gets the rest"
+    );
+    assert_eq!(code, Code::FlowShare, "over its share, beside another flow");
+}
+
+/// Weights 2 and 1 on a class of 6 settle at 4 and 2 under contention.
+#[test]
+fn weights_give_two_to_one() {
+    let requests = RequestPools::new(6, 1).unwrap();
+    let paying = flow("acme").with_weight(2);
+    let free = flow("hobbyist");
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    flood(&requests, paying, &mut a);
+    assert_eq!(a.len(), 6);
+    flood(&requests, free, &mut b);
+    // Slots come back one at a time, both flows asking after each.
+    for _ in 0..6 {
+        a.pop();
+        flood(&requests, free, &mut b);
+        flood(&requests, paying, &mut a);
+    }
+    assert_eq!((a.len(), b.len()), (4, 2), "weight 2 holds twice weight 1");
+    for _ in 0..6 {
+        b.pop();
+        flood(&requests, paying, &mut a);
+        flood(&requests, free, &mut b);
+    }
+    assert_eq!((a.len(), b.len()), (4, 2), "however the slots come back");
+}
+
+/// Callers without a flow take any free slot, as before, beside flows.
+#[test]
+fn callers_without_a_flow_ignore_shares() {
+    let requests = RequestPools::new(4, 1).unwrap();
+    let (heavy, light) = (flow("batch-job"), flow("alice"));
+    let mut held = Vec::new();
+    flood(&requests, heavy, &mut held);
+    assert_eq!(
+        requests
+            .try_lease_for(Class::Work, light)
+            .unwrap_err()
+            .code(),
+        Code::Saturated
+    );
+    held.pop();
+    let plain = requests
+        .try_lease_for(Class::Work, Caller::default())
+        .expect("no flow: the capacity alone decides");
+    assert_eq!(
+        requests
+            .try_lease_for(Class::Work, Caller::default())
+            .unwrap_err()
+            .code(),
+        Code::Saturated,
+        "a full class refuses a caller without a flow as before"
+    );
+    drop(plain);
+}
+
+/// `Pool::run` and the waits honour the caller's flow too: a flow at its
+/// share is refused before it joins the line, and a waiter's slot counts
+/// toward its flow once granted.
+#[tokio::test(flavor = "current_thread")]
+async fn pool_entry_points_honour_the_flow() {
+    let pool = Pool::new("registry", 2).unwrap();
+    let (heavy, light) = (flow("batch-job"), flow("alice"));
+    let a = heavy.scope(async { pool.try_admit() }).await.unwrap();
+    let b = heavy.scope(async { pool.try_admit() }).await.unwrap();
+    let refused = light
+        .scope(pool.run(|| Ok::<_, std::fmt::Error>(()), Admission::FailFast))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.refusal().unwrap().code(), Code::Saturated);
+    drop(a);
+    let queued = heavy
+        .scope(pool.admit_with(Admission::Queue))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        queued.code(),
+        Code::FlowShare,
+        "at its share while alice asks: refused before it joins the line"
+    );
+    let ran = light
+        .scope(pool.run(|| Ok::<_, std::fmt::Error>(7), Admission::Queue))
+        .await;
+    assert_eq!(ran, Ok(7));
+    drop(b);
+    assert_eq!(pool.stats().in_use, 0);
+}
+
+/// In shadow mode a would-be `ADMISSION_FLOW_SHARE` is counted and served.
+#[test]
+fn shadow_counts_a_would_be_flow_share_refusal_and_serves_it() {
+    let requests = RequestPools::new(2, 1).unwrap();
+    let (heavy, light) = (flow("batch-job"), flow("alice"));
+    let mut held = Vec::new();
+    flood(&requests, heavy, &mut held);
+    requests.try_lease_for(Class::Work, light).unwrap_err();
+    held.pop();
+    requests.set_shadow(true);
+    let served = requests
+        .try_lease_for(Class::Work, heavy)
+        .expect("shadow mode serves what it would refuse");
+    let stats = requests.pool(Class::Work).stats();
+    assert_eq!(stats.would_refuse_with(Code::FlowShare), 1);
+    assert_eq!(
+        stats.refused_by_code[7], [0; 3],
+        "nothing refused for a share"
+    );
+    requests.set_shadow(false);
+    drop(served);
+    assert_eq!(
+        requests
+            .try_lease_for(Class::Work, heavy)
+            .unwrap_err()
+            .code(),
+        Code::FlowShare,
+        "enforced again: the decision shadow counted"
+    );
+}
+
+#[test]
+fn the_new_code_is_an_overload_refusal_with_a_stable_string() {
+    assert_eq!(Code::FlowShare.as_str(), "ADMISSION_FLOW_SHARE");
+    assert!(Code::FlowShare.is_overload());
+    assert!(Code::ALL.contains(&Code::FlowShare));
+}
+
+#[test]
+fn a_caller_stays_24_bytes_and_copy() {
+    fn copy<T: Copy>() {}
+    copy::<Caller>();
+    assert_eq!(size_of::<Caller>(), 24);
+}
