@@ -371,25 +371,31 @@ impl Pool {
 
     #[inline]
     fn take_permit_for(&self, saturated: Code, caller: &Caller) -> Result<SlotId, Refusal> {
-        let taken = self.take_permit_untraced(saturated, caller);
-        if let Some(traced) = self.inner.trace.get() {
-            trace_taken(traced, &taken, caller.criticality(), Duration::ZERO);
-        }
-        taken
-    }
-
-    #[inline]
-    fn take_permit_untraced(&self, saturated: Code, caller: &Caller) -> Result<SlotId, Refusal> {
-        if caller.takes_care() {
+        if caller.takes_care() || self.inner.trace.get().is_some() {
             return self.take_permit_with_care(saturated, caller);
         }
         self.take_plain_permit(saturated, caller.criticality())
     }
 
     /// [`take_permit_for`](Self::take_permit_for) for a caller with a
-    /// deadline (checked first) or a flow (whose share decides).
+    /// deadline or a flow, or any caller of a traced pool: out of line, so
+    /// the path of the others is the one it was before either existed. A
+    /// traced pool's slot is marked, so that its return is traced too.
     #[inline(never)]
     fn take_permit_with_care(&self, saturated: Code, caller: &Caller) -> Result<SlotId, Refusal> {
+        let taken = self.take_cared_permit(saturated, caller);
+        match self.inner.trace.get() {
+            Some(traced) => {
+                trace_taken(traced, &taken, caller.criticality(), Duration::ZERO);
+                taken.map(SlotId::for_flow)
+            }
+            None => taken,
+        }
+    }
+
+    /// A slot for a caller with a deadline (checked first) or a flow (whose
+    /// share decides), or for any caller when neither applies.
+    fn take_cared_permit(&self, saturated: Code, caller: &Caller) -> Result<SlotId, Refusal> {
         if caller.deadline().is_some() {
             self.budget_left(caller)?;
         }
@@ -635,7 +641,8 @@ impl Pool {
         let started = Instant::now();
         let taken = self.wait_untraced(caller, patience, limit, at).await;
         trace_taken(traced, &taken, caller.criticality(), started.elapsed());
-        taken
+        // Marked: its return is traced too.
+        taken.map(SlotId::for_flow)
     }
 
     async fn wait_untraced(
@@ -1359,16 +1366,14 @@ impl Pool {
             self.release_marked(id);
             return;
         }
-        if let Some(traced) = self.inner.trace.get() {
-            traced.released(id.index());
-        }
         self.inner.holders.clear(id);
         self.inner.permits.release(id);
     }
 
     /// [`release`](Self::release) of a slot past the capacity, or of a
-    /// flow's slot: its flow holds one fewer before the permit returns (so
-    /// the count follows the slot, not its number, which may be reused at
+    /// marked slot (a flow's, or a traced pool's): the trace records its
+    /// hold, and its flow holds one fewer before the permit returns (so the
+    /// count follows the slot, not its number, which may be reused at
     /// once).
     #[cold]
     fn release_marked(&self, id: SlotId) {

@@ -200,7 +200,8 @@ impl SlotId {
         (self.0 & !Self::FLOW) as usize
     }
 
-    /// The same slot, marked as a flow's.
+    /// The same slot, marked: a flow's, or a traced pool's (its return
+    /// takes the marked path, which looks at the flow table and the trace).
     #[inline]
     pub(crate) const fn for_flow(self) -> SlotId {
         if self.is_overdraft() {
@@ -210,7 +211,8 @@ impl SlotId {
         }
     }
 
-    /// Whether it is marked: a flow's slot, or [`SlotId::OVERDRAFT`].
+    /// Whether it is marked: a flow's or a traced pool's slot, or
+    /// [`SlotId::OVERDRAFT`].
     #[inline]
     pub(crate) const fn is_marked(self) -> bool {
         self.0 >= Self::FLOW
