@@ -164,3 +164,31 @@ fn two_pools_share_a_trace_and_a_pool_keeps_its_own() {
     assert_eq!(other.recorded(), 0, "walks still records into the first");
     assert_eq!(trace.recorded(), 3);
 }
+
+#[test]
+fn a_flows_slot_on_a_traced_pool_is_traced_once_and_returns() {
+    // Both a flow and the trace mark a slot; its return must do both jobs.
+    let pool = Pool::new("tenants", 1).unwrap();
+    let trace = Trace::new(16).unwrap();
+    pool.trace_into(&trace).unwrap();
+    let tenant = Caller::default().with_flow("tenant-a");
+    let held = tenant.scope_sync(|| pool.try_admit()).unwrap();
+    let refused = tenant.scope_sync(|| pool.try_admit()).unwrap_err();
+    assert_eq!(
+        refused.code(),
+        Code::Saturated,
+        "a lone flow is refused only when full"
+    );
+    drop(held);
+    let lines = entries(&trace);
+    assert_eq!(lines.len(), 2, "one refusal and one admission, each once");
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|line| line["outcome"] == "admitted")
+            .count(),
+        1
+    );
+    let again = tenant.scope_sync(|| pool.try_admit());
+    assert!(again.is_ok(), "the marked slot went back to the pool");
+}
