@@ -15,11 +15,14 @@ const STORM: Flags = &[
     ("--walk-delay-ms", Some("20; --retry-storm: 320")),
     ("--series", Some("10000")),
     ("--duration-ms", Some("4000; --rate: 5000")),
-    ("--timeout-ms", Some("100; --retry-storm: 2000")),
+    (
+        "--timeout-ms",
+        Some("100; --retry-storm: 2000; --tenants: 1000"),
+    ),
     ("--seed", Some("1")),
     (
         "--svg",
-        Some("docs/overload.svg; --retry-storm: docs/retry-storm.svg"),
+        Some("docs/overload.svg; --retry-storm: docs/retry-storm.svg; --tenants: docs/tenants.svg"),
     ),
     ("--clients", Some("64")),
     ("--give-up-ms", Some("5")),
@@ -49,6 +52,7 @@ const STORM: Flags = &[
     ("--sweep", None),
     ("--refusal-target", Some("1")),
     ("--pool", None),
+    ("--tenants", None),
 ];
 
 const FLEET: Flags = &[

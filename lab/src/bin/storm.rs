@@ -56,6 +56,15 @@
 //! honest-wait tables and writes goodput over time to `--svg PATH`
 //! (`docs/retry-storm.svg`). It ends by itself in about two minutes.
 //!
+//! `--tenants` puts twelve light tenants (2% of the capacity each) beside
+//! one, two and four heavy ones (10x together) on a class of four 20 ms
+//! slots, open loop, `--point-ms` (3000) per point, behind each gate side
+//! by side: the fair class failing fast and queued, the class without
+//! flows, tower's limit + shed and `tower_governor` keyed per tenant. It
+//! prints light tenants served and their p99, the heavy tenants' share of
+//! the goodput, the goodput against capacity and the server's peak memory,
+//! and writes the picture to `--svg PATH` (`docs/tenants.svg`).
+//!
 //! `--replay TRACE` replays an admission trace (the JSON lines of
 //! `admission_core::trace::Trace`, e.g. the exporter's
 //! `/debug/admission/trace`) against a class of `--capacity N` slots, fail
@@ -73,6 +82,7 @@ use admission_examples::exporter::Gate;
 use admission_lab::storm::open_loop::{Mix, OpenLoop, Report};
 use admission_lab::storm::overload::{self, OverloadConfig, ServeSpec};
 use admission_lab::storm::retry_storm::{self, StormPlan};
+use admission_lab::storm::tenants::{self, TenantSpec, TenantsConfig};
 use admission_lab::storm::{self, StormConfig, Target, plot};
 use clap::ArgMatches;
 
@@ -82,6 +92,7 @@ const RATE: &str = "Open loop (--rate R)";
 const OVERLOAD: &str = "Overload table (--overload)";
 const RETRY: &str = "Retry storm (--retry-storm)";
 const REPLAY: &str = "What-if replay (--replay TRACE)";
+const TENANTS: &str = "Tenants (--tenants)";
 
 /// The scrape-storm demo: the exporter in-process behind admission,
 /// admission with coalescing, an unbounded queue and tower's limit plus
@@ -92,7 +103,7 @@ const REPLAY: &str = "What-if replay (--replay TRACE)";
 /// lines (default `warn`). Flags of one mode do not go with another.
 #[derive(Debug, clap::Parser)]
 #[command(name = "storm", args_override_self = true)]
-#[command(group = clap::ArgGroup::new("mode").args(["rate", "overload", "retry_storm", "replay", "serve_exporter"]))]
+#[command(group = clap::ArgGroup::new("mode").args(["rate", "overload", "retry_storm", "replay", "tenants", "serve_exporter", "serve_tenants"]))]
 struct Flags {
     /// Concurrent scrapers.
     #[arg(long, value_name = "N", default_value = "64", help_heading = STORM, value_parser = positive)]
@@ -189,14 +200,14 @@ struct Flags {
     #[arg(long = "duration-ms", value_name = "MS", value_parser = positive_millis)]
     duration: Option<Duration>,
     /// The client's timeout per request, from its scheduled arrival
-    /// [default: 100; --retry-storm: 2000].
+    /// [default: 100; --retry-storm: 2000; --tenants: 1000].
     #[arg(long = "timeout-ms", value_name = "MS", value_parser = positive_millis)]
     timeout: Option<Duration>,
     /// Seed of the arrival schedules.
     #[arg(long, value_name = "N", default_value_t = 1)]
     seed: u64,
     /// Where the picture goes [default: docs/overload.svg; --retry-storm:
-    /// docs/retry-storm.svg].
+    /// docs/retry-storm.svg; --tenants: docs/tenants.svg].
     #[arg(long, value_name = "PATH")]
     svg: Option<PathBuf>,
 
@@ -220,10 +231,23 @@ struct Flags {
     #[arg(long, value_name = "NAME", help_heading = REPLAY)]
     pool: Option<String>,
 
+    /// Run the tenants scenario: twelve light tenants beside one, two and
+    /// four heavy ones on a class of four 20 ms slots, each gate side by
+    /// side (fair fail-fast, fair queued, the class without flows, tower's
+    /// limit + shed, tower_governor per tenant), open loop; prints the
+    /// tables and writes the picture (about a minute).
+    #[arg(long, help_heading = TENANTS)]
+    tenants: bool,
+
     /// Serve one exporter and report its walks (the child of `--overload`
     /// and `--rate`; not for users).
     #[arg(long = "serve-exporter", hide = true)]
     serve_exporter: bool,
+
+    /// Serve one tenants gate and report its memory (the child of
+    /// `--tenants`; not for users).
+    #[arg(long = "serve-tenants", hide = true, num_args = 4, value_names = ["GATE", "SLOTS", "WORK_MS", "TENANTS"])]
+    serve_tenants: Option<Vec<String>>,
 }
 
 /// The flags of each mode (clap ids; `workers` etc. are shared).
@@ -279,6 +303,7 @@ const RETRY_FLAGS: &[&str] = &[
     "svg",
 ];
 const SERVE_FLAGS: &[&str] = &["serve_exporter", "gate", "workers", "walk_delay", "series"];
+const TENANTS_FLAGS: &[&str] = &["tenants", "point", "timeout", "no_pin", "seed", "svg"];
 const REPLAY_FLAGS: &[&str] = &[
     "replay",
     "capacity",
@@ -311,6 +336,10 @@ enum Mode {
     ServeExporter(ServeSpec),
     /// A trace replayed against other settings.
     Replay(ReplayPlan),
+    /// Light tenants beside heavy ones, every gate.
+    Tenants { config: TenantsConfig, svg: PathBuf },
+    /// The server child of `--tenants` (not for users).
+    ServeTenants(TenantSpec),
 }
 
 /// `--replay`'s settings.
@@ -355,6 +384,25 @@ fn mode(flags: Flags, matches: &ArgMatches) -> Result<Mode, String> {
             target: flags.sweep.map(|_| flags.refusal_target / 100.0),
             seed: flags.seed,
         }));
+    }
+    if let Some(values) = &flags.serve_tenants {
+        only(matches, "`--serve-tenants`", &["serve_tenants"])?;
+        return TenantSpec::parse(values).map(Mode::ServeTenants);
+    }
+    if flags.tenants {
+        only(matches, "`--tenants`", TENANTS_FLAGS)?;
+        let d = TenantsConfig::default();
+        let config = TenantsConfig {
+            point: flags.point,
+            timeout: flags.timeout.unwrap_or(d.timeout),
+            pin: !flags.no_pin,
+            seed: flags.seed,
+            ..d
+        };
+        let svg = flags
+            .svg
+            .unwrap_or_else(|| PathBuf::from("docs/tenants.svg"));
+        return Ok(Mode::Tenants { config, svg });
     }
     if flags.serve_exporter {
         only(matches, "`--serve-exporter`", SERVE_FLAGS)?;
@@ -465,6 +513,13 @@ async fn main() {
         Mode::OpenLoop { load, serve } => open_loop(load, serve).await,
         Mode::Overload { config, svg } => overload_run(&config, &svg).await,
         Mode::RetryStorm { plan, svg } => retry_storm_run(&plan, &svg).await,
+        Mode::Tenants { config, svg } => tenants_run(&config, &svg).await,
+        Mode::ServeTenants(spec) => {
+            if let Err(err) = tenants::serve_tenants(spec).await {
+                die(&err);
+            }
+            std::process::exit(0);
+        }
         Mode::Replay(plan) => {
             // The replay starts a paused-clock runtime of its own per setting.
             let code = tokio::task::spawn_blocking(move || replay_run(&plan))
@@ -620,6 +675,20 @@ async fn overload_run(config: &OverloadConfig, svg: &std::path::Path) -> ! {
         },
     );
     match plot::svg(&run.sweep, &title).and_then(|text| std::fs::write(svg, text)) {
+        Ok(()) => eprintln!("storm: wrote {}", svg.display()),
+        Err(err) => die(&format!("cannot write {}: {err}", svg.display())),
+    }
+    std::process::exit(0);
+}
+
+/// `--tenants`: the runs, the tables and the picture.
+async fn tenants_run(config: &TenantsConfig, svg: &std::path::Path) -> ! {
+    let run = match tenants::run(config).await {
+        Ok(run) => run,
+        Err(err) => die(&err),
+    };
+    print!("{}", tenants::render(&run));
+    match tenants::plot(&run).and_then(|text| std::fs::write(svg, text)) {
         Ok(()) => eprintln!("storm: wrote {}", svg.display()),
         Err(err) => die(&format!("cannot write {}: {err}", svg.display())),
     }

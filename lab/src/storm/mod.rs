@@ -5,7 +5,8 @@
 //! limit and load shedding, under a storm of tonic clients. [`open_loop`]
 //! is the other kind of load: Poisson arrivals at a fixed rate whatever
 //! the server answers. [`retry_storm`] compares retrying clients through
-//! a spike that outlasts itself for naive ones.
+//! a spike that outlasts itself for naive ones. [`tenants`] puts light
+//! tenants beside noisy ones on one small class.
 //!
 //! This module declares and re-exports; each file owns one piece.
 
@@ -19,6 +20,7 @@ pub mod retry_storm;
 mod run;
 mod table;
 mod tally;
+pub mod tenants;
 
 pub use self::client::{BadUrl, Target};
 pub use self::config::{Phase, StormConfig};

@@ -65,6 +65,7 @@ use super::client::Conn;
 /// assert_eq!(load.timeout, Duration::from_millis(100));
 /// assert_eq!(load.mix, Mix::default());
 /// assert_eq!(load.budget, None);
+/// assert!(load.headers.is_empty());
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -97,6 +98,9 @@ pub struct OpenLoop {
     /// Seed of the arrival schedule and the criticality draws (`--seed`,
     /// default 1): the same seed and rate draw the same schedule.
     pub seed: u64,
+    /// Headers every request carries as they are (default none): the
+    /// tenants run names each tenant's requests with one.
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl OpenLoop {
@@ -111,6 +115,7 @@ impl OpenLoop {
             budget: None,
             max_outstanding: 4096,
             seed: 1,
+            headers: Vec::new(),
         }
     }
 
@@ -165,7 +170,7 @@ impl OpenLoop {
                 outcomes.dropped += 1;
                 continue;
             }
-            let mut headers: Vec<(&'static str, String)> = Vec::with_capacity(2);
+            let mut headers = self.headers.clone();
             if self.mix.sends_header() {
                 headers.push((CRITICALITY_HEADER, level.as_str().to_owned()));
             }

@@ -100,7 +100,9 @@ impl Outcomes {
         }
     }
 
-    fn merge(&mut self, other: &Outcomes) {
+    /// Adds `other`'s requests to these (the tenants run adds up each
+    /// tenant's run).
+    pub fn merge(&mut self, other: &Outcomes) {
         self.offered += other.offered;
         self.dropped += other.dropped;
         self.good.extend_from_slice(&other.good);

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use self::server::ServerChild;
+pub(crate) use self::server::ServerChild;
 pub use self::server::{ServeSpec, WalkStats, serve_child};
 pub use self::table::{Goal, QUEUE_GATE, goals, render};
 use super::client::Scraper;
@@ -419,13 +419,13 @@ async fn measure_capacity(config: &OverloadConfig, cpu: Option<usize>) -> io::Re
 
 /// `taskset` pinning of this process, and the affinity to restore.
 #[derive(Debug)]
-struct Pinning {
+pub(crate) struct Pinning {
     restore: String,
 }
 
 impl Pinning {
     /// `Some` when `taskset` runs and at least CPUs 0 and 1 are allowed.
-    fn detect() -> Option<Pinning> {
+    pub(crate) fn detect() -> Option<Pinning> {
         let out = std::process::Command::new("taskset")
             .args(["-c", "-p", &std::process::id().to_string()])
             .output()
@@ -439,11 +439,11 @@ impl Pinning {
         (allowed.contains(&0) && allowed.contains(&1)).then_some(Pinning { restore: list })
     }
 
-    fn pin_self(&self) -> io::Result<()> {
+    pub(crate) fn pin_self(&self) -> io::Result<()> {
         set_affinity("1")
     }
 
-    fn unpin_self(&self) -> io::Result<()> {
+    pub(crate) fn unpin_self(&self) -> io::Result<()> {
         set_affinity(&self.restore)
     }
 }

@@ -132,6 +132,16 @@ pub(crate) struct ServerChild {
 impl ServerChild {
     /// Starts `spec` as a child, on CPU `cpu` when given (`taskset`).
     pub(crate) async fn start(spec: &ServeSpec, cpu: Option<usize>) -> io::Result<ServerChild> {
+        ServerChild::start_with(spec.args(), cpu).await
+    }
+
+    /// Starts this binary again with `args` as a child, on CPU `cpu` when
+    /// given (`taskset`), and reads the `listening on ADDR` line it prints
+    /// first.
+    pub(crate) async fn start_with(
+        args: Vec<String>,
+        cpu: Option<usize>,
+    ) -> io::Result<ServerChild> {
         let exe = std::env::current_exe()?;
         let mut command = match cpu {
             Some(cpu) => {
@@ -142,7 +152,7 @@ impl ServerChild {
             None => Command::new(exe),
         };
         let mut child = command
-            .args(spec.args())
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -169,20 +179,31 @@ impl ServerChild {
     }
 
     /// Stops the child (closes its stdin) and reads what its walks did.
-    pub(crate) async fn stop(mut self) -> io::Result<WalkStats> {
+    pub(crate) async fn stop(self) -> io::Result<WalkStats> {
+        self.stop_with(WalkStats::parse, "walks").await
+    }
+
+    /// Stops the child (closes its stdin) and returns the first line of
+    /// its stdout that `parse` reads, the child's report (`what` names it
+    /// in the error when there is none).
+    pub(crate) async fn stop_with<T>(
+        mut self,
+        parse: impl Fn(&str) -> Option<T>,
+        what: &str,
+    ) -> io::Result<T> {
         drop(self.child.stdin.take());
         let stats = timeout(CHILD_BOUND, async {
             while let Some(line) = self.stdout.next_line().await? {
-                if let Some(stats) = WalkStats::parse(&line) {
+                if let Some(stats) = parse(&line) {
                     return Ok(stats);
                 }
             }
-            Err(io::Error::other(
-                "the exporter child ended without its walks line",
-            ))
+            Err(io::Error::other(format!(
+                "the server child ended without its {what} line"
+            )))
         })
         .await
-        .map_err(|_| io::Error::other("the exporter child did not stop in time"))??;
+        .map_err(|_| io::Error::other("the server child did not stop in time"))??;
         match timeout(CHILD_BOUND, self.child.wait()).await {
             Ok(status) => {
                 status?;
