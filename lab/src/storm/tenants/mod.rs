@@ -19,6 +19,7 @@ use std::time::Duration;
 pub use self::server::{Memory, TENANT_HEADER, TenantGate, TenantSpec, serve_tenants};
 pub use self::table::{plot, render};
 use super::Target;
+use super::client::Conn;
 use super::open_loop::{OpenLoop, Outcomes};
 use super::overload::{Pinning, ServerChild};
 use crate::progress::Progress;
@@ -114,6 +115,10 @@ pub struct Tenants {
     pub config: TenantsConfig,
     /// Whether server and generator were pinned to a CPU each.
     pub pinned: bool,
+    /// Requests per second the class served at saturation, measured first
+    /// (below [`TenantsConfig::capacity`] by what a request costs beside
+    /// its work and by the timer's rounding of the work).
+    pub capacity: f64,
     /// Points by heavy tenants, then by gate.
     pub points: Vec<TenantPoint>,
 }
@@ -140,8 +145,15 @@ pub async fn run(config: &TenantsConfig) -> io::Result<Tenants> {
     let cpu = pinning.as_ref().map(|_| 0);
     let progress = Progress::new(
         "tenants",
-        (config.heavy.len() * TenantGate::ALL.len()) as u64,
+        1 + (config.heavy.len() * TenantGate::ALL.len()) as u64,
     );
+    progress.start("measuring the capacity");
+    let capacity = measure_capacity(config, cpu).await?;
+    progress.done();
+    progress.line(&format!(
+        "tenants: capacity {capacity:.1}/s measured ({:.0}/s nominal)",
+        config.capacity()
+    ));
     let mut points = Vec::new();
     for &heavy in &config.heavy {
         for gate in TenantGate::ALL {
@@ -165,8 +177,63 @@ pub async fn run(config: &TenantsConfig) -> io::Result<Tenants> {
     Ok(Tenants {
         config: config.clone(),
         pinned: cpu.is_some(),
+        capacity,
         points,
     })
+}
+
+/// Requests per second at saturation: twice `slots` patient clients, each
+/// sending its next request on its connection when the last is answered,
+/// through the class queued (one flow: it has the whole class, and a slot
+/// never waits for a request), after an uncounted warm-up.
+async fn measure_capacity(config: &TenantsConfig, cpu: Option<usize>) -> io::Result<f64> {
+    let spec = TenantSpec {
+        gate: TenantGate::FairQueue,
+        slots: config.slots,
+        work: config.work,
+        tenants: 1,
+    };
+    let child = ServerChild::start_with(spec.args(), cpu).await?;
+    let target = Target::local(child.addr, "/work");
+    let patient = |window: Duration| {
+        let clients: Vec<_> = (0..2 * config.slots)
+            .map(|_| {
+                let target = target.clone();
+                tokio::spawn(async move {
+                    let end = tokio::time::Instant::now() + window;
+                    let mut served = 0_u64;
+                    let Ok(mut conn) = Conn::open(&target).await else {
+                        return 0;
+                    };
+                    while tokio::time::Instant::now() < end {
+                        let Ok(request) = target.request_with(&[(TENANT_HEADER, "probe")]) else {
+                            break;
+                        };
+                        match tokio::time::timeout_at(end, conn.send(request)).await {
+                            Ok(Ok(status)) if status.is_success() => served += 1,
+                            Ok(Ok(_)) => {}
+                            Ok(Err(_)) | Err(_) => break,
+                        }
+                    }
+                    served
+                })
+            })
+            .collect();
+        async move {
+            let mut served = 0;
+            for client in clients {
+                served += client.await.unwrap_or(0);
+            }
+            served
+        }
+    };
+    patient(Duration::from_millis(300)).await;
+    let window = config
+        .point
+        .clamp(Duration::from_secs(1), Duration::from_secs(3));
+    let served = patient(window).await;
+    child.stop_with(Memory::parse, "memory").await?;
+    Ok(served as f64 / window.as_secs_f64())
 }
 
 /// One point: a fresh server child behind `gate`, every tenant's open
