@@ -152,8 +152,9 @@ pub use crate::grpc::grpc_path;
 pub use crate::rejection::Rejection;
 #[doc(hidden)]
 pub use crate::wire::{
-    BUDGET_HEADER, CRITICALITY_HEADER, ENVOY_TIMEOUT_HEADER, GRPC_TIMEOUT_HEADER, Malformed,
-    REFUSAL_HEADER, RETRY_AFTER_MS_HEADER, RETRY_PUSHBACK_MS, parse_budget_ms, parse_grpc_timeout,
+    BUDGET_HEADER, CRITICALITY_HEADER, ENVOY_TIMEOUT_HEADER, FLOW_HEADER, GRPC_TIMEOUT_HEADER,
+    Malformed, REFUSAL_HEADER, RETRY_AFTER_MS_HEADER, RETRY_PUSHBACK_MS, parse_budget_ms,
+    parse_grpc_timeout,
 };
 
 /// What [`declare_rejection`] names; not part of the API.
