@@ -1280,6 +1280,16 @@ const OTHER_BY_HEADER: Headers = &[(FLOW_HEADER, "tenant-b")];
 /// the test lets it through.
 const GATED: &str = "/gated";
 
+/// The routes of the flow cases: [`GATED`], and [`LEVEL`] (answered at
+/// once, in the same class) for the requests that must be refused, so that
+/// one wrongly admitted answers `200` at once instead of waiting at the
+/// gate.
+fn routes(gated: Endpoint) -> Routes {
+    Routes::new()
+        .route(GATED, gated)
+        .route(LEVEL, Endpoint::Criticality)
+}
+
 /// Nothing of what the client sent as its flow comes back in a refusal:
 /// not in the status line, a header, the body or (gRPC) the message and
 /// metadata.
@@ -1351,9 +1361,7 @@ pub(crate) async fn a_flooding_flow_is_held_to_its_share_and_another_flow_is_adm
         flow: true,
         ..Config::default()
     };
-    let server = adapter
-        .serve_with(&requests, Routes::new().route(GATED, gated), config)
-        .await;
+    let server = adapter.serve_with(&requests, routes(gated), config).await;
 
     // The flood: alone, a flow gets the whole class.
     let flood = vec![
@@ -1368,7 +1376,7 @@ pub(crate) async fn a_flooding_flow_is_held_to_its_share_and_another_flow_is_adm
     );
 
     let asked = Instant::now();
-    let refused = server.get_with(GATED, OTHER).await;
+    let refused = server.get_with(LEVEL, OTHER).await;
     assert!(asked.elapsed() < FAIL_FAST, "a refusal never waits");
     assert_refused_as(&refused, class.as_str(), SATURATED);
 
@@ -1380,7 +1388,7 @@ pub(crate) async fn a_flooding_flow_is_held_to_its_share_and_another_flow_is_adm
     })
     .await;
 
-    let over = server.get_with(GATED, FLOODER_INVENTING).await;
+    let over = server.get_with(LEVEL, FLOODER_INVENTING).await;
     assert_refused_as(&over, class.as_str(), FLOW_SHARE);
     assert_no_echo(&over, FLOODER_INVENTING);
     assert_eq!(
@@ -1396,7 +1404,7 @@ pub(crate) async fn a_flooding_flow_is_held_to_its_share_and_another_flow_is_adm
         asked.elapsed() < FAIL_FAST,
         "the other tenant is admitted at once"
     );
-    let over = server.get_with(GATED, FLOODER).await;
+    let over = server.get_with(LEVEL, FLOODER).await;
     assert_refused_as(&over, class.as_str(), FLOW_SHARE);
     assert_no_echo(&over, FLOODER);
     assert_eq!(
@@ -1436,16 +1444,14 @@ pub(crate) async fn a_flow_header_counts_only_when_peers_are_trusted(adapter: Ad
             trust,
             ..Config::default()
         };
-        let server = adapter
-            .serve_with(&requests, Routes::new().route(GATED, gated), config)
-            .await;
+        let server = adapter.serve_with(&requests, routes(gated), config).await;
 
         let held = vec![
             server.spawn_get_with(GATED, FLOODER_BY_HEADER),
             server.spawn_get_with(GATED, FLOODER_BY_HEADER),
         ];
         gate.arrivals(2).await;
-        let refused = server.get_with(GATED, OTHER_BY_HEADER).await;
+        let refused = server.get_with(LEVEL, OTHER_BY_HEADER).await;
         assert_refused_as(&refused, class.as_str(), SATURATED);
         assert_no_echo(&refused, OTHER_BY_HEADER);
 
@@ -1456,12 +1462,16 @@ pub(crate) async fn a_flow_header_counts_only_when_peers_are_trusted(adapter: Ad
         })
         .await;
 
-        let flood_next = server.spawn_get_with(GATED, FLOODER_BY_HEADER);
         match trust {
             Trust::Nobody => {
-                gate.arrivals(1).await;
-                held.push(flood_next);
-                let other = server.get_with(GATED, OTHER_BY_HEADER).await;
+                let mut next = server.spawn_get_with(GATED, FLOODER_BY_HEADER);
+                tokio::select! {
+                    answer = &mut next => panic!(
+                        "with no flow, the flood's next request takes the free slot: {answer:?}"
+                    ),
+                    () = gate.arrivals(1) => held.push(next),
+                }
+                let other = server.get_with(LEVEL, OTHER_BY_HEADER).await;
                 assert_refused_as(&other, class.as_str(), SATURATED);
                 assert_eq!(
                     server.lowered_claims(),
@@ -1470,9 +1480,7 @@ pub(crate) async fn a_flow_header_counts_only_when_peers_are_trusted(adapter: Ad
                 );
             }
             Trust::Peers => {
-                let over = within("the flood's refusal", flood_next)
-                    .await
-                    .expect("the request task did not panic");
+                let over = server.get_with(LEVEL, FLOODER_BY_HEADER).await;
                 assert_refused_as(&over, class.as_str(), FLOW_SHARE);
                 assert_no_echo(&over, FLOODER_BY_HEADER);
                 let asked = Instant::now();
