@@ -99,7 +99,8 @@ impl CallerLayer {
         self.reader.caller(headers)
     }
 
-    /// How many requests claimed `critical` and were served as `default`.
+    /// How many requests claimed `critical` and were served as `default`,
+    /// or named their own `x-admission-flow` and were not heard.
     ///
     /// # Examples
     ///

@@ -51,7 +51,10 @@ impl fmt::Debug for Bypass {
 /// the flow (and weight) the app names from the request head, if any. The
 /// key is hashed as the caller is made and dropped: nothing of it is kept.
 #[derive(Clone)]
-pub(crate) struct FlowOf(Arc<dyn Fn(&Parts, Caller) -> Caller + Send + Sync>);
+pub(crate) struct FlowOf(Arc<FlowFn>);
+
+/// The closure behind [`FlowOf`]: the caller given its flow for a head.
+type FlowFn = dyn Fn(&Parts, Caller) -> Caller + Send + Sync;
 
 impl FlowOf {
     /// A flow from `flow`'s key and weight (1 when `None`).

@@ -1306,7 +1306,7 @@ fn assert_no_echo(answer: &Reply, sent: Headers) {
                 let value = String::from_utf8_lossy(value.as_bytes());
                 assert_eq!(echoed(&value), None, "header `{name}` echoes the flow");
             }
-            assert_eq!(echoed(&answer.text()), None, "the body echoes the flow");
+            assert_eq!(echoed(answer.text()), None, "the body echoes the flow");
         }
         Reply::Grpc(answer) => {
             let status = answer.as_ref().expect_err("a refusal");
