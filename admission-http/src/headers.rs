@@ -34,8 +34,8 @@ use crate::wire::{
 /// another tenant's share or escape its own by inventing flow keys.
 ///
 /// [`Trust::Peers`] honours the headers as sent (a well-formed
-/// `x-admission-flow` names the flow in place of the app's): for a service whose only
-/// clients are its own peers, or behind a mesh or balancer that strips
+/// `x-admission-flow` names the flow in place of the app's): for a service
+/// whose only clients are its own peers, or behind a mesh or balancer that strips
 /// these headers from outside requests at the edge (as Envoy strips its
 /// `x-envoy-*` headers from untrusted clients).
 ///
@@ -73,7 +73,8 @@ pub(crate) struct RequestCaller {
     /// as its deadline.
     pub(crate) caller: Caller,
     /// A budget header was malformed or repeated (and ignored, but for
-    /// `grpc-timeout`'s well-formed values); adapters count these.
+    /// `grpc-timeout`'s well-formed values), or the flow header was;
+    /// adapters count these.
     pub(crate) malformed: bool,
     /// The request claimed `critical` and was read as `default`, or named
     /// its own flow and was not heard, since the app trusts nobody to raise
