@@ -73,7 +73,8 @@ impl CallerScope {
         self.layer.malformed_headers()
     }
 
-    /// How many requests claimed `critical` and were served as `default`.
+    /// How many requests claimed `critical` and were served as `default`,
+    /// or named their own `x-admission-flow` and were not heard.
     ///
     /// # Examples
     ///

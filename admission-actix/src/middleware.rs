@@ -18,7 +18,7 @@ use actix_web::HttpMessage as _;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, forward_ready};
 use actix_web::http::header::{CONTENT_TYPE, HeaderValue};
-use admission_core::Refusal;
+use admission_core::{Caller, Refusal};
 use admission_http::body::ProgressTimeout;
 use admission_http::middle::{self, Admitting};
 use admission_http::{HttpRefusalStatus, Problem, RequestAdmission};
@@ -32,6 +32,10 @@ use crate::request_body::bounded;
 
 /// The app's predicate for requests that pass with no lease.
 pub(crate) type BypassFn = dyn Fn(&ServiceRequest) -> bool + Send + Sync;
+
+/// The app's flow for a request: the caller read from its headers, given
+/// the flow (and weight) the app names, if any.
+pub(crate) type FlowFn = dyn Fn(&ServiceRequest, Caller) -> Caller + Send + Sync;
 
 /// The app's own body for a refusal, where it gives one.
 pub(crate) type RefusalBodyFn =
@@ -51,6 +55,7 @@ pub(crate) struct Settings {
     pub(crate) status: HttpRefusalStatus,
     pub(crate) progress: ProgressTimeout,
     pub(crate) bypass: Option<Arc<BypassFn>>,
+    pub(crate) flow: Option<Arc<FlowFn>>,
     pub(crate) refusal_body: Option<Arc<RefusalBodyFn>>,
 }
 
@@ -93,6 +98,7 @@ impl fmt::Debug for Settings {
             .field("status", &self.status)
             .field("progress", &self.progress)
             .field("bypass", &self.bypass.is_some())
+            .field("flow", &self.flow.is_some())
             .field("refusal_body", &self.refusal_body.is_some())
             .finish()
     }
@@ -170,7 +176,14 @@ where
         if settings.bypassed(&req) {
             return ResponseFuture::new(Admitting::passed(self.service.call(req)), progress);
         }
-        let caller = settings.admission.caller(header_pairs(&req));
+        // The middle reads the caller, and decides whose word on the flow
+        // counts, for every adapter alike.
+        let caller = match &settings.flow {
+            None => settings.admission.caller(header_pairs(&req)),
+            Some(flow) => settings
+                .admission
+                .caller_for(header_pairs(&req), |caller| flow(&req, caller)),
+        };
         let class = settings.classify.class(&req);
         if settings.admission.queues() {
             let service = Rc::clone(&self.service);

@@ -6,6 +6,7 @@
 //! the server starts, and every worker gets a clone of the same ones.
 
 use std::future::{Ready, ready};
+use std::hash::Hash;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use actix_web::Error;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::http::header::HeaderValue;
-use admission_core::{Class, Refusal, RequestPools};
+use admission_core::{Caller, Class, Refusal, RequestPools};
 use admission_http::body::ProgressTimeout;
 use admission_http::{HttpRefusalStatus, RequestAdmission};
 use bytes::Bytes;
@@ -262,7 +263,7 @@ impl AdmissionControl {
         self.with(|settings| settings.admission = settings.admission.clone().queue())
     }
 
-    /// Honours the criticality and budget headers as sent: for a service
+    /// Honours the criticality, budget and flow headers as sent: for a service
     /// whose clients are its own peers, or behind a mesh or balancer that
     /// strips `x-admission-*` from outside requests. Without it (the
     /// default) a `critical` claim is admitted as `default` (and counted,
@@ -297,8 +298,9 @@ impl AdmissionControl {
     }
 
     /// How many requests claimed `x-admission-criticality: critical` and
-    /// were admitted as `default`, since the middleware trusts nobody's
-    /// headers (always 0 after [`trust_peers`](Self::trust_peers)).
+    /// were admitted as `default`, or named their own `x-admission-flow`
+    /// and were not heard, since the middleware trusts nobody's headers
+    /// (always 0 after [`trust_peers`](Self::trust_peers)).
     ///
     /// # Examples
     ///
@@ -416,6 +418,96 @@ impl AdmissionControl {
         self.with(|settings| settings.bypass = Some(Arc::new(predicate)))
     }
 
+    /// Names the flow each request is for (a tenant, an API key, a user):
+    /// `flow` reads it from the request (what an authenticating middleware
+    /// put in its extensions, a header your gateway sets); `None` leaves
+    /// the request without a flow. While a class is contended each active
+    /// flow is held to its fair share, and a flow at its share is refused
+    /// (`503`, `ADMISSION_FLOW_SHARE`) while another flow that asked is
+    /// under its own; a flow alone gets the whole class. It runs once per
+    /// request on the worker's thread; keep it cheap (return a number, a
+    /// `HeaderValue` or an `Arc<str>` clone: it is hashed at once and
+    /// dropped, never sent, logged or counted by name).
+    ///
+    /// The same rule, read by the same code, as every adapter's
+    /// (`admission-http`'s [`RequestAdmission::caller_for`]): a request's
+    /// own `x-admission-flow` header names the flow only after
+    /// [`trust_peers`](Self::trust_peers), and is otherwise ignored and
+    /// counted in [`lowered_claims`](Self::lowered_claims); a malformed one
+    /// is ignored and counted in [`malformed_headers`](Self::malformed_headers).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use actix_web::{App, HttpResponse, test, web};
+    /// use admission_actix::AdmissionControl;
+    /// use admission_core::{Caller, RequestPools};
+    ///
+    /// # #[actix_web::main]
+    /// # async fn main() {
+    /// let admission = AdmissionControl::new(RequestPools::new(2, 4).unwrap())
+    ///     .flow(|req| req.headers().get("x-authenticated-tenant").cloned());
+    /// let flowing = || async { HttpResponse::Ok().body(Caller::current().has_flow().to_string()) };
+    /// let app = test::init_service(App::new().wrap(admission).route("/", web::get().to(flowing))).await;
+    /// let tenant = test::TestRequest::get().uri("/").insert_header(("x-authenticated-tenant", "acme"));
+    /// assert_eq!(test::call_and_read_body(&app, tenant.to_request()).await, "true");
+    /// let invented = test::TestRequest::get().uri("/").insert_header(("x-admission-flow", "acme"));
+    /// assert_eq!(test::call_and_read_body(&app, invented.to_request()).await, "false");
+    /// # }
+    /// ```
+    pub fn flow<F, K>(self, flow: F) -> AdmissionControl
+    where
+        F: Fn(&ServiceRequest) -> Option<K> + Send + Sync + 'static,
+        K: Hash,
+    {
+        self.with(|settings| {
+            settings.flow = Some(Arc::new(
+                move |req: &ServiceRequest, caller: Caller| match flow(req) {
+                    Some(key) => caller.with_flow(key),
+                    None => caller,
+                },
+            ));
+        })
+    }
+
+    /// [`flow`](Self::flow) with a weight per flow: a paying tier of
+    /// weight 2 is held to twice the share of a flow of weight 1 (0 is
+    /// read as 1; see [`Caller::with_weight`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use actix_web::{App, HttpResponse, test, web};
+    /// use admission_actix::AdmissionControl;
+    /// use admission_core::{Caller, RequestPools};
+    ///
+    /// # #[actix_web::main]
+    /// # async fn main() {
+    /// let admission = AdmissionControl::new(RequestPools::new(2, 4).unwrap()).weighted_flow(|req| {
+    ///     let paying = req.path().starts_with("/pro/");
+    ///     Some((req.headers().get("x-authenticated-tenant")?.clone(), if paying { 2 } else { 1 }))
+    /// });
+    /// let weight = || async { HttpResponse::Ok().body(Caller::current().weight().to_string()) };
+    /// let app = test::init_service(App::new().wrap(admission).default_service(web::to(weight))).await;
+    /// let pro = test::TestRequest::get().uri("/pro/report").insert_header(("x-authenticated-tenant", "acme"));
+    /// assert_eq!(test::call_and_read_body(&app, pro.to_request()).await, "2");
+    /// # }
+    /// ```
+    pub fn weighted_flow<F, K>(self, flow: F) -> AdmissionControl
+    where
+        F: Fn(&ServiceRequest) -> Option<(K, u8)> + Send + Sync + 'static,
+        K: Hash,
+    {
+        self.with(|settings| {
+            settings.flow = Some(Arc::new(
+                move |req: &ServiceRequest, caller: Caller| match flow(req) {
+                    Some((key, weight)) => caller.with_flow(key).with_weight(weight),
+                    None => caller,
+                },
+            ));
+        })
+    }
+
     /// Answers a refusal with the app's own body (an HTML page in the
     /// site's theme, its own JSON shape) where `body` gives one for the
     /// refusal and the request: its content type and bytes replace the
@@ -469,6 +561,7 @@ impl AdmissionControl {
                 status: HttpRefusalStatus::default(),
                 progress: ProgressTimeout::DEFAULT,
                 bypass: None,
+                flow: None,
                 refusal_body: None,
             }),
         }

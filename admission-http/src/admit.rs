@@ -4,8 +4,9 @@
 //! This module owns [`RequestAdmission`]: the app's request pools, whether
 //! a request whose class is full waits in the class pool's queue or is
 //! refused at once, the [`Trust`] the app has in its peers' headers, and
-//! the counters of malformed budgets and of `critical` claims read as
-//! `default`. The tower middleware of this crate and the actix-web
+//! the counters of malformed headers and of claims nobody trusts (a
+//! `critical` read as `default`, a flow header set aside). The tower
+//! middleware of this crate and the actix-web
 //! middleware both call it, so they cannot disagree on who is admitted. It
 //! must never build an answer (the protocol's encoder does) and never
 //! create pools.
@@ -78,13 +79,23 @@ impl Reader {
         self.trust
     }
 
-    /// The caller `headers` describe; a malformed budget and a lowered
+    /// The caller `headers` describe; a malformed header and a lowered
     /// claim are counted.
     pub(crate) fn caller<'a>(
         &self,
         headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
     ) -> Caller {
-        let read = RequestCaller::from_headers(headers, self.trust);
+        self.caller_for(headers, std::convert::identity)
+    }
+
+    /// The caller `headers` describe, its flow the app's (`app_flow`)
+    /// unless a trusted peer named one; counted as [`caller`](Self::caller).
+    pub(crate) fn caller_for<'a>(
+        &self,
+        headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+        app_flow: impl FnOnce(Caller) -> Caller,
+    ) -> Caller {
+        let read = RequestCaller::from_headers(headers, self.trust, app_flow);
         if read.malformed {
             self.counts.malformed.fetch_add(1, Ordering::Relaxed);
         }
@@ -150,9 +161,45 @@ impl RequestAdmission {
     }
 
     /// The caller a request's headers describe under this admission's
-    /// trust; a malformed budget and a lowered claim are counted.
+    /// trust; a malformed header and a lowered claim are counted.
     pub fn caller<'a>(&self, headers: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Caller {
         self.reader.caller(headers)
+    }
+
+    /// [`caller`](Self::caller), with the flow the app names for the
+    /// request: `app_flow` gives the caller read from the headers its flow
+    /// (`Caller::with_flow`, and its weight), unless the app trusts its
+    /// peers and the request names a well-formed `x-admission-flow`, which
+    /// then wins and `app_flow` is not called. Under the default policy the
+    /// header is set aside and counted in
+    /// [`lowered_claims`](Self::lowered_claims); a malformed or repeated
+    /// one is ignored and counted in
+    /// [`malformed_headers`](Self::malformed_headers). Every adapter reads
+    /// a request's flow through here, so none can disagree on whose word
+    /// counts.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Caller, RequestPools};
+    /// use admission_http::RequestAdmission;
+    ///
+    /// let invented = [("x-admission-flow", &b"someone-else"[..])];
+    /// let tenant = |caller: Caller| caller.with_flow("acme");
+    ///
+    /// let outsiders = RequestAdmission::new(RequestPools::new(1, 1).unwrap());
+    /// assert_eq!(outsiders.caller_for(invented, tenant), Caller::default().with_flow("acme"));
+    /// assert_eq!(outsiders.lowered_claims(), 1, "the header was set aside, and counted");
+    ///
+    /// let peers = RequestAdmission::new(RequestPools::new(1, 1).unwrap()).trust_peers();
+    /// assert_eq!(peers.caller_for(invented, tenant), Caller::default().with_flow("someone-else"));
+    /// ```
+    pub fn caller_for<'a>(
+        &self,
+        headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+        app_flow: impl FnOnce(Caller) -> Caller,
+    ) -> Caller {
+        self.reader.caller_for(headers, app_flow)
     }
 
     /// A lease of `class` for `caller`, at once or refused at once,
@@ -191,14 +238,16 @@ impl RequestAdmission {
 
     /// How many requests came with a malformed or repeated budget header
     /// (`x-admission-budget-ms`, `x-envoy-expected-rq-timeout-ms`,
-    /// `grpc-timeout`); each was served as if it had none.
+    /// `grpc-timeout`) or flow header (`x-admission-flow`); each was served
+    /// as if it had none.
     pub fn malformed_headers(&self) -> u64 {
         self.reader.malformed_headers()
     }
 
     /// How many requests claimed `x-admission-criticality: critical` and
-    /// were served as `default`, since nobody's headers are trusted (always
-    /// 0 under [`Trust::Peers`]).
+    /// were served as `default`, or named their own `x-admission-flow` and
+    /// were not heard, since nobody's headers are trusted (always 0 under
+    /// [`Trust::Peers`]); a request that did both counts once.
     pub fn lowered_claims(&self) -> u64 {
         self.reader.lowered_claims()
     }

@@ -24,7 +24,9 @@ use crate::admit::Reader;
 /// `x-envoy-expected-rq-timeout-ms` and `grpc-timeout`, read under the same
 /// trust policy as [`AdmissionLayer`](crate::AdmissionLayer)'s (nobody's
 /// headers raise their priority or lengthen their wait, unless
-/// [`trust_peers`](Self::trust_peers)).
+/// [`trust_peers`](Self::trust_peers)); `x-admission-flow` names the
+/// caller's flow only under `trust_peers`, and is otherwise set aside and
+/// counted in [`lowered_claims`](Self::lowered_claims).
 ///
 /// # Examples
 ///
@@ -97,7 +99,8 @@ impl CallerLayer {
         self.reader.caller(headers)
     }
 
-    /// How many requests claimed `critical` and were served as `default`.
+    /// How many requests claimed `critical` and were served as `default`,
+    /// or named their own `x-admission-flow` and were not heard.
     ///
     /// # Examples
     ///

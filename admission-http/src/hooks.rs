@@ -1,15 +1,18 @@
 //! What the app tells the layer about its own routes: which requests pass
-//! without a lease, and what body a refusal carries on its pages.
+//! without a lease, which flow a request is for, and what body a refusal
+//! carries on its pages.
 //!
-//! This module owns [`Bypass`] and [`RefusalBody`], the two app-supplied
-//! closures the service consults. It must never decide admission itself
+//! This module owns [`Bypass`], [`FlowOf`] and [`RefusalBody`], the
+//! app-supplied closures the service consults. It must never decide admission itself
 //! and never let an app's body change a refusal's status or its hints
 //! (`Retry-After`, `x-admission-retry-after-ms`, `x-admission-refusal`).
 
 use std::fmt;
 use std::sync::Arc;
 
-use admission_core::Refusal;
+use std::hash::Hash;
+
+use admission_core::{Caller, Refusal};
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::request::Parts;
@@ -41,6 +44,39 @@ impl Bypass {
 impl fmt::Debug for Bypass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Bypass(..)")
+    }
+}
+
+/// The app's flow for a request: the caller read from its headers, given
+/// the flow (and weight) the app names from the request head, if any. The
+/// key is hashed as the caller is made and dropped: nothing of it is kept.
+#[derive(Clone)]
+pub(crate) struct FlowOf(Arc<FlowFn>);
+
+/// The closure behind [`FlowOf`]: the caller given its flow for a head.
+type FlowFn = dyn Fn(&Parts, Caller) -> Caller + Send + Sync;
+
+impl FlowOf {
+    /// A flow from `flow`'s key and weight (1 when `None`).
+    pub(crate) fn new<K: Hash>(
+        flow: impl Fn(&Parts) -> Option<(K, Option<u8>)> + Send + Sync + 'static,
+    ) -> Self {
+        FlowOf(Arc::new(move |head, caller| match flow(head) {
+            Some((key, None)) => caller.with_flow(key),
+            Some((key, Some(weight))) => caller.with_flow(key).with_weight(weight),
+            None => caller,
+        }))
+    }
+
+    /// `caller` with the app's flow for `head`.
+    pub(crate) fn apply(&self, head: &Parts, caller: Caller) -> Caller {
+        (self.0)(head, caller)
+    }
+}
+
+impl fmt::Debug for FlowOf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FlowOf(..)")
     }
 }
 

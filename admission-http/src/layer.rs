@@ -6,6 +6,7 @@
 //! and every service it makes shares the one set of pools it was given.
 
 use std::fmt;
+use std::hash::Hash;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -18,7 +19,7 @@ use tower_layer::Layer;
 use crate::admit::RequestAdmission;
 use crate::body::ProgressTimeout;
 use crate::classify::Classify;
-use crate::hooks::{Bypass, RefusalBody};
+use crate::hooks::{Bypass, FlowOf, RefusalBody};
 use crate::problem::HttpRefusalStatus;
 use crate::protocol::Protocol;
 use crate::service::{AdmissionService, FailFast, Queue, Shared};
@@ -48,7 +49,9 @@ use crate::service::{AdmissionService, FailFast, Queue, Shared};
 /// `x-envoy-expected-rq-timeout-ms` and `grpc-timeout`), read under a trust
 /// policy: by default nobody's headers can raise their own priority or
 /// lengthen their own wait; [`trust_peers`](Self::trust_peers)
-/// honours them as sent.
+/// honours them as sent. The flow it is for (a tenant, held to its fair
+/// share of the class) is the app's word, [`flow`](Self::flow), and
+/// `x-admission-flow`'s only under `trust_peers`.
 ///
 /// # Examples
 ///
@@ -178,6 +181,7 @@ impl<P: Protocol> AdmissionLayer<P, FailFast> {
             protocol,
             progress: ProgressTimeout::DEFAULT,
             bypass: None,
+            flow: None,
             refusal_body: None,
         })
     }
@@ -249,7 +253,7 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
 
     /// How many requests came with a malformed or repeated budget header
     /// (`x-admission-budget-ms`, `x-envoy-expected-rq-timeout-ms`,
-    /// `grpc-timeout`), counted by every clone of this layer and the
+    /// `grpc-timeout`) or flow header (`x-admission-flow`), counted by every clone of this layer and the
     /// services it made; each was served as if it had none.
     ///
     /// # Examples
@@ -276,8 +280,10 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
     }
 
     /// How many requests claimed `x-admission-criticality: critical` and
-    /// were admitted as `default`, since the layer trusts nobody's headers
-    /// (always 0 after [`trust_peers`](Self::trust_peers)).
+    /// were admitted as `default`, or named their own `x-admission-flow`
+    /// and were not heard, since the layer trusts nobody's headers (always
+    /// 0 after [`trust_peers`](Self::trust_peers)); a request that did both
+    /// counts once.
     ///
     /// # Examples
     ///
@@ -303,7 +309,7 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
         self.shared.admission.lowered_claims()
     }
 
-    /// Honours the criticality and budget headers as sent:
+    /// Honours the criticality, budget and flow headers as sent:
     /// for a service whose clients are its own peers, or behind a mesh or
     /// balancer that strips these headers from outside requests. Without
     /// it a `critical` claim is admitted as `default` and a budget never
@@ -331,6 +337,121 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
     #[must_use]
     pub fn trust_peers(self) -> Self {
         self.with(|shared| shared.admission = shared.admission.clone().trust_peers())
+    }
+
+    /// Names the flow each request is for (a tenant, an API key, a user):
+    /// `flow` reads it from the request head (an authenticated tenant an
+    /// earlier layer put in the extensions, a header your gateway sets),
+    /// and `None` leaves the request without a flow. While a class is
+    /// contended, each active flow is held to its fair share of it: a flow
+    /// at its share is refused with `ADMISSION_FLOW_SHARE` while another
+    /// flow that asked is under its own, and a flow alone gets the whole
+    /// class ([`Caller::with_flow`] says the rule). It runs once per
+    /// request, before the lease is taken, and must be cheap: return a
+    /// key that borrows nothing and allocates nothing (a number, a
+    /// [`HeaderValue`] or an `Arc<str>` clone); it is hashed at once and
+    /// dropped, and no answer, log or metric ever carries it.
+    ///
+    /// The app's word is final under the default trust policy: a request's
+    /// own `x-admission-flow` header is ignored (and counted in
+    /// [`lowered_claims`](Self::lowered_claims)), so a client cannot pick
+    /// another tenant's share or escape its own by inventing keys. After
+    /// [`trust_peers`](Self::trust_peers) a well-formed `x-admission-flow`
+    /// (1 to 64 of `A-Z a-z 0-9 - _ . :`) names the flow in place of this
+    /// closure's; a malformed one is ignored and counted in
+    /// [`malformed_headers`](Self::malformed_headers) either way. Without
+    /// this closure and without trust, no request has a flow and the class
+    /// is one shared line, as before.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Class, Code, RequestPools};
+    /// use admission_http::AdmissionLayer;
+    /// use http::{HeaderValue, Request, Response};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pools = RequestPools::new(2, 2).unwrap();
+    /// // The tenant an authenticating layer above this one vouched for.
+    /// let layer = AdmissionLayer::class(pools.clone(), Class::Work)
+    ///     .flow(|head| head.headers.get("x-authenticated-tenant").cloned());
+    /// let service = layer.layer(service_fn(|_req: Request<_>| async {
+    ///     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+    /// }));
+    /// let tenant = |name| {
+    ///     let value = HeaderValue::from_static(name);
+    ///     Request::post("/jobs").header("x-authenticated-tenant", value).body(()).unwrap()
+    /// };
+    ///
+    /// // A batch job holds one slot; bob asks while it holds the other too.
+    /// let batch = admission_core::Caller::default().with_flow(HeaderValue::from_static("batch"));
+    /// let _one = pools.try_lease_for(Class::Work, batch).unwrap();
+    /// let two = pools.try_lease_for(Class::Work, batch).unwrap();
+    /// let refused = service.clone().oneshot(tenant("bob")).await.unwrap();
+    /// assert_eq!(refused.headers()["x-admission-refusal"], "ADMISSION_SATURATED");
+    /// drop(two);
+    /// // The free slot is bob's share: the batch job, at its own, is refused it.
+    /// let over = service.clone().oneshot(tenant("batch")).await.unwrap();
+    /// assert_eq!(over.headers()["x-admission-refusal"], Code::FlowShare.as_str());
+    /// assert_eq!(service.oneshot(tenant("bob")).await.unwrap().status(), 200);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn flow<F, K>(self, flow: F) -> Self
+    where
+        F: Fn(&Parts) -> Option<K> + Send + Sync + 'static,
+        K: Hash,
+    {
+        self.with(|shared| {
+            shared.flow = Some(FlowOf::new(move |head| flow(head).map(|key| (key, None))));
+        })
+    }
+
+    /// [`flow`](Self::flow) with a weight per flow: `flow` gives the key and
+    /// how many times it counts in shares (a paying tier of weight 2 is
+    /// held to twice the share of a flow of weight 1; 0 is read as 1; see
+    /// [`Caller::with_weight`]). A flow named by a trusted
+    /// `x-admission-flow` header has weight 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Caller, RequestPools};
+    /// use admission_http::AdmissionLayer;
+    /// use http::{Request, Response};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// // Who the request is for, as the app's authentication put it there.
+    /// #[derive(Clone, Copy)]
+    /// struct Tenant { id: u64, paying: bool }
+    ///
+    /// let layer = AdmissionLayer::new(RequestPools::new(2, 4).unwrap()).weighted_flow(|head| {
+    ///     let tenant = head.extensions.get::<Tenant>()?;
+    ///     Some((tenant.id, if tenant.paying { 2 } else { 1 }))
+    /// });
+    /// let service = layer.layer(service_fn(|_req: Request<_>| async {
+    ///     Ok::<_, std::convert::Infallible>(Response::new(Caller::current().weight().to_string()))
+    /// }));
+    /// let pro = Request::get("/report").extension(Tenant { id: 42, paying: true }).body(()).unwrap();
+    /// let response = service.oneshot(pro).await.unwrap();
+    /// assert_eq!(http_body_util::BodyExt::collect(response.into_body()).await.unwrap().to_bytes(), "2");
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn weighted_flow<F, K>(self, flow: F) -> Self
+    where
+        F: Fn(&Parts) -> Option<(K, u8)> + Send + Sync + 'static,
+        K: Hash,
+    {
+        self.with(|shared| {
+            shared.flow = Some(FlowOf::new(move |head| {
+                flow(head).map(|(key, weight)| (key, Some(weight)))
+            }));
+        })
     }
 
     /// How long an admitted response may let a frame lie unread (its

@@ -40,6 +40,7 @@
 //! | peers whose headers you trust (a mesh, an edge that strips them) | [`AdmissionLayer::trust_peers`] | as sent: `critical` is honoured, a budget may lengthen a queued wait |
 //! | admission on your own pools, no lease (`Pool::run` in handlers) | [`CallerLayer`] | whatever `Pool::run` refuses |
 //! | a balancer that weighs replicas by load (Envoy) | [`load_report::ReportLoad`][report-load] (feature `balancer`) | (every answer carries `endpoint-load-metrics`) |
+//! | tenants that must not take each other's capacity | [`AdmissionLayer::flow`] / [`weighted_flow`](AdmissionLayer::weighted_flow) | a flow over its fair share of a contended class: the same answer, code `ADMISSION_FLOW_SHARE` |
 //! | routes that must answer whatever the load (health, readiness) | [`AdmissionLayer::bypass`] | (never refused, no lease) |
 //! | your own page on refusals (an HTML route) | [`AdmissionLayer::refusal_body`] | the status and hints as ever, your body |
 //!
@@ -53,7 +54,9 @@
 //! always honoured) and shorten its own wait (a budget header refuses at
 //! once what could not be answered in time), but a `critical` claim is
 //! admitted as `default` (and counted, [`AdmissionLayer::lowered_claims`]),
-//! and a budget never lengthens a queued wait past the queue's own limit.
+//! and a budget never lengthens a queued wait past the queue's own limit;
+//! a request's own `x-admission-flow` is set aside (and counted), so the
+//! flow is the app's word ([`AdmissionLayer::flow`]) alone.
 //! A service behind a mesh or a balancer that strips these headers from
 //! outside requests, or whose clients are all its own peers, opts in with
 //! one call, [`AdmissionLayer::trust_peers`]. A route's fixed criticality
@@ -152,8 +155,9 @@ pub use crate::grpc::grpc_path;
 pub use crate::rejection::Rejection;
 #[doc(hidden)]
 pub use crate::wire::{
-    BUDGET_HEADER, CRITICALITY_HEADER, ENVOY_TIMEOUT_HEADER, GRPC_TIMEOUT_HEADER, Malformed,
-    REFUSAL_HEADER, RETRY_AFTER_MS_HEADER, RETRY_PUSHBACK_MS, parse_budget_ms, parse_grpc_timeout,
+    BUDGET_HEADER, CRITICALITY_HEADER, ENVOY_TIMEOUT_HEADER, FLOW_HEADER, GRPC_TIMEOUT_HEADER,
+    Malformed, REFUSAL_HEADER, RETRY_AFTER_MS_HEADER, RETRY_PUSHBACK_MS, parse_budget_ms,
+    parse_grpc_timeout,
 };
 
 /// What [`declare_rejection`] names; not part of the API.

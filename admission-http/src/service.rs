@@ -21,7 +21,7 @@ use crate::admit::RequestAdmission;
 use crate::body::{LeasedBody, ProgressTimeout, RequestBody};
 use crate::classify::Classify;
 use crate::future::ResponseFuture;
-use crate::hooks::{Bypass, Bypassed, RefusalBody};
+use crate::hooks::{Bypass, Bypassed, FlowOf, RefusalBody};
 use crate::middle::{self, Admitting};
 use crate::problem::HttpRefusalStatus;
 use crate::protocol::Protocol;
@@ -49,6 +49,8 @@ pub(crate) struct Shared<P> {
     pub(crate) progress: ProgressTimeout,
     /// Requests that pass with no lease (health, reflection), if any.
     pub(crate) bypass: Option<Bypass>,
+    /// The flow the app names for a request, if it names one.
+    pub(crate) flow: Option<FlowOf>,
     /// The app's own refusal body, if any (HTTP only).
     pub(crate) refusal_body: Option<RefusalBody>,
 }
@@ -72,18 +74,36 @@ impl<P> Shared<P> {
         (passes, Request::from_parts(parts, body))
     }
 
-    /// The caller a request's headers describe, its class, and the request
-    /// given back whole.
+    /// The caller a request's headers describe (its flow the app's, unless
+    /// a trusted peer named one), its class, and the request given back
+    /// whole.
     fn read<B>(&self, request: Request<B>) -> (Caller, Class, Request<B>) {
-        let caller = self.admission.caller(
-            request
-                .headers()
-                .iter()
-                .map(|(name, value)| (name.as_str(), value.as_bytes())),
-        );
+        let (caller, request) = match &self.flow {
+            None => (
+                self.admission.caller(header_pairs(request.headers())),
+                request,
+            ),
+            Some(flow) => {
+                // Two moves, no allocation: the app's closure sees the head.
+                let (parts, body) = request.into_parts();
+                let caller = self
+                    .admission
+                    .caller_for(header_pairs(&parts.headers), |caller| {
+                        flow.apply(&parts, caller)
+                    });
+                (caller, Request::from_parts(parts, body))
+            }
+        };
         let (class, request) = self.classify.class(request, &caller);
         (caller, class, request)
     }
+}
+
+/// A request's headers as (name, value) pairs, as the middle reads them.
+fn header_pairs(headers: &http::HeaderMap) -> impl Iterator<Item = (&str, &[u8])> {
+    headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_bytes()))
 }
 
 impl<P: Protocol> Shared<P> {
@@ -107,6 +127,7 @@ impl<P: fmt::Debug> fmt::Debug for Shared<P> {
             .field("classify", &self.classify)
             .field("refusal_status", &self.protocol)
             .field("bypass", &self.bypass)
+            .field("flow", &self.flow)
             .field("refusal_body", &self.refusal_body)
             .finish()
     }

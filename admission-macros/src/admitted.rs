@@ -27,6 +27,7 @@ mod kw {
     syn::custom_keyword!(wait_ms);
     syn::custom_keyword!(queue);
     syn::custom_keyword!(criticality);
+    syn::custom_keyword!(flow);
 }
 
 /// What to write instead, repeated in several messages.
@@ -112,6 +113,9 @@ struct Args {
     wait: Wait,
     /// The criticality the handler's admissions are made at, if fixed.
     criticality: Option<(Criticality, Span)>,
+    /// Who the request is for: an expression over the handler's
+    /// arguments, evaluated per request and hashed into the caller's flow.
+    flow: Option<Expr>,
 }
 
 /// How `#[admitted]` takes the lease.
@@ -157,8 +161,10 @@ fn parse_args(input: ParseStream<'_>) -> syn::Result<Args> {
         krate: None,
         wait: Wait::FailFast,
         criticality: None,
+        flow: None,
     };
     let mut seen_criticality = false;
+    let mut seen_flow = false;
     let mut seen_class = false;
     let mut seen_pools = false;
     let mut seen_crate = false;
@@ -212,6 +218,17 @@ fn parse_args(input: ParseStream<'_>) -> syn::Result<Args> {
                 "criticality",
                 value,
             );
+        } else if lookahead.peek(kw::flow) {
+            let key: kw::flow = input.parse()?;
+            common::parse_eq(input, "flow", "tenant")?;
+            let value: Expr = input.parse()?;
+            errors.record(
+                &mut seen_flow,
+                &mut args.flow,
+                key.span,
+                "flow",
+                flow_expr(value),
+            );
         } else if lookahead.peek(kw::wait) {
             let key: kw::wait = input.parse()?;
             common::parse_eq(input, "wait", "\"250ms\"")?;
@@ -231,7 +248,7 @@ fn parse_args(input: ParseStream<'_>) -> syn::Result<Args> {
                 key.span(),
                 format!(
                     "unknown key `{key}`: valid keys are `class`, `pools`, `wait`, `wait_ms`, \
-                     `queue`, `criticality` and `crate`"
+                     `queue`, `criticality`, `flow` and `crate`"
                 ),
             ));
         } else {
@@ -307,6 +324,26 @@ fn parse_criticality(input: ParseStream<'_>) -> syn::Result<(Criticality, Span)>
             ident.span(),
             format!("unknown criticality `{other}`: {VALUES}"),
         )),
+    }
+}
+
+/// Accepts the value of `flow` when it can differ from one request to the
+/// next (a handler's argument, a field or a call on one); a literal names
+/// one flow for every request, which is no flow at all, so it is refused
+/// with what to write instead.
+fn flow_expr(expr: Expr) -> syn::Result<Expr> {
+    match &expr {
+        Expr::Lit(_) => Err(syn::Error::new_spanned(
+            &expr,
+            "`flow` names who each request is for (a tenant, an API key), read per request: \
+             a literal is the same for every request and makes them all one flow. Write an \
+             expression over the handler's arguments, e.g. `flow = tenant` or \
+             `flow = claims.tenant_id`",
+        )),
+        Expr::Paren(inner) if matches!(&*inner.expr, Expr::Lit(_)) => {
+            flow_expr((*inner.expr).clone()).map(|_| expr)
+        }
+        _ => Ok(expr),
     }
 }
 
@@ -612,30 +649,33 @@ fn generate(mut function: ItemFn, args: Args, adapter: Adapter) -> TokenStream {
     );
 
     // The caller the handler's admissions are made for: the request's own
-    // (its deadline kept) at the fixed criticality, when one is given.
+    // (its deadline kept) at the fixed criticality, when one is given, and
+    // for the flow the route names, evaluated in the handler's scope and
+    // hashed at once (the borrow ends with the statement).
     let caller = Ident::new("__admission_caller", Span::mixed_site());
-    let (set_caller, scoped) = match args.criticality {
-        Some((level, span)) => {
+    let named = args.criticality.is_some() || args.flow.is_some();
+    let (set_caller, scoped) = if named {
+        let mut made = quote!(#private::Caller::current());
+        if let Some((level, span)) = args.criticality {
             let level = match level {
                 Criticality::Critical => quote_spanned!(span=> Critical),
                 Criticality::Default => quote_spanned!(span=> Default),
                 Criticality::Sheddable => quote_spanned!(span=> Sheddable),
             };
-            (
-                quote! {
-                    let #caller = #private::Caller::current()
-                        .with_criticality(#private::Criticality::#level);
-                },
-                quote!(#caller.scope),
-            )
+            made = quote!(#made.with_criticality(#private::Criticality::#level));
         }
-        None => (quote!(), quote!(::core::convert::identity)),
+        if let Some(flow) = &args.flow {
+            made = quote_spanned!(flow.span()=> #made.with_flow(&(#flow)));
+        }
+        (quote!(let #caller = #made;), quote!(#caller.scope))
+    } else {
+        (quote!(), quote!(::core::convert::identity))
     };
     // A refusal becomes the adapter's `Rejection` through `?`. A waiting
     // future owns its clone of the pools (two `Arc`s), so no borrow is held
     // across the `.await`.
     let admit = match args.wait {
-        Wait::FailFast if args.criticality.is_some() => quote! {
+        Wait::FailFast if named => quote! {
             #caller.scope_sync(|| {
                 #take
                 #pools.try_lease(#class)
@@ -670,7 +710,7 @@ fn generate(mut function: ItemFn, args: Args, adapter: Adapter) -> TokenStream {
     let stmts = std::mem::take(&mut function.block.stmts);
     let body = quote!(async move { #(#stmts)* });
     // One scope for the lease and, when the route fixes it, the caller.
-    let run = if args.criticality.is_some() {
+    let run = if named {
         quote!(#lease.scope_for(#caller, #body))
     } else {
         quote!(#lease.scope(#body))

@@ -153,6 +153,17 @@ pub fn reserved(args: TokenStream, item: TokenStream) -> TokenStream {
 /// * `wait = "250ms"` (or `"2s"`) / `wait_ms = 250` (optional): wait at most
 ///   that long for a lease, then refuse with `ADMISSION_WAIT_TIMEOUT`.
 ///   Without it the handler fails fast, which is what HTTP callers want.
+/// * `flow = expr` (optional): who the request is for (a tenant, an API
+///   key), an expression over the handler's arguments evaluated once per
+///   request before the lease is taken, e.g. `flow = tenant` for
+///   `Path(tenant): Path<String>`, or `flow = claims.tenant_id`; any
+///   `Hash` value, hashed at once and never kept. The lease is then taken
+///   for that flow, held to its fair share of the class while the class
+///   is contended (refused `ADMISSION_FLOW_SHARE` while another flow that
+///   asked is under its own). A literal is refused: it would make every
+///   request one flow. Under a layer of the same pools that already took
+///   the request's lease, the attribute shares it and the layer's flow
+///   (its `.flow(..)`) is the one that counted.
 /// * `crate` (optional): the path of `admission-axum` when the dependency is
 ///   renamed, e.g. `crate = "my_adapter"`. Generated code names only its
 ///   hidden `__private` module and `::core`.
@@ -257,6 +268,17 @@ pub fn admitted_axum(args: TokenStream, item: TokenStream) -> TokenStream {
 /// * `wait = "250ms"` (or `"2s"`) / `wait_ms = 250` (optional): wait at most
 ///   that long for a lease, then refuse with `ADMISSION_WAIT_TIMEOUT`.
 ///   Without it the handler fails fast, which is what HTTP callers want.
+/// * `flow = expr` (optional): who the request is for (a tenant, an API
+///   key), an expression over the handler's arguments evaluated once per
+///   request before the lease is taken, e.g. `flow = tenant` for
+///   `Path(tenant): Path<String>`, or `flow = claims.tenant_id`; any
+///   `Hash` value, hashed at once and never kept. The lease is then taken
+///   for that flow, held to its fair share of the class while the class
+///   is contended (refused `ADMISSION_FLOW_SHARE` while another flow that
+///   asked is under its own). A literal is refused: it would make every
+///   request one flow. Under a layer of the same pools that already took
+///   the request's lease, the attribute shares it and the layer's flow
+///   (its `.flow(..)`) is the one that counted.
 /// * `crate` (optional): the path of `admission-actix` when the dependency is
 ///   renamed, e.g. `crate = "my_adapter"`. Generated code names only its
 ///   hidden `__private` module and `::core`.

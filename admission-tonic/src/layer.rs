@@ -259,7 +259,7 @@ impl<M> AdmissionLayer<M> {
         }
     }
 
-    /// Honours the criticality and budget metadata as sent: for a server
+    /// Honours the criticality, budget and flow metadata as sent: for a server
     /// whose clients are its own peers, or behind a mesh or balancer that
     /// strips `x-admission-*` from outside calls. Without it a `critical`
     /// claim is admitted as `default` and a budget never lengthens a queued
@@ -282,7 +282,8 @@ impl<M> AdmissionLayer<M> {
     }
 
     /// How many calls claimed `x-admission-criticality: critical` and were
-    /// admitted as `default`, since the layer trusts nobody's metadata.
+    /// admitted as `default`, or named their own `x-admission-flow` and
+    /// were not heard, since the layer trusts nobody's metadata.
     pub fn lowered_claims(&self) -> u64 {
         self.inner.lowered_claims()
     }
@@ -387,6 +388,92 @@ impl<M> AdmissionLayer<M> {
     {
         AdmissionLayer {
             inner: self.inner.bypass(predicate),
+        }
+    }
+
+    /// Names the flow each call is for (a tenant, an API key): `flow`
+    /// reads it from the call's head (its metadata as `head.headers`, the
+    /// method path as `head.uri`, what an authenticating layer put in
+    /// `head.extensions`); `None` leaves the call without a flow. While a
+    /// class is contended each active flow is held to its fair share, and
+    /// a flow at its share is refused `UNAVAILABLE` with
+    /// `ADMISSION_FLOW_SHARE` while another flow that asked is under its
+    /// own. The same rule, read in the same place, as every adapter's
+    /// ([`admission_http::AdmissionLayer::flow`]): a call's own
+    /// `x-admission-flow` metadata names the flow only after
+    /// [`trust_peers`](Self::trust_peers), and is otherwise ignored and
+    /// counted in [`lowered_claims`](Self::lowered_claims).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Caller, RequestPools};
+    /// use admission_tonic::AdmissionLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let layer = AdmissionLayer::new(RequestPools::new(2, 4).unwrap())
+    ///     .flow(|head| head.headers.get("x-authenticated-tenant").cloned());
+    /// let server = layer.layer(service_fn(|_req: http::Request<_>| async {
+    ///     assert!(Caller::current().has_flow(), "the call runs for its tenant's flow");
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
+    /// }));
+    /// let call = http::Request::post("/shop.v1.Orders/Create")
+    ///     .header("x-authenticated-tenant", "acme")
+    ///     .body(())
+    ///     .unwrap();
+    /// assert!(server.oneshot(call).await.unwrap().headers().get("grpc-status").is_none());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn flow<F, K>(self, flow: F) -> Self
+    where
+        F: Fn(&http::request::Parts) -> Option<K> + Send + Sync + 'static,
+        K: std::hash::Hash,
+    {
+        AdmissionLayer {
+            inner: self.inner.flow(flow),
+        }
+    }
+
+    /// [`flow`](Self::flow) with a weight per flow (a paying tier of weight
+    /// 2 is held to twice the share of a flow of weight 1), as
+    /// [`admission_http::AdmissionLayer::weighted_flow`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Caller, RequestPools};
+    /// use admission_tonic::AdmissionLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let layer = AdmissionLayer::new(RequestPools::new(2, 4).unwrap()).weighted_flow(|head| {
+    ///     let tier = head.headers.get("x-authenticated-tier")?;
+    ///     Some((head.headers.get("x-authenticated-tenant")?.clone(), if tier == "pro" { 2 } else { 1 }))
+    /// });
+    /// let server = layer.layer(service_fn(|_req: http::Request<_>| async {
+    ///     assert_eq!(Caller::current().weight(), 2);
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
+    /// }));
+    /// let call = http::Request::post("/shop.v1.Orders/Create")
+    ///     .header("x-authenticated-tenant", "acme")
+    ///     .header("x-authenticated-tier", "pro")
+    ///     .body(())
+    ///     .unwrap();
+    /// assert!(server.oneshot(call).await.unwrap().headers().get("grpc-status").is_none());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn weighted_flow<F, K>(self, flow: F) -> Self
+    where
+        F: Fn(&http::request::Parts) -> Option<(K, u8)> + Send + Sync + 'static,
+        K: std::hash::Hash,
+    {
+        AdmissionLayer {
+            inner: self.inner.weighted_flow(flow),
         }
     }
 

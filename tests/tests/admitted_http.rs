@@ -188,6 +188,27 @@ mod axum_handlers {
         format!("http://{addr}")
     }
 
+    /// Two work slots, shared by tenants: the route names each request's
+    /// flow from its path.
+    pub(super) static FLOWS: LazyLock<RequestPools> =
+        LazyLock::new(|| RequestPools::new(2, 1).expect("valid pools"));
+
+    #[admitted(class = work, pools = FLOWS, flow = tenant)]
+    async fn job(axum::extract::Path(tenant): axum::extract::Path<String>) -> String {
+        format!("{tenant}: {}", admission_core::Caller::current().has_flow())
+    }
+
+    /// Serves `job` at `/jobs/{tenant}` and returns the base URL.
+    pub(super) async fn serve_flows() -> String {
+        let app = Router::new().route("/jobs/{tenant}", post(job));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind port 0");
+        let addr = listener.local_addr().expect("bound address");
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}")
+    }
+
     /// One work slot, taken by the layer and shared by the attribute.
     pub(super) static LAYERED: LazyLock<RequestPools> =
         LazyLock::new(|| RequestPools::new(1, 1).expect("valid pools"));
@@ -318,6 +339,31 @@ mod actix_handlers {
         .listen(listener)
         .expect("listen on the bound socket")
         .run();
+        let handle = server.handle();
+        actix_rt::spawn(server);
+        (format!("http://{addr}"), handle)
+    }
+
+    /// Two work slots, shared by tenants: the route names each request's
+    /// flow from its path.
+    pub(super) static FLOWS: LazyLock<RequestPools> =
+        LazyLock::new(|| RequestPools::new(2, 1).expect("valid pools"));
+
+    #[admitted(class = work, pools = FLOWS, flow = tenant.as_str())]
+    async fn job(tenant: web::Path<String>) -> String {
+        format!("{tenant}: {}", admission_core::Caller::current().has_flow())
+    }
+
+    /// Serves `job` at `/jobs/{tenant}` with one worker and returns the
+    /// base URL and the server's handle.
+    pub(super) fn serve_flows() -> (String, ServerHandle) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+        let addr = listener.local_addr().expect("bound address");
+        let server = HttpServer::new(|| App::new().route("/jobs/{tenant}", web::post().to(job)))
+            .workers(1)
+            .listen(listener)
+            .expect("listen on the bound socket")
+            .run();
         let handle = server.handle();
         actix_rt::spawn(server);
         (format!("http://{addr}"), handle)
@@ -476,5 +522,68 @@ async fn actix_handler_under_a_middleware_of_the_same_pools_shares_its_one_slot(
         "an idle server never refuses itself"
     );
     assert_eq!(response.text().await.expect("body"), "in_use=1");
+    server.stop(false).await;
+}
+
+/// The code of a response that must be a refusal.
+async fn refusal_code(response: Response) -> String {
+    assert_eq!(
+        response.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "a refusal is a 503"
+    );
+    let body: serde_json::Value =
+        serde_json::from_str(&response.text().await.expect("a refusal has a body"))
+            .expect("the problem body is JSON");
+    assert!(
+        !body.to_string().contains("tenant-"),
+        "a refusal never echoes the flow: {body}"
+    );
+    body["code"].as_str().expect("a code").to_owned()
+}
+
+/// `#[admitted(flow = tenant)]`, over `base`'s `/jobs/{tenant}` on `pools`:
+/// with tenant-a holding both work slots, tenant-b is refused (nothing is
+/// free) and asks; once a slot frees, tenant-a's next request is refused
+/// `ADMISSION_FLOW_SHARE` with that slot free, and tenant-b's is admitted,
+/// for its own flow.
+async fn the_routes_flow_is_held_to_its_share(base: &str, pools: &RequestPools) {
+    let flooding = admission_core::Caller::default().with_flow("tenant-a");
+    let mut held = vec![
+        pools
+            .try_lease_for(Class::Work, flooding)
+            .expect("a free slot"),
+        pools
+            .try_lease_for(Class::Work, flooding)
+            .expect("alone, a flow gets every slot"),
+    ];
+    let refused = refusal_code(post(format!("{base}/jobs/tenant-b")).await).await;
+    assert_eq!(refused, "ADMISSION_SATURATED", "no slot is free");
+    held.pop();
+    let over = refusal_code(post(format!("{base}/jobs/tenant-a")).await).await;
+    assert_eq!(
+        over, "ADMISSION_FLOW_SHARE",
+        "the free slot is tenant-b's share: the route's flow is tenant-a's"
+    );
+    let admitted = post(format!("{base}/jobs/tenant-b")).await;
+    assert_eq!(
+        admitted.status(),
+        StatusCode::OK,
+        "tenant-b is under its share"
+    );
+    assert_eq!(admitted.text().await.expect("body"), "tenant-b: true");
+    drop(held);
+}
+
+#[tokio::test]
+async fn axum_handler_with_a_flow_is_held_to_its_share() {
+    let base = axum_handlers::serve_flows().await;
+    the_routes_flow_is_held_to_its_share(&base, &axum_handlers::FLOWS).await;
+}
+
+#[actix_web::test]
+async fn actix_handler_with_a_flow_is_held_to_its_share() {
+    let (base, server) = actix_handlers::serve_flows();
+    the_routes_flow_is_held_to_its_share(&base, &actix_handlers::FLOWS).await;
     server.stop(false).await;
 }

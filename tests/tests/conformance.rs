@@ -42,7 +42,15 @@
 //! 16. a refusal the app's code met three of its own error enums deep is
 //!     answered as a refusal;
 //! 17. a class in shadow mode serves what it would refuse, counted by
-//!     code, and refuses again once switched back.
+//!     code, and refuses again once switched back;
+//! 18. with the app naming each request's flow (`.flow(..)`), a tenant
+//!     flooding a class is held to its share once another tenant asks: the
+//!     flood's next request is refused `ADMISSION_FLOW_SHARE` (even with a
+//!     flow key of its own invention in `x-admission-flow`) and the other
+//!     tenant's is admitted at once; no refusal echoes a flow key;
+//! 19. a flow named by `x-admission-flow` counts only under
+//!     `trust_peers()`: by default the header is set aside (and counted)
+//!     and the second tenant is refused as one line with the first.
 //!
 //! Tests are `axum::<case>`, `actix::<case>` and `tonic::<case>` (every
 //! case but 6, which compares adapters), plus the mount variants of case 8
@@ -83,6 +91,8 @@ macro_rules! every_case {
             a_refusal_three_errors_deep_is_answered_as_a_refusal,
             a_stalled_request_body_gives_its_lease_back_at_the_progress_bound,
             a_class_in_shadow_mode_serves_what_it_would_refuse_until_switched_back,
+            a_flooding_flow_is_held_to_its_share_and_another_flow_is_admitted,
+            a_flow_header_counts_only_when_peers_are_trusted,
         );
     };
     ($adapter:expr; $($case:ident),+ $(,)?) => {

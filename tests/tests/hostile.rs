@@ -92,10 +92,15 @@ fn hostile_targets(path: &str) -> Vec<(String, &'static str)> {
 /// Sends `GET target` with the hostile headers on a fresh connection and
 /// reads the raw answer to its end (`Connection: close`).
 async fn exchange(addr: SocketAddr, target: &str) -> String {
+    exchange_with(addr, target, "").await
+}
+
+/// [`exchange`], with `more` header lines (each ending in CRLF).
+async fn exchange_with(addr: SocketAddr, target: &str, more: &str) -> String {
     within(&format!("an answer to GET {target}"), async {
         let mut stream = TcpStream::connect(addr).await.expect("connect");
         let request = format!(
-            "GET {target} HTTP/1.1\r\nHost: {addr}\r\n{}Connection: close\r\n\r\n",
+            "GET {target} HTTP/1.1\r\nHost: {addr}\r\n{}{more}Connection: close\r\n\r\n",
             hostile_headers()
         );
         stream
@@ -189,7 +194,61 @@ async fn full_request_class_refusal_echoes_no_request_data(adapter: Adapter) {
     server.stop().await;
 }
 
-/// Both cases for `$adapter`.
+/// Hostile `x-admission-flow` header lines: markup, 10 KB, a value outside
+/// the grammar, a repeat, and a well-formed key; each carries the secret.
+fn hostile_flow_headers() -> [String; 5] {
+    [
+        format!("X-Admission-Flow: <script>{SECRET}</script>\r\n"),
+        format!(
+            "X-Admission-Flow: {}\r\n",
+            SECRET.repeat(10 * 1024 / SECRET.len())
+        ),
+        format!("X-Admission-Flow: \"{SECRET}\"}}\r\n"),
+        format!("X-Admission-Flow: {SECRET}\r\nX-Admission-Flow: {SECRET}\r\n"),
+        format!("X-Admission-Flow: {SECRET}\r\n"),
+    ]
+}
+
+/// With the only *control* lease held and the app naming flows, under
+/// either trust policy, every hostile flow header (markup, 10 KB, a repeat,
+/// a well-formed key) gets the middleware's refusal, which echoes none of
+/// it, and no handler runs.
+async fn hostile_flow_headers_are_refused_without_an_echo(adapter: Adapter) {
+    for trust in [admission_http::Trust::Nobody, admission_http::Trust::Peers] {
+        let requests = RequestPools::new(1, 1).expect("valid request pools");
+        let (gated, mut gate) = Gate::endpoint();
+        let routes = harness::Routes::new().route("/held", gated);
+        let config = harness::Config {
+            trust,
+            flow: true,
+            ..harness::Config::default()
+        };
+        let server = adapter.serve_with(&requests, routes, config).await;
+
+        let holding = spawn_get(server.url("/held"));
+        gate.arrivals(1).await;
+        let target = server.path("/held");
+        for flow in hostile_flow_headers() {
+            let raw = exchange_with(server.addr(), &target, &flow).await;
+            assert_echoes_nothing(&raw, &target, "503", "control");
+        }
+        assert_eq!(
+            gate.more_arrived(),
+            0,
+            "{trust:?}: no hostile read reached a handler"
+        );
+
+        gate.open(1);
+        assert_eq!(
+            answer(holding).await.status,
+            reqwest::StatusCode::OK,
+            "the held read is answered"
+        );
+        server.stop().await;
+    }
+}
+
+/// Every case for `$adapter`.
 macro_rules! every_case {
     ($adapter:expr) => {
         #[tokio::test]
@@ -200,6 +259,11 @@ macro_rules! every_case {
         #[tokio::test]
         async fn full_request_class_refusal_echoes_no_request_data() {
             crate::full_request_class_refusal_echoes_no_request_data($adapter).await;
+        }
+
+        #[tokio::test]
+        async fn hostile_flow_headers_are_refused_without_an_echo() {
+            crate::hostile_flow_headers_are_refused_without_an_echo($adapter).await;
         }
     };
 }

@@ -20,10 +20,11 @@ pub use self::hint::{
     Hint, http_hints, pushback, pushback_ms, retry_after, retry_after_ms, retry_after_secs,
 };
 pub use self::names::{
-    BUDGET_HEADER, CRITICALITY_HEADER, ENVOY_TIMEOUT_HEADER, GRPC_MESSAGE, GRPC_STATUS,
-    GRPC_TIMEOUT_HEADER, ORCA_HEADER, REFUSAL_HEADER, RETRY_AFTER_MS_HEADER, RETRY_PUSHBACK_MS,
+    BUDGET_HEADER, CRITICALITY_HEADER, ENVOY_TIMEOUT_HEADER, FLOW_HEADER, GRPC_MESSAGE,
+    GRPC_STATUS, GRPC_TIMEOUT_HEADER, ORCA_HEADER, REFUSAL_HEADER, RETRY_AFTER_MS_HEADER,
+    RETRY_PUSHBACK_MS,
 };
 pub use self::parse::{
-    Malformed, budget_ms_value, grpc_status, grpc_timeout_value, parse_budget_ms,
-    parse_grpc_timeout, refusal_code,
+    MAX_FLOW_LEN, Malformed, budget_ms_value, grpc_status, grpc_timeout_value, parse_budget_ms,
+    parse_flow, parse_grpc_timeout, refusal_code,
 };

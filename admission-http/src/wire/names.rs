@@ -20,6 +20,13 @@ pub const BUDGET_HEADER: &str = "x-admission-budget-ms";
 /// timeout in milliseconds, same grammar as [`BUDGET_HEADER`].
 pub const ENVOY_TIMEOUT_HEADER: &str = "x-envoy-expected-rq-timeout-ms";
 
+/// The request header naming the flow a request is for (a tenant, an API
+/// key): 1 to 64 characters, each an ASCII letter, digit, `-`, `_`, `.`
+/// or `:` (`x-admission-flow: tenant-42`), case-sensitive. Honoured only
+/// when the app trusts its peers; anything else is malformed and ignored
+/// (see [`parse_flow`](super::parse_flow)).
+pub const FLOW_HEADER: &str = "x-admission-flow";
+
 /// gRPC's deadline header (see [`parse_grpc_timeout`](super::parse_grpc_timeout)).
 pub const GRPC_TIMEOUT_HEADER: &str = "grpc-timeout";
 

@@ -6,6 +6,7 @@
 //! [`BUDGET_HEADER`](super::BUDGET_HEADER),
 //! [`ENVOY_TIMEOUT_HEADER`](super::ENVOY_TIMEOUT_HEADER),
 //! [`GRPC_TIMEOUT_HEADER`](super::GRPC_TIMEOUT_HEADER),
+//! [`FLOW_HEADER`](super::FLOW_HEADER),
 //! [`REFUSAL_HEADER`](super::REFUSAL_HEADER) and
 //! [`GRPC_STATUS`](super::GRPC_STATUS), the writers of the two budgets a
 //! client sends, and the digit readers the retry hints share. It must
@@ -107,6 +108,41 @@ pub fn parse_grpc_timeout(value: &[u8]) -> Result<Duration, Malformed> {
         b'n' => Duration::from_nanos(n),
         _ => return Err(Malformed(())),
     })
+}
+
+/// The longest flow key [`FLOW_HEADER`](super::FLOW_HEADER) carries.
+pub const MAX_FLOW_LEN: usize = 64;
+
+/// Parses a flow key ([`FLOW_HEADER`](super::FLOW_HEADER)): 1 to
+/// [`MAX_FLOW_LEN`] characters, each an ASCII letter, digit, `-`, `_`, `.`
+/// or `:`, and nothing else (no space, no quote, no markup). The key is
+/// handed back as it was sent (case kept), for hashing at once; it is never
+/// kept, echoed or logged.
+///
+/// # Errors
+///
+/// [`Malformed`] for anything else: empty, longer than 64, or any other
+/// byte.
+///
+/// # Examples
+///
+/// ```
+/// use admission_http::wire::parse_flow;
+///
+/// assert_eq!(parse_flow(b"tenant-42"), Ok("tenant-42"));
+/// assert_eq!(parse_flow(b"org:acme.eu_1"), Ok("org:acme.eu_1"));
+/// for bad in [&b""[..], b" acme", b"a b", b"<script>", b"acme/1", "caf\u{e9}".as_bytes()] {
+///     assert!(parse_flow(bad).is_err(), "{bad:?}");
+/// }
+/// assert!(parse_flow(&[b'a'; 64]).is_ok());
+/// assert!(parse_flow(&[b'a'; 65]).is_err());
+/// ```
+pub fn parse_flow(value: &[u8]) -> Result<&str, Malformed> {
+    let allowed = |byte: &u8| byte.is_ascii_alphanumeric() || b"-_.:".contains(byte);
+    if value.is_empty() || value.len() > MAX_FLOW_LEN || !value.iter().all(allowed) {
+        return Err(Malformed(()));
+    }
+    std::str::from_utf8(value).map_err(|_| Malformed(()))
 }
 
 /// The budget header's value for `left`: whole milliseconds, rounded down

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use admission_core::{Admission, Class, Lease, Pool, RequestPools};
 use admission_http::body::ProgressTimeout;
-use admission_http::{BUDGET_HEADER, CRITICALITY_HEADER, Trust};
+use admission_http::{BUDGET_HEADER, CRITICALITY_HEADER, FLOW_HEADER, Trust};
 use admission_http::{HttpRefusalStatus, PROBLEM_JSON, Problem, WORK_PANICKED};
 use admission_tonic::status::{Hint, pushback};
 use bytes::Bytes;
@@ -21,7 +21,7 @@ use super::client::{Answer, Headers, Reply, eventually, reply, within};
 use super::endpoints::{
     Endpoint, Feeds, Gate, HTML, HandlerEnd, METRICS, READ, Release, Scrapes, Walk, Walks,
 };
-use super::harness::{Adapter, BYPASSED, Config, OWN_PAGE, Routes, Server};
+use super::harness::{Adapter, BYPASSED, Config, OWN_PAGE, Routes, Server, TENANT_HEADER};
 
 /// The registry pool's name, as refusals name it.
 const REGISTRY: &str = "registry";
@@ -1260,4 +1260,246 @@ pub(crate) async fn a_refusal_carries_the_apps_own_page(adapter: Adapter) {
     drop(held);
     leases_back(&requests).await;
     server.stop().await;
+}
+
+/// The code of a refusal of a flow at its fair share of a contended class.
+const FLOW_SHARE: &str = "ADMISSION_FLOW_SHARE";
+
+/// The flooding tenant, as the app names it (its [`TENANT_HEADER`]).
+const FLOODER: Headers = &[(TENANT_HEADER, "tenant-a")];
+/// The flooding tenant, trying to escape its own share with a flow key of
+/// its own invention.
+const FLOODER_INVENTING: Headers = &[(TENANT_HEADER, "tenant-a"), (FLOW_HEADER, "invented-1")];
+/// The other tenant, as the app names it.
+const OTHER: Headers = &[(TENANT_HEADER, "tenant-b")];
+/// The flooding tenant, naming its own flow by header.
+const FLOODER_BY_HEADER: Headers = &[(FLOW_HEADER, "tenant-a")];
+/// The other tenant, naming its own flow by header.
+const OTHER_BY_HEADER: Headers = &[(FLOW_HEADER, "tenant-b")];
+/// The gated route the tenants call: each request holds its lease until
+/// the test lets it through.
+const GATED: &str = "/gated";
+
+/// The routes of the flow cases: [`GATED`], and [`LEVEL`] (answered at
+/// once, in the same class) for the requests that must be refused, so that
+/// one wrongly admitted answers `200` at once instead of waiting at the
+/// gate.
+fn routes(gated: Endpoint) -> Routes {
+    Routes::new()
+        .route(GATED, gated)
+        .route(LEVEL, Endpoint::Criticality)
+}
+
+/// Nothing of what the client sent as its flow comes back in a refusal:
+/// not in the status line, a header, the body or (gRPC) the message and
+/// metadata.
+#[track_caller]
+fn assert_no_echo(answer: &Reply, sent: Headers) {
+    let echoed = |text: &str| {
+        sent.iter()
+            .find(|(_, value)| text.contains(value))
+            .map(|(name, _)| *name)
+    };
+    match answer {
+        Reply::Http(answer) => {
+            for (name, value) in &answer.headers {
+                let value = String::from_utf8_lossy(value.as_bytes());
+                assert_eq!(echoed(&value), None, "header `{name}` echoes the flow");
+            }
+            assert_eq!(echoed(answer.text()), None, "the body echoes the flow");
+        }
+        Reply::Grpc(answer) => {
+            let status = answer.as_ref().expect_err("a refusal");
+            assert_eq!(
+                echoed(status.message()),
+                None,
+                "the message echoes the flow"
+            );
+            let metadata = format!("{:?}", status.metadata());
+            assert_eq!(echoed(&metadata), None, "the metadata echoes the flow");
+        }
+    }
+}
+
+/// Waits for a held request's answer, which must be served.
+async fn served(request: tokio::task::JoinHandle<Reply>) {
+    let reply = within("a gated request's answer", request)
+        .await
+        .expect("the request task did not panic");
+    assert_served(&reply, "done");
+}
+
+/// Waits for the first of `held` to be answered (the one the gate let
+/// through, whichever it was), which must be served; the others stay.
+async fn first_served(
+    held: Vec<tokio::task::JoinHandle<Reply>>,
+) -> Vec<tokio::task::JoinHandle<Reply>> {
+    let (reply, _, rest) = within(
+        "a gated request's answer",
+        futures_util::future::select_all(held),
+    )
+    .await;
+    assert_served(&reply.expect("the request task did not panic"), "done");
+    rest
+}
+
+/// Case 18: with the app naming each request's flow (`.flow(..)`), one
+/// tenant flooding a class holds every slot while alone; a second tenant
+/// asking then is refused (no slot is free), and from then on the first
+/// slot to free is its: the flooding tenant's next request is refused
+/// `ADMISSION_FLOW_SHARE` with that slot free, even when it invents a flow
+/// key of its own by header (nobody's headers are trusted, and the attempt
+/// is counted), the second tenant's request is admitted at once, and the
+/// flood's next is refused again. No refusal echoes a flow key.
+pub(crate) async fn a_flooding_flow_is_held_to_its_share_and_another_flow_is_admitted(
+    adapter: Adapter,
+) {
+    let class = adapter.class();
+    let requests = RequestPools::new(2, 2).expect("valid request pools");
+    let (gated, mut gate) = Gate::endpoint();
+    let config = Config {
+        flow: true,
+        ..Config::default()
+    };
+    let server = adapter.serve_with(&requests, routes(gated), config).await;
+
+    // The flood: alone, a flow gets the whole class.
+    let flood = vec![
+        server.spawn_get_with(GATED, FLOODER),
+        server.spawn_get_with(GATED, FLOODER),
+    ];
+    gate.arrivals(2).await;
+    assert_eq!(
+        requests.pool(class).stats().in_use,
+        2,
+        "the flood holds every slot"
+    );
+
+    let asked = Instant::now();
+    let refused = server.get_with(LEVEL, OTHER).await;
+    assert!(asked.elapsed() < FAIL_FAST, "a refusal never waits");
+    assert_refused_as(&refused, class.as_str(), SATURATED);
+
+    // One of the flood's requests ends: one slot is free.
+    gate.open(1);
+    let flood = first_served(flood).await;
+    eventually("the flood's first slot to come back", || {
+        requests.pool(class).stats().in_use == 1
+    })
+    .await;
+
+    let over = server.get_with(LEVEL, FLOODER_INVENTING).await;
+    assert_refused_as(&over, class.as_str(), FLOW_SHARE);
+    assert_no_echo(&over, FLOODER_INVENTING);
+    assert_eq!(
+        requests.pool(class).stats().in_use,
+        1,
+        "the free slot is left for the tenant under its share"
+    );
+
+    let asked = Instant::now();
+    let other = server.spawn_get_with(GATED, OTHER);
+    gate.arrivals(1).await;
+    assert!(
+        asked.elapsed() < FAIL_FAST,
+        "the other tenant is admitted at once"
+    );
+    let over = server.get_with(LEVEL, FLOODER).await;
+    assert_refused_as(&over, class.as_str(), FLOW_SHARE);
+    assert_no_echo(&over, FLOODER);
+    assert_eq!(
+        server.lowered_claims(),
+        1,
+        "the invented flow key was set aside, and counted"
+    );
+
+    gate.open(2);
+    served(other).await;
+    for request in flood {
+        served(request).await;
+    }
+    assert_eq!(
+        gate.more_arrived(),
+        0,
+        "no refused request reached its handler"
+    );
+    leases_back(&requests).await;
+    server.stop().await;
+}
+
+/// Case 19: a flow named by the client's own `x-admission-flow` header
+/// counts only when the app trusts its peers. With one tenant (by header)
+/// holding every slot of a class and another (by header) refused, a slot
+/// then freed goes: under the default policy to whoever asks first (the
+/// headers are set aside and counted, so both tenants are one line with no
+/// flow: the flood's next request is admitted and the other tenant refused
+/// again); under `trust_peers()` to the other tenant (the flood's next is
+/// refused `ADMISSION_FLOW_SHARE`, the other tenant admitted at once).
+pub(crate) async fn a_flow_header_counts_only_when_peers_are_trusted(adapter: Adapter) {
+    let class = adapter.class();
+    for trust in TRUSTS {
+        let requests = RequestPools::new(2, 2).expect("valid request pools");
+        let (gated, mut gate) = Gate::endpoint();
+        let config = Config {
+            trust,
+            ..Config::default()
+        };
+        let server = adapter.serve_with(&requests, routes(gated), config).await;
+
+        let held = vec![
+            server.spawn_get_with(GATED, FLOODER_BY_HEADER),
+            server.spawn_get_with(GATED, FLOODER_BY_HEADER),
+        ];
+        gate.arrivals(2).await;
+        let refused = server.get_with(LEVEL, OTHER_BY_HEADER).await;
+        assert_refused_as(&refused, class.as_str(), SATURATED);
+        assert_no_echo(&refused, OTHER_BY_HEADER);
+
+        gate.open(1);
+        let mut held = first_served(held).await;
+        eventually("the flood's first slot to come back", || {
+            requests.pool(class).stats().in_use == 1
+        })
+        .await;
+
+        match trust {
+            Trust::Nobody => {
+                let mut next = server.spawn_get_with(GATED, FLOODER_BY_HEADER);
+                tokio::select! {
+                    answer = &mut next => panic!(
+                        "with no flow, the flood's next request takes the free slot: {answer:?}"
+                    ),
+                    () = gate.arrivals(1) => held.push(next),
+                }
+                let other = server.get_with(LEVEL, OTHER_BY_HEADER).await;
+                assert_refused_as(&other, class.as_str(), SATURATED);
+                assert_eq!(
+                    server.lowered_claims(),
+                    5,
+                    "each flow header nobody trusts is set aside, and counted"
+                );
+            }
+            Trust::Peers => {
+                let over = server.get_with(LEVEL, FLOODER_BY_HEADER).await;
+                assert_refused_as(&over, class.as_str(), FLOW_SHARE);
+                assert_no_echo(&over, FLOODER_BY_HEADER);
+                let asked = Instant::now();
+                held.push(server.spawn_get_with(GATED, OTHER_BY_HEADER));
+                gate.arrivals(1).await;
+                assert!(
+                    asked.elapsed() < FAIL_FAST,
+                    "the other tenant is admitted at once"
+                );
+                assert_eq!(server.lowered_claims(), 0, "{trust:?}");
+            }
+        }
+
+        gate.open(2);
+        for request in held {
+            served(request).await;
+        }
+        assert_eq!(gate.more_arrived(), 0, "{trust:?}: no refused request ran");
+        leases_back(&requests).await;
+        server.stop().await;
+    }
 }

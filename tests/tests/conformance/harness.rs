@@ -96,6 +96,21 @@ pub(crate) struct Config {
     /// How long a response may let a chunk lie unread
     /// (`.progress_timeout(..)`); the middleware's default if `None`.
     pub(crate) progress: Option<ProgressTimeout>,
+    /// The app names each request's flow from its [`TENANT_HEADER`]
+    /// (`.flow(..)`), standing for the tenant an authenticating layer
+    /// vouched for.
+    pub(crate) flow: bool,
+}
+
+/// The header the app's flow closure reads (over gRPC, the metadata key):
+/// in an app, what its authentication vouched for; to the middleware, the
+/// app's word.
+pub(crate) const TENANT_HEADER: &str = "x-tenant";
+
+/// The app's flow for a request, as the harness configures it: its
+/// [`TENANT_HEADER`], cloned (a reference count, no copy of the bytes).
+pub(crate) fn app_flow(head: &http::request::Parts) -> Option<http::HeaderValue> {
+    head.headers.get(TENANT_HEADER).cloned()
 }
 
 /// The route a bypassing middleware lets through (over gRPC, its method
@@ -307,6 +322,11 @@ impl Server {
     /// [`get`](Self::get) in a task of its own, for a request the test holds.
     pub(crate) fn spawn_get(&self, path: &str) -> JoinHandle<Reply> {
         tokio::spawn(self.call(path, &[]))
+    }
+
+    /// [`get_with`](Self::get_with) in a task of its own.
+    pub(crate) fn spawn_get_with(&self, path: &str, headers: Headers) -> JoinHandle<Reply> {
+        tokio::spawn(self.call(path, headers))
     }
 
     /// A call of route `path` with `headers`, owning what it needs.
@@ -536,6 +556,11 @@ mod axum_app {
             layer
         };
         let layer = config.bounded(layer, AdmissionLayer::progress_timeout);
+        let layer = if config.flow {
+            layer.flow(super::app_flow)
+        } else {
+            layer
+        };
         let counted = layer.clone();
         let router = if config.queue {
             mounted!(mount, layer.queue(), routes)
@@ -672,6 +697,13 @@ mod actix_app {
         };
         let admission = config.trusting(admission, AdmissionControl::trust_peers);
         let admission = config.bounded(admission, AdmissionControl::progress_timeout);
+        // actix-web 4 speaks `http` 0.2: the same header, read from its own
+        // request type.
+        let admission = if config.flow {
+            admission.flow(|req| req.headers().get(super::TENANT_HEADER).cloned())
+        } else {
+            admission
+        };
         let admission = if config.bypass {
             admission.bypass(|req| super::bypassed(&head(req)))
         } else {
@@ -781,6 +813,11 @@ mod tonic_app {
             layer
         };
         let layer = config.bounded(layer, AdmissionLayer::progress_timeout);
+        let layer = if config.flow {
+            layer.flow(super::app_flow)
+        } else {
+            layer
+        };
         let counted = layer.clone();
         // A macro, since a queueing layer is a type of its own.
         macro_rules! spawn_with {

@@ -1,0 +1,8 @@
+use admission_axum::admitted;
+
+#[admitted(class = work, flow = "acme")]
+async fn export() -> String {
+    String::new()
+}
+
+fn main() {}
