@@ -173,7 +173,14 @@ where
 /// `call` made and its future run in the scope of `lease` for `caller`;
 /// the lease itself for the response body.
 fn enter<F: Future>(lease: Lease, caller: Caller, call: impl FnOnce() -> F) -> (Scoped<F>, Lease) {
-    let future = lease.scope_sync_for(caller, call);
+    // The call writes its future in place: returned through the scope's
+    // `sync_scope` (a `Result`, then unwrapped), the future, as large as
+    // the inner service makes it, would be copied at each step.
+    let mut future = None;
+    lease.scope_sync_for(caller, || future = Some(call()));
+    let Some(future) = future else {
+        unreachable!("`sync_scope` runs its closure")
+    };
     (lease.clone().scope_for(caller, future), lease)
 }
 

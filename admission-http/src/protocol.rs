@@ -7,11 +7,12 @@
 //! with `grpc-retry-pushback-ms`): the refusal status an app configures is
 //! also the protocol its layer speaks. It must never admit anything.
 
+use std::cell::RefCell;
 use std::fmt;
 
-use admission_core::Refusal;
+use admission_core::{Code, Criticality, Refusal};
 use bytes::Bytes;
-use http::Response;
+use http::{HeaderMap, Response, StatusCode};
 
 use crate::classify::Classify;
 use crate::grpc::{GrpcAnswer, GrpcRefusalStatus};
@@ -61,7 +62,11 @@ impl Protocol for HttpRefusalStatus {
     }
 
     fn refusal(&self, refusal: &Refusal) -> Response<Option<Bytes>> {
-        Problem::refusal(refusal, *self).into_http(Some)
+        HTTP_ANSWERS.with_borrow_mut(|answers| {
+            answers.answer(Facts::of(refusal, self.code()), || {
+                Problem::refusal(refusal, *self).into_http(Some)
+            })
+        })
     }
 }
 
@@ -71,8 +76,91 @@ impl Protocol for GrpcRefusalStatus {
     }
 
     fn refusal(&self, refusal: &Refusal) -> Response<Option<Bytes>> {
-        GrpcAnswer::refusal(refusal, *self)
-            .into_trailers_only()
-            .map(|()| None)
+        GRPC_ANSWERS.with_borrow_mut(|answers| {
+            answers.answer(Facts::of(refusal, u16::from(self.code())), || {
+                GrpcAnswer::refusal(refusal, *self)
+                    .into_trailers_only()
+                    .map(|()| None)
+            })
+        })
     }
+}
+
+/// Everything a refusal's answer is written from: the answer is a function
+/// of these and of nothing else (the configured status, the code, the
+/// refused caller's criticality, the retry hint and the pool's name), so
+/// an answer written once for them is the answer to every refusal with
+/// the same facts, byte for byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Facts {
+    status: u16,
+    code: Code,
+    criticality: Criticality,
+    retry_after_ms: u32,
+    pool: &'static str,
+}
+
+impl Facts {
+    fn of(refusal: &Refusal, status: u16) -> Facts {
+        Facts {
+            status,
+            code: refusal.code(),
+            criticality: refusal.criticality(),
+            retry_after_ms: refusal.retry_after_millis(),
+            pool: refusal.pool(),
+        }
+    }
+}
+
+/// How many answers each thread keeps per protocol: the few refusals a
+/// server sends under one overload (a class or two, a hint or two).
+const KEPT: usize = 4;
+
+/// The answers a thread wrote last, so that a refused request under a
+/// sustained overload clones its answer (a header map whose values share
+/// their bytes, and the body's `Bytes`) instead of writing the problem
+/// document, formatting its numbers and parsing its header names again.
+/// Bounded: [`KEPT`] answers per thread, the oldest replaced first.
+struct Answers {
+    kept: [Option<(Facts, StatusCode, HeaderMap, Option<Bytes>)>; KEPT],
+    next: usize,
+}
+
+impl Answers {
+    const fn new() -> Answers {
+        Answers {
+            kept: [None, None, None, None],
+            next: 0,
+        }
+    }
+
+    /// The answer for `facts`: a copy of the one kept, or `write`'s, kept.
+    fn answer(
+        &mut self,
+        facts: Facts,
+        write: impl FnOnce() -> Response<Option<Bytes>>,
+    ) -> Response<Option<Bytes>> {
+        let kept = self.kept.iter().flatten().find(|(kept, ..)| *kept == facts);
+        if let Some((_, status, headers, body)) = kept {
+            let mut response = Response::new(body.clone());
+            *response.status_mut() = *status;
+            *response.headers_mut() = headers.clone();
+            return response;
+        }
+        let response = write();
+        let kept = (
+            facts,
+            response.status(),
+            response.headers().clone(),
+            response.body().clone(),
+        );
+        self.kept[self.next] = Some(kept);
+        self.next = (self.next + 1) % KEPT;
+        response
+    }
+}
+
+thread_local! {
+    static HTTP_ANSWERS: RefCell<Answers> = const { RefCell::new(Answers::new()) };
+    static GRPC_ANSWERS: RefCell<Answers> = const { RefCell::new(Answers::new()) };
 }
