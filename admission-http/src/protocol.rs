@@ -9,6 +9,7 @@
 
 use std::cell::RefCell;
 use std::fmt;
+use std::thread::LocalKey;
 
 use admission_core::{Code, Criticality, Refusal};
 use bytes::Bytes;
@@ -62,11 +63,8 @@ impl Protocol for HttpRefusalStatus {
     }
 
     fn refusal(&self, refusal: &Refusal) -> Response<Option<Bytes>> {
-        HTTP_ANSWERS.with_borrow_mut(|answers| {
-            answers.answer(Facts::of(refusal, self.code()), || {
-                Problem::refusal(refusal, *self).into_http(Some)
-            })
-        })
+        let write = || Problem::refusal(refusal, *self).into_http(Some);
+        kept_or(&HTTP_ANSWERS, Facts::of(refusal, self.code()), write)
     }
 }
 
@@ -76,13 +74,16 @@ impl Protocol for GrpcRefusalStatus {
     }
 
     fn refusal(&self, refusal: &Refusal) -> Response<Option<Bytes>> {
-        GRPC_ANSWERS.with_borrow_mut(|answers| {
-            answers.answer(Facts::of(refusal, u16::from(self.code())), || {
-                GrpcAnswer::refusal(refusal, *self)
-                    .into_trailers_only()
-                    .map(|()| None)
-            })
-        })
+        let write = || {
+            GrpcAnswer::refusal(refusal, *self)
+                .into_trailers_only()
+                .map(|()| None)
+        };
+        kept_or(
+            &GRPC_ANSWERS,
+            Facts::of(refusal, u16::from(self.code())),
+            write,
+        )
     }
 }
 
@@ -112,6 +113,10 @@ impl Facts {
     }
 }
 
+/// An answer as kept: the facts it was written from, its status, its
+/// headers in order and its body.
+type Kept = (Facts, StatusCode, HeaderMap, Option<Bytes>);
+
 /// How many answers each thread keeps per protocol: the few refusals a
 /// server sends under one overload (a class or two, a hint or two).
 const KEPT: usize = 4;
@@ -122,7 +127,7 @@ const KEPT: usize = 4;
 /// document, formatting its numbers and parsing its header names again.
 /// Bounded: [`KEPT`] answers per thread, the oldest replaced first.
 struct Answers {
-    kept: [Option<(Facts, StatusCode, HeaderMap, Option<Bytes>)>; KEPT],
+    kept: [Option<Kept>; KEPT],
     next: usize,
 }
 
@@ -160,7 +165,79 @@ impl Answers {
     }
 }
 
+/// The answer for `facts` from this thread's `answers`, or `write`'s when
+/// the thread is ending (its answers are gone).
+fn kept_or(
+    answers: &'static LocalKey<RefCell<Answers>>,
+    facts: Facts,
+    write: impl Fn() -> Response<Option<Bytes>>,
+) -> Response<Option<Bytes>> {
+    answers
+        .try_with(|answers| answers.borrow_mut().answer(facts, &write))
+        .unwrap_or_else(|_| write())
+}
+
 thread_local! {
     static HTTP_ANSWERS: RefCell<Answers> = const { RefCell::new(Answers::new()) };
     static GRPC_ANSWERS: RefCell<Answers> = const { RefCell::new(Answers::new()) };
+}
+
+#[cfg(test)]
+mod tests {
+    use admission_core::{Caller, Criticality, Pool};
+
+    use super::*;
+
+    /// A refusal of a full one-slot pool named `name`, for `criticality`.
+    fn refusal(name: &str, criticality: Criticality) -> Refusal {
+        let pool = Pool::new(name.to_owned(), 1).unwrap();
+        let _held = pool.try_admit().unwrap();
+        Caller::new(criticality).scope_sync(|| pool.try_admit().unwrap_err())
+    }
+
+    /// Status, headers in order, body: the bytes a server sends.
+    type Wire = (u16, Vec<(String, Vec<u8>)>, Option<Bytes>);
+
+    fn wire(response: &Response<Option<Bytes>>) -> Wire {
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+            .collect();
+        (response.status().as_u16(), headers, response.body().clone())
+    }
+
+    #[test]
+    fn a_kept_answer_is_the_written_one_byte_for_byte_whatever_the_facts() {
+        let refusals = [
+            refusal("kept-a", Criticality::Default),
+            refusal("kept-a", Criticality::Sheddable),
+            refusal("kept-b", Criticality::Default),
+            refusal("kept-\"c\"", Criticality::Critical),
+            refusal("kept-d", Criticality::Default),
+            refusal("kept-e", Criticality::Default),
+        ];
+        // Twice round, more facts than a thread keeps: hits, misses and
+        // replacements all answer as a fresh write does.
+        for _ in 0..2 {
+            for refusal in &refusals {
+                for status in [
+                    HttpRefusalStatus::ServiceUnavailable,
+                    HttpRefusalStatus::TooManyRequests,
+                ] {
+                    let written = Problem::refusal(refusal, status).into_http(Some);
+                    assert_eq!(wire(&status.refusal(refusal)), wire(&written));
+                }
+                for status in [
+                    GrpcRefusalStatus::Unavailable,
+                    GrpcRefusalStatus::ResourceExhausted,
+                ] {
+                    let written = GrpcAnswer::refusal(refusal, status)
+                        .into_trailers_only()
+                        .map(|()| None);
+                    assert_eq!(wire(&status.refusal(refusal)), wire(&written));
+                }
+            }
+        }
+    }
 }
