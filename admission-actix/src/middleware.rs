@@ -9,16 +9,19 @@
 //! itself, never wait for a lease unless configured to queue, and never
 //! create pools.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use actix_web::Error;
 use actix_web::HttpMessage as _;
+use actix_web::HttpResponse;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, forward_ready};
-use actix_web::http::header::{CONTENT_TYPE, HeaderValue};
-use admission_core::{Caller, Refusal};
+use actix_web::http::StatusCode;
+use actix_web::http::header::{CONTENT_TYPE, HeaderName, HeaderValue};
+use admission_core::{Caller, Code, Criticality, Refusal};
 use admission_http::body::ProgressTimeout;
 use admission_http::middle::{self, Admitting};
 use admission_http::{HttpRefusalStatus, Problem, RequestAdmission};
@@ -76,8 +79,7 @@ impl Settings {
     /// The answer to `refusal` of `req`: the middle's problem, with the
     /// app's body when it gave one (status and hints stay the middle's).
     fn refuse(&self, refusal: &Refusal, req: ServiceRequest) -> ServiceResponse<Bytes> {
-        let mut response =
-            actix_response(Problem::refusal(refusal, self.status).into_http(Bytes::from));
+        let mut response = answer(refusal, self.status);
         if let Some((content_type, body)) = self
             .refusal_body
             .as_ref()
@@ -206,6 +208,69 @@ where
         };
         ResponseFuture::new(admitting, progress)
     }
+}
+
+/// Everything a refusal's answer is written from (the answer is a function
+/// of these alone): the configured status, the code, the refused caller's
+/// criticality, the retry hint and the pool's name.
+type Facts = (HttpRefusalStatus, Code, Criticality, u32, &'static str);
+
+/// An answer as kept: its status, its headers in order, its body.
+type Kept = (Facts, StatusCode, Vec<(HeaderName, HeaderValue)>, Bytes);
+
+/// How many answers a worker keeps: the few refusals a server sends under
+/// one overload (a class or two, a hint or two).
+const KEPT: usize = 4;
+
+thread_local! {
+    /// The answers this worker thread wrote last, the oldest replaced
+    /// first: a refused request under a sustained overload clones its
+    /// answer (header values and body share their bytes) instead of
+    /// writing the problem document and converting each header again.
+    static ANSWERS: RefCell<(Vec<Kept>, usize)> = const { RefCell::new((Vec::new(), 0)) };
+}
+
+/// The answer to `refusal` under `status`: the problem document as every
+/// adapter writes it ([`Problem`]), made an actix-web response.
+fn answer(refusal: &Refusal, status: HttpRefusalStatus) -> HttpResponse<Bytes> {
+    let facts = (
+        status,
+        refusal.code(),
+        refusal.criticality(),
+        refusal.retry_after_millis(),
+        refusal.pool(),
+    );
+    ANSWERS.with_borrow_mut(|(kept, next)| {
+        let at = match kept.iter().position(|(seen, ..)| *seen == facts) {
+            Some(at) => at,
+            None => {
+                let written =
+                    actix_response(Problem::refusal(refusal, status).into_http(Bytes::from));
+                let headers = written
+                    .headers()
+                    .iter()
+                    .map(|(name, value)| (name.clone(), value.clone()))
+                    .collect();
+                let entry = (facts, written.status(), headers, written.into_body());
+                if kept.len() < KEPT {
+                    kept.push(entry);
+                    kept.len() - 1
+                } else {
+                    let at = *next;
+                    kept[at] = entry;
+                    *next = (at + 1) % KEPT;
+                    at
+                }
+            }
+        };
+        let (_, status, headers, body) = &kept[at];
+        let mut response = HttpResponse::with_body(*status, body.clone());
+        let map = response.headers_mut();
+        for (name, value) in headers {
+            map.append(name.clone(), value.clone());
+        }
+        response
+    })
 }
 
 pub(crate) fn header_pairs(req: &ServiceRequest) -> impl Iterator<Item = (&str, &[u8])> {

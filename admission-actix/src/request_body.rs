@@ -23,6 +23,11 @@ use http_body::{Body, Frame};
 /// `request` with its payload held to `bound` (see [`RequestBody`]).
 pub(crate) fn bounded(mut request: ServiceRequest, bound: ProgressTimeout) -> ServiceRequest {
     let payload = request.take_payload();
+    if let Payload::None = payload {
+        // No payload (a `GET`, a body of length zero): nothing can stall,
+        // and the request keeps it as it was, with no stream to box.
+        return request;
+    }
     let body = RequestBody::new(PayloadBody { payload }, bound);
     request.set_payload(Payload::from(
         Box::pin(BoundedPayload { body }) as actix_http::BoxedPayloadStream

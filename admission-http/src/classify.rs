@@ -77,6 +77,17 @@ impl Classify {
     }
 
     /// The request's class, and the request given back whole.
+    /// The class of `request` read in place: `None` for an app's closure,
+    /// which takes the head ([`class`](Self::class)).
+    pub(crate) fn class_in_place<B>(&self, request: &Request<B>) -> Option<Class> {
+        match self {
+            Classify::Method => Some(Classify::method_class(request.method().as_str())),
+            Classify::GrpcPath => Some(crate::grpc_default_class(request.uri().path())),
+            Classify::Fixed(class) => Some(*class),
+            Classify::Custom(_) => None,
+        }
+    }
+
     pub(crate) fn class<B>(&self, request: Request<B>, caller: &Caller) -> (Class, Request<B>) {
         match self {
             Classify::Method => (Classify::method_class(request.method().as_str()), request),

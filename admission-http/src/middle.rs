@@ -61,7 +61,6 @@ pin_project_lite::pin_project! {
 
 pin_project_lite::pin_project! {
     #[project = StepProj]
-    #[project_replace = StepReplace]
     enum Step<F, X, W> {
         Queued {
             #[pin]
@@ -71,15 +70,18 @@ pin_project_lite::pin_project! {
             #[pin]
             future: Scoped<F>,
             // After `future`, the one drop order of every adapter: what the
-            // response owns goes before the slot.
-            lease: Lease,
+            // response owns goes before the slot. An `Option` only so that
+            // the end takes it out and writes `Done` (a tag) over the step,
+            // instead of copying a whole step in and out.
+            lease: Option<Lease>,
         },
         Passed {
             #[pin]
             future: F,
         },
+        // `None` once taken, as `lease` above.
         Refused {
-            answer: X,
+            answer: Option<X>,
         },
         Done,
     }
@@ -92,7 +94,10 @@ impl<F: Future, X, W> Admitting<F, X, W> {
     pub fn admitted(lease: Lease, caller: Caller, call: impl FnOnce() -> F) -> Self {
         let (future, lease) = enter(lease, caller, call);
         Admitting {
-            step: Step::Admitted { future, lease },
+            step: Step::Admitted {
+                future,
+                lease: Some(lease),
+            },
         }
     }
 
@@ -106,7 +111,9 @@ impl<F: Future, X, W> Admitting<F, X, W> {
     /// Refused at once, with the adapter's `answer`.
     pub fn refused(answer: X) -> Self {
         Admitting {
-            step: Step::Refused { answer },
+            step: Step::Refused {
+                answer: Some(answer),
+            },
         }
     }
 
@@ -173,7 +180,14 @@ where
 /// `call` made and its future run in the scope of `lease` for `caller`;
 /// the lease itself for the response body.
 fn enter<F: Future>(lease: Lease, caller: Caller, call: impl FnOnce() -> F) -> (Scoped<F>, Lease) {
-    let future = lease.scope_sync_for(caller, call);
+    // The call writes its future in place: returned through the scope's
+    // `sync_scope` (a `Result`, then unwrapped), the future, as large as
+    // the inner service makes it, would be copied at each step.
+    let mut future = None;
+    lease.scope_sync_for(caller, || future = Some(call()));
+    let Some(future) = future else {
+        unreachable!("`sync_scope` runs its closure")
+    };
     (lease.clone().scope_for(caller, future), lease)
 }
 
@@ -188,8 +202,13 @@ where
         let mut step = self.project().step;
         if let StepProj::Queued { wait } = step.as_mut().project() {
             let next = match ready!(wait.poll(cx)) {
-                Ok((future, lease)) => Step::Admitted { future, lease },
-                Err(answer) => Step::Refused { answer },
+                Ok((future, lease)) => Step::Admitted {
+                    future,
+                    lease: Some(lease),
+                },
+                Err(answer) => Step::Refused {
+                    answer: Some(answer),
+                },
             };
             step.set(next);
         }
@@ -200,21 +219,27 @@ where
                 step.set(Step::Done);
                 return Poll::Ready(Outcome::Served(output, None));
             }
-            _ => {
-                return match step.project_replace(Step::Done) {
-                    StepReplace::Refused { answer } => Poll::Ready(Outcome::Refused(answer)),
-                    _ => panic!("`Admitting` polled after completion"),
+            StepProj::Refused { answer } => {
+                let answer = answer.take();
+                step.set(Step::Done);
+                return match answer {
+                    Some(answer) => Poll::Ready(Outcome::Refused(answer)),
+                    None => panic!("`Admitting` polled after completion"),
                 };
             }
+            _ => panic!("`Admitting` polled after completion"),
         };
         // Drop the finished inner future (and the scope's share of the
         // lease) now, whoever owns this future, and hand the lease on.
-        match step.project_replace(Step::Done) {
-            StepReplace::Admitted { lease, .. } => {
-                let lease = (!lease.is_inherited()).then_some(lease);
-                Poll::Ready(Outcome::Served(output, lease))
-            }
+        let lease = match step.as_mut().project() {
+            StepProj::Admitted { lease, .. } => lease.take(),
             _ => unreachable!("the step was `Admitted`"),
-        }
+        };
+        step.set(Step::Done);
+        let Some(lease) = lease else {
+            unreachable!("an admitted step holds its lease until it ends")
+        };
+        let lease = (!lease.is_inherited()).then_some(lease);
+        Poll::Ready(Outcome::Served(output, lease))
     }
 }

@@ -78,12 +78,30 @@ impl<P> Shared<P> {
     /// a trusted peer named one), its class, and the request given back
     /// whole.
     fn read<B>(&self, request: Request<B>) -> (Caller, Class, Request<B>) {
-        let (caller, request) = match &self.flow {
-            None => (
-                self.admission.caller(header_pairs(request.headers())),
-                request,
-            ),
+        let mut slot = Some(request);
+        let (caller, class) = self.read_in_place(&mut slot);
+        let Some(request) = slot else {
+            unreachable!("read_in_place puts the request back")
+        };
+        (caller, class, request)
+    }
+
+    /// The caller and class of the request in `slot`, read where it lies
+    /// (a request is a few hundred bytes: each move of it is a copy); only
+    /// an app's flow or classifier, which take the head, move it out and
+    /// back.
+    fn read_in_place<B>(&self, slot: &mut Option<Request<B>>) -> (Caller, Class) {
+        let caller = match &self.flow {
+            None => {
+                let Some(request) = slot.as_ref() else {
+                    unreachable!("the request is in its slot until it is called")
+                };
+                self.admission.caller(header_pairs(request.headers()))
+            }
             Some(flow) => {
+                let Some(request) = slot.take() else {
+                    unreachable!("the request is in its slot until it is called")
+                };
                 // Two moves, no allocation: the app's closure sees the head.
                 let (parts, body) = request.into_parts();
                 let caller = self
@@ -91,11 +109,23 @@ impl<P> Shared<P> {
                     .caller_for(header_pairs(&parts.headers), |caller| {
                         flow.apply(&parts, caller)
                     });
-                (caller, Request::from_parts(parts, body))
+                *slot = Some(Request::from_parts(parts, body));
+                caller
             }
         };
-        let (class, request) = self.classify.class(request, &caller);
-        (caller, class, request)
+        let Some(request) = slot.as_ref() else {
+            unreachable!("the request is in its slot until it is called")
+        };
+        let class = match self.classify.class_in_place(request) {
+            Some(class) => class,
+            None => {
+                let request = slot.take().expect("read above");
+                let (class, request) = self.classify.class(request, &caller);
+                *slot = Some(request);
+                class
+            }
+        };
+        (caller, class)
     }
 }
 
@@ -110,10 +140,23 @@ impl<P: Protocol> Shared<P> {
     /// The answer to `refusal` of `request`: the protocol's, with the app's
     /// body when it gave one.
     fn refuse<B>(&self, refusal: &Refusal, request: Request<B>) -> Response<Option<Bytes>> {
+        self.refuse_in_place(refusal, &mut Some(request))
+    }
+
+    /// [`refuse`](Self::refuse), the request moved out of `slot` only when
+    /// the app's body reads its head.
+    fn refuse_in_place<B>(
+        &self,
+        refusal: &Refusal,
+        slot: &mut Option<Request<B>>,
+    ) -> Response<Option<Bytes>> {
         let response = self.protocol.refusal(refusal);
-        match &self.refusal_body {
-            Some(body) => body.apply(refusal, &request.into_parts().0, response),
-            None => response,
+        match (&self.refusal_body, slot.is_some()) {
+            (Some(body), true) => {
+                let head = slot.take().map(|request| request.into_parts().0);
+                body.apply(refusal, &head.expect("matched above"), response)
+            }
+            _ => response,
         }
     }
 }
@@ -245,19 +288,44 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<S::Future> {
-        let (passes, request) = self.shared.bypassed(request);
         let progress = self.shared.progress;
-        let admitting = if passes {
-            Admitting::passed(self.inner.call(request.map(RequestBody::passed)))
-        } else {
-            let (caller, class, request) = self.shared.read(request);
-            match self.shared.admission.try_lease(class, caller) {
-                Ok(lease) => Admitting::admitted(lease, caller, || {
-                    self.inner
-                        .call(request.map(|body| RequestBody::new(body, progress)))
-                }),
-                Err(refusal) => Admitting::refused(self.shared.refuse(&refusal, request)),
+        if self.shared.bypass.is_some() || request.extensions().get::<Bypassed>().is_some() {
+            let (passes, request) = self.shared.bypassed(request);
+            if passes {
+                let passed = Admitting::passed(self.inner.call(request.map(RequestBody::passed)));
+                return ResponseFuture::new(passed, progress);
             }
+            return self.admit(Some(request));
+        }
+        self.admit(Some(request))
+    }
+}
+
+impl<S, P: Protocol> AdmissionService<S, P, FailFast> {
+    /// The request in `slot` admitted at once or refused. The request stays
+    /// in its slot, read by reference, until the inner service is called
+    /// with it (or the refusal's answer is made): the closures that carry
+    /// it into the lease's scope hold a reference, not the request.
+    #[inline]
+    fn admit<ReqBody, ResBody>(
+        &mut self,
+        mut slot: Option<Request<ReqBody>>,
+    ) -> ResponseFuture<S::Future>
+    where
+        S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>,
+    {
+        let shared = &*self.shared;
+        let progress = shared.progress;
+        let (caller, class) = shared.read_in_place(&mut slot);
+        let admitting = match shared.admission.try_lease(class, caller) {
+            Ok(lease) => {
+                let inner = &mut self.inner;
+                Admitting::admitted(lease, caller, || {
+                    let request = slot.take().expect("called once");
+                    inner.call(request.map(|body| RequestBody::new(body, progress)))
+                })
+            }
+            Err(refusal) => Admitting::refused(shared.refuse_in_place(&refusal, &mut slot)),
         };
         ResponseFuture::new(admitting, progress)
     }
