@@ -380,16 +380,16 @@ impl Counters {
 
     /// A slot past the capacity was handed out (shadow mode).
     #[cold]
-    pub(crate) fn take_overdraft(&self) {
-        self.overdraft.fetch_add(1, Relaxed);
-        self.overdraft_admitted.fetch_add(1, Relaxed);
+    pub(crate) fn take_overdraft(&self, slots: usize) {
+        self.overdraft.fetch_add(slots, Relaxed);
+        self.overdraft_admitted.fetch_add(slots as u64, Relaxed);
     }
 
     /// A slot past the capacity came back.
     #[cold]
-    pub(crate) fn return_overdraft(&self) {
-        self.overdraft.fetch_sub(1, Relaxed);
-        self.overdraft_released.fetch_add(1, Relaxed);
+    pub(crate) fn return_overdraft(&self, slots: usize) {
+        self.overdraft.fetch_sub(slots, Relaxed);
+        self.overdraft_released.fetch_add(slots as u64, Relaxed);
     }
 
     /// A caller that waited in line `waited` was then admitted or refused.
