@@ -364,3 +364,31 @@ async fn a_release_serves_waiting_flows_in_fair_order() {
     assert!(bobs.iter().all(|b| !b.is_finished()));
     drop((carol, bobs, blocker));
 }
+
+/// The stats show how many flows are active and the share of a weight-1
+/// flow, one number per pool; a flow stops counting once it holds nothing
+/// and its asking window has passed.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn stats_show_active_flows_and_the_share() {
+    let requests = RequestPools::new(4, 1).unwrap();
+    let pool = requests.pool(Class::Work);
+    assert_eq!((pool.stats().active_flows, pool.stats().flow_share()), (0, 4.0));
+    let heavy = flow("batch-job").with_weight(2);
+    let mut held = Vec::new();
+    flood(&requests, heavy, &mut held);
+    let stats = pool.stats();
+    assert_eq!((stats.active_flows, stats.flow_weights), (1, 2));
+    // alice asks and is refused: active too.
+    assert!(requests.try_lease_for(Class::Work, flow("alice")).is_err());
+    let stats = pool.stats();
+    assert_eq!((stats.active_flows, stats.flow_weights), (2, 3));
+    assert!((stats.flow_share() - 4.0 / 3.0).abs() < 1e-9, "{}", stats.flow_share());
+    drop(held);
+    tokio::time::advance(Duration::from_secs(3)).await;
+    let stats = pool.stats();
+    assert_eq!(
+        (stats.active_flows, stats.flow_weights),
+        (0, 0),
+        "holding nothing, asking no more"
+    );
+}

@@ -14,6 +14,7 @@ mod loom_close;
 mod loom_counts;
 mod loom_estimator;
 mod loom_evict;
+mod loom_fair;
 mod loom_flows;
 mod loom_holders;
 mod loom_limit;

@@ -1067,6 +1067,10 @@ impl Pool {
             self.inner.permits.waiting(),
             self.inner.work_times.typical(),
             self.is_shadow(),
+            self.inner
+                .permits
+                .flow_table()
+                .map_or((0, 0), super::flows::Flows::active),
         )
     }
 
