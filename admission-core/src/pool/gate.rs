@@ -30,7 +30,7 @@ use super::{PoolBuilder, PoolStats, RegistryWork, RetryHint, Slot, WorkError};
 use crate::caller::{Caller, Criticality};
 use crate::error::ConfigError;
 use crate::refusal::{Code, PoolName, Refusal};
-use crate::trace::{Outcome as TraceOutcome, Trace, Traced};
+use crate::trace::{Outcome as TraceOutcome, Tag, Trace, Traced};
 
 /// How many slot-turns ahead a spread refusal may be told to come back
 /// (see [`Pool::spread`]).
@@ -387,7 +387,8 @@ impl Pool {
         }
         match self.inner.trace.get() {
             Some(traced) => {
-                trace_taken(traced, &taken, caller.criticality(), Duration::ZERO);
+                let tag = Tag::of(caller, self.cost_of(caller));
+                trace_taken(traced, &taken, (caller.criticality(), tag), Duration::ZERO);
                 taken.map(SlotId::for_flow)
             }
             None => taken,
@@ -607,11 +608,13 @@ impl Pool {
         };
         counters.take_overdraft(cost as usize);
         if let Some(traced) = self.inner.trace.get() {
+            let current = Caller::current();
             let (code, level) = match would_refuse {
                 Some((code, level)) => (Some(code), level),
-                None => (None, Caller::current().criticality()),
+                None => (None, current.criticality()),
             };
-            traced.decided(level, TraceOutcome::Shadow(code), would_wait);
+            let tag = Tag::of(&current, cost);
+            traced.decided((level, tag), TraceOutcome::Shadow(code), would_wait);
         }
         SlotId::overdraft(cost)
     }
@@ -706,7 +709,8 @@ impl Pool {
         };
         let started = Instant::now();
         let taken = self.wait_untraced(caller, patience, limit, at).await;
-        trace_taken(traced, &taken, caller.criticality(), started.elapsed());
+        let tag = Tag::of(caller, self.cost_of(caller));
+        trace_taken(traced, &taken, (caller.criticality(), tag), started.elapsed());
         // Marked: its return is traced too.
         taken.map(SlotId::for_flow)
     }
@@ -1590,12 +1594,12 @@ impl Drop for InLine<'_> {
 fn trace_taken(
     traced: &Traced,
     taken: &Result<SlotId, Refusal>,
-    criticality: Criticality,
+    who: (Criticality, Tag),
     waited: Duration,
 ) {
     match taken {
         Ok(id) if id.is_overdraft() => {}
-        Ok(id) => traced.admitted(id.index(), criticality, waited),
-        Err(refusal) => traced.decided(criticality, TraceOutcome::Refused(refusal.code()), waited),
+        Ok(id) => traced.admitted(id.index(), who, waited),
+        Err(refusal) => traced.decided(who, TraceOutcome::Refused(refusal.code()), waited),
     }
 }
