@@ -9,6 +9,7 @@
 //! waiter is then served first).
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Waker};
 
@@ -44,17 +45,8 @@ fn a_release_serves_the_flow_holding_least_first() {
         assert!(second.as_mut().poll(&mut cx).is_pending(), "the pool is full");
 
         let order = Arc::new(AtomicUsize::new(0));
-        let served_at = |future: std::pin::Pin<Box<_>>| {
-            let order = Arc::clone(&order);
-            loom::thread::spawn(move || {
-                let slot = loom::future::block_on(future).expect("served");
-                let at = order.fetch_add(1, SeqCst);
-                drop(slot);
-                at
-            })
-        };
-        let heavy_waiter = served_at(first);
-        let light_waiter = served_at(second);
+        let heavy_waiter = served_at(first, Arc::clone(&order));
+        let light_waiter = served_at(second, Arc::clone(&order));
         let one = held.pop().unwrap();
         drop(one);
         let (heavy_at, light_at) = (heavy_waiter.join().unwrap(), light_waiter.join().unwrap());
@@ -68,4 +60,18 @@ fn a_release_serves_the_flow_holding_least_first() {
         let flows = pool.flow_table().expect("flows asked");
         assert_eq!(flows.held_total(), (0, 0), "every flow's count is back");
     });
+}
+
+/// Waits on `future` in a thread of its own; once served, takes a number
+/// from `order` (the order callers were served in) and lets go.
+fn served_at<F>(future: Pin<Box<F>>, order: Arc<AtomicUsize>) -> loom::thread::JoinHandle<usize>
+where
+    F: Future<Output = Result<crate::pool::Slot, crate::Refusal>> + Send + 'static,
+{
+    loom::thread::spawn(move || {
+        let slot = loom::future::block_on(future).expect("served");
+        let at = order.fetch_add(1, SeqCst);
+        drop(slot);
+        at
+    })
 }
