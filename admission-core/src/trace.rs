@@ -461,7 +461,6 @@ impl Traced {
             .get(usize::try_from(level & 0xf).unwrap_or(usize::MAX))
             .copied()
             .unwrap_or_default();
-        #[expect(clippy::cast_possible_truncation, reason = "the packed fields")]
         let tag = Tag {
             flow: (level >> 32) as u32,
             cost: ((level >> 10) & 0xff) as u32 + 1,
@@ -589,8 +588,22 @@ mod tests {
     fn a_half_written_entry_is_left_out() {
         let trace = Trace::new(2).unwrap();
         let pool = trace.pool_index("p");
-        trace.record(pool, (Criticality::Default, NONE), Outcome::Admitted, 0, 0, Some(1));
-        trace.record(pool, (Criticality::Default, NONE), Outcome::Admitted, 1, 0, Some(1));
+        trace.record(
+            pool,
+            (Criticality::Default, NONE),
+            Outcome::Admitted,
+            0,
+            0,
+            Some(1),
+        );
+        trace.record(
+            pool,
+            (Criticality::Default, NONE),
+            Outcome::Admitted,
+            1,
+            0,
+            Some(1),
+        );
         // A writer claimed entry 0 again and has not finished.
         trace.ring.entries[0]
             .seq

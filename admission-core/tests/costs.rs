@@ -35,7 +35,11 @@ fn a_cost_of_four_holds_a_class_of_four_and_gives_all_four_back() {
     let requests = RequestPools::new(1, 4).unwrap();
     let pool = requests.pool(Class::Control);
     let lease = requests.try_lease_for(Class::Control, cost(4)).unwrap();
-    assert_eq!(pool.stats().in_use, 4, "one lease of cost 4 holds four slots");
+    assert_eq!(
+        pool.stats().in_use,
+        4,
+        "one lease of cost 4 holds four slots"
+    );
     let refused = requests
         .try_lease_for(Class::Control, Caller::default())
         .unwrap_err();
@@ -43,10 +47,18 @@ fn a_cost_of_four_holds_a_class_of_four_and_gives_all_four_back() {
     drop(lease);
     let stats = pool.stats();
     assert_eq!(stats.in_use, 0, "all four came back");
-    assert_eq!((stats.admitted, stats.released), (4, 4), "the books count slots");
+    assert_eq!(
+        (stats.admitted, stats.released),
+        (4, 4),
+        "the books count slots"
+    );
     // And the class is whole again: four of cost 1.
     let four: Vec<_> = (0..4)
-        .map(|_| requests.try_lease_for(Class::Control, Caller::default()).unwrap())
+        .map(|_| {
+            requests
+                .try_lease_for(Class::Control, Caller::default())
+                .unwrap()
+        })
         .collect();
     assert_eq!(pool.stats().in_use, 4);
     drop(four);
@@ -90,7 +102,10 @@ async fn every_entry_point_takes_the_cost() {
     assert_eq!(pool.stats().in_use, 2, "run took two slots for its work");
     release.send(()).unwrap();
     walk.await.unwrap().unwrap();
-    assert!(settle(|| pool.stats().in_use == 0).await, "both came back with the work");
+    assert!(
+        settle(|| pool.stats().in_use == 0).await,
+        "both came back with the work"
+    );
 
     for admission in [
         Admission::Wait,
@@ -207,8 +222,15 @@ async fn a_cost_above_the_capacity_takes_the_whole_pool_and_is_a_construction_er
             capacity: 4,
         })
     );
-    assert_eq!(requests.check_cost(Class::Control, NonZeroU8::new(4).unwrap()), Ok(()));
-    assert!(requests.check_cost(Class::Work, NonZeroU8::new(3).unwrap()).is_err());
+    assert_eq!(
+        requests.check_cost(Class::Control, NonZeroU8::new(4).unwrap()),
+        Ok(())
+    );
+    assert!(
+        requests
+            .check_cost(Class::Work, NonZeroU8::new(3).unwrap())
+            .is_err()
+    );
 
     let lease = requests.try_lease_for(Class::Control, cost(5)).unwrap();
     assert_eq!(requests.pool(Class::Control).stats().in_use, 4, "clamped");
@@ -303,9 +325,16 @@ async fn a_costly_wait_only_the_waiters_own_slots_could_end_is_reentrant() {
         .scope(pool.admit_timeout(Duration::from_secs(3600)))
         .await
         .unwrap_err();
-    assert_eq!(refused.code(), Code::Reentrant, "its own slot is all that could free one");
+    assert_eq!(
+        refused.code(),
+        Code::Reentrant,
+        "its own slot is all that could free one"
+    );
     let critical = Caller::new(Criticality::Critical).with_cost(NonZeroU8::new(3).unwrap());
-    let three = critical.scope(pool.admit()).await.expect("3 of the other slots are free");
+    let three = critical
+        .scope(pool.admit())
+        .await
+        .expect("3 of the other slots are free");
     drop(three);
 }
 

@@ -106,7 +106,11 @@ fn run(capacity: usize, weights: [u8; FLOWS], steps: Vec<Step>) -> Result<(), Te
     runtime.block_on(async move {
         let pool = Pool::new("fair-model", capacity).unwrap();
         let callers: Vec<Caller> = (0..FLOWS)
-            .map(|f| Caller::default().with_flow(("tenant", f)).with_weight(weights[f]))
+            .map(|f| {
+                Caller::default()
+                    .with_flow(("tenant", f))
+                    .with_weight(weights[f])
+            })
             .collect();
         let weights = weights.map(u64::from);
         let mut model = Model::default();
@@ -135,7 +139,14 @@ fn run(capacity: usize, weights: [u8; FLOWS], steps: Vec<Step>) -> Result<(), Te
                             Decision::Refused(refusal.code())
                         }
                     };
-                    prop_assert_eq!(got, expected, "step {}: flow {} asking for {}", n, flow, cost);
+                    prop_assert_eq!(
+                        got,
+                        expected,
+                        "step {}: flow {} asking for {}",
+                        n,
+                        flow,
+                        cost
+                    );
                 }
                 Step::Release { flow, nth } => {
                     if !held[flow].is_empty() {
@@ -158,7 +169,12 @@ fn run(capacity: usize, weights: [u8; FLOWS], steps: Vec<Step>) -> Result<(), Te
             let in_use = pool.stats().in_use as u64;
             let modelled: u64 = model.held.iter().sum();
             prop_assert!(in_use <= capacity as u64, "step {n}: {in_use} > {capacity}");
-            prop_assert_eq!(in_use, modelled, "step {}: the pool holds what the model does", n);
+            prop_assert_eq!(
+                in_use,
+                modelled,
+                "step {}: the pool holds what the model does",
+                n
+            );
         }
         drop(held);
         prop_assert_eq!(pool.stats().in_use, 0);

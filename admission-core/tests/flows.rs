@@ -299,12 +299,15 @@ async fn a_release_serves_waiting_flows_in_fair_order() {
     held.pop();
     assert!(waiting(3).await, "one waiter served");
     for _ in 0..64 {
-        if alice.is_finished() || floods.iter().any(|f| f.is_finished()) {
+        if alice.is_finished() || floods.iter().any(tokio::task::JoinHandle::is_finished) {
             break;
         }
         tokio::task::yield_now().await;
     }
-    assert!(alice.is_finished(), "alice, holding nothing, is served first");
+    assert!(
+        alice.is_finished(),
+        "alice, holding nothing, is served first"
+    );
     assert!(floods.iter().all(|f| !f.is_finished()));
     let alice_slot = alice.await.unwrap().unwrap();
 
@@ -346,21 +349,30 @@ async fn a_release_serves_waiting_flows_in_fair_order() {
     blocker.pop();
     assert!(waiting(5).await);
     for _ in 0..64 {
-        if critical.is_finished() || carol.is_finished() || bobs.iter().any(|b| b.is_finished()) {
+        if critical.is_finished()
+            || carol.is_finished()
+            || bobs.iter().any(tokio::task::JoinHandle::is_finished)
+        {
             break;
         }
         tokio::task::yield_now().await;
     }
-    assert!(critical.is_finished(), "criticality comes before fair order");
+    assert!(
+        critical.is_finished(),
+        "criticality comes before fair order"
+    );
     drop(critical.await.unwrap().unwrap());
     assert!(waiting(4).await, "the critical caller's slot went on");
     for _ in 0..64 {
-        if carol.is_finished() || bobs.iter().any(|b| b.is_finished()) {
+        if carol.is_finished() || bobs.iter().any(tokio::task::JoinHandle::is_finished) {
             break;
         }
         tokio::task::yield_now().await;
     }
-    assert!(carol.is_finished(), "one waiting is served before four, holding alike");
+    assert!(
+        carol.is_finished(),
+        "one waiting is served before four, holding alike"
+    );
     assert!(bobs.iter().all(|b| !b.is_finished()));
     drop((carol, bobs, blocker));
 }
@@ -372,7 +384,10 @@ async fn a_release_serves_waiting_flows_in_fair_order() {
 async fn stats_show_active_flows_and_the_share() {
     let requests = RequestPools::new(4, 1).unwrap();
     let pool = requests.pool(Class::Work);
-    assert_eq!((pool.stats().active_flows, pool.stats().flow_share()), (0, 4.0));
+    assert_eq!(
+        (pool.stats().active_flows, pool.stats().flow_share()),
+        (0, 4.0)
+    );
     let heavy = flow("batch-job").with_weight(2);
     let mut held = Vec::new();
     flood(&requests, heavy, &mut held);
@@ -382,7 +397,11 @@ async fn stats_show_active_flows_and_the_share() {
     assert!(requests.try_lease_for(Class::Work, flow("alice")).is_err());
     let stats = pool.stats();
     assert_eq!((stats.active_flows, stats.flow_weights), (2, 3));
-    assert!((stats.flow_share() - 4.0 / 3.0).abs() < 1e-9, "{}", stats.flow_share());
+    assert!(
+        (stats.flow_share() - 4.0 / 3.0).abs() < 1e-9,
+        "{}",
+        stats.flow_share()
+    );
     drop(held);
     tokio::time::advance(Duration::from_secs(3)).await;
     let stats = pool.stats();

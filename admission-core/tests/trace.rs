@@ -216,13 +216,19 @@ fn a_flow_and_a_cost_are_traced_as_a_hash_and_a_number() {
     let lines: Vec<&str> = text.lines().collect();
     let flow_of = |line: &str| -> Option<u64> {
         let at = line.find("\"flow\":")? + 7;
-        let digits: String = line[at..].chars().take_while(char::is_ascii_digit).collect();
+        let digits: String = line[at..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
         digits.parse().ok()
     };
     let tagged: Vec<&&str> = lines.iter().filter(|l| l.contains("\"cost\":2")).collect();
     assert_eq!(tagged.len(), 2, "the admission and the refusal: {text}");
     let flows: Vec<Option<u64>> = tagged.iter().map(|l| flow_of(l)).collect();
-    assert!(flows[0].is_some_and(|f| f > 0 && f <= u64::from(u32::MAX)), "{text}");
+    assert!(
+        flows[0].is_some_and(|f| f > 0 && f <= u64::from(u32::MAX)),
+        "{text}"
+    );
     assert_eq!(flows[0], flows[1], "one flow, one hash");
     let plain = lines.iter().find(|l| !l.contains("\"cost\"")).unwrap();
     assert!(!plain.contains("\"flow\""), "no flow, no field: {plain}");

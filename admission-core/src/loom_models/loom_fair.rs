@@ -41,8 +41,14 @@ fn a_release_serves_the_flow_holding_least_first() {
         };
         let (mut first, mut second) = (waiter(heavy), waiter(light));
         let mut cx = Context::from_waker(Waker::noop());
-        assert!(first.as_mut().poll(&mut cx).is_pending(), "the pool is full");
-        assert!(second.as_mut().poll(&mut cx).is_pending(), "the pool is full");
+        assert!(
+            first.as_mut().poll(&mut cx).is_pending(),
+            "the pool is full"
+        );
+        assert!(
+            second.as_mut().poll(&mut cx).is_pending(),
+            "the pool is full"
+        );
 
         let order = Arc::new(AtomicUsize::new(0));
         let heavy_waiter = served_at(first, Arc::clone(&order));

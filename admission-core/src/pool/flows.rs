@@ -177,7 +177,9 @@ impl Flows {
             .iter()
             .map(|&bucket| usize::from(bucket))
             .filter(|&at| self.held[at].load(SeqCst) > 0 || table.asking_until[at] > now)
-            .fold((0, 0), |(n, total), at| (n + 1, total + u64::from(table.weight[at])))
+            .fold((0, 0), |(n, total), at| {
+                (n + 1, total + u64::from(table.weight[at]))
+            })
     }
 
     /// The bytes the table holds, wherever it lives: what the docs state

@@ -403,7 +403,12 @@ impl Pool {
         }
         let cost = self.cost_of(caller);
         if let Some(flow) = caller.flow() {
-            return self.take_flow_permit(saturated, caller, Flow::new(flow, caller.weight()), cost);
+            return self.take_flow_permit(
+                saturated,
+                caller,
+                Flow::new(flow, caller.weight()),
+                cost,
+            );
         }
         if cost > 1 {
             return self.take_costly_permit(saturated, caller.criticality(), cost);
@@ -479,7 +484,9 @@ impl Pool {
     fn take_plain_permit(&self, saturated: Code, level: Criticality) -> Result<SlotId, Refusal> {
         match self.inner.permits.try_acquire(level) {
             Ok(id) => Ok(id),
-            Err(NoSlot::Full) if self.is_shadow() => Ok(self.overdraft(Some((saturated, level)), 1)),
+            Err(NoSlot::Full) if self.is_shadow() => {
+                Ok(self.overdraft(Some((saturated, level)), 1))
+            }
             Err(NoSlot::Full) => Err(self.refuse_for(saturated, level)),
             Err(NoSlot::Closed) => Err(self.refuse_for(Code::ShuttingDown, level)),
         }
@@ -546,8 +553,9 @@ impl Pool {
     /// Before a caller with a flow joins the line: refused with
     /// `ADMISSION_FLOW_SHARE` (in shadow, counted) when it holds its share
     /// and another active flow that asked is under its own, as a fail-fast
-    /// caller would be; otherwise it asks while it waits. Waiters are then
-    /// served in the line's order: fair order in the line is not made yet.
+    /// caller would be; otherwise it asks while it waits, and its bucket
+    /// returned is its place in the line's fair order between flows (see
+    /// `WaitLine::next_served`).
     #[cold]
     fn flow_may_wait(&self, caller: &Caller, flow: Flow, cost: u32) -> Result<u16, Refusal> {
         let level = caller.criticality();
@@ -710,7 +718,12 @@ impl Pool {
         let started = Instant::now();
         let taken = self.wait_untraced(caller, patience, limit, at).await;
         let tag = Tag::of(caller, self.cost_of(caller));
-        trace_taken(traced, &taken, (caller.criticality(), tag), started.elapsed());
+        trace_taken(
+            traced,
+            &taken,
+            (caller.criticality(), tag),
+            started.elapsed(),
+        );
         // Marked: its return is traced too.
         taken.map(SlotId::for_flow)
     }
@@ -1064,17 +1077,18 @@ impl Pool {
     /// assert_eq!(pool.stats().in_use, 1);
     /// ```
     pub fn stats(&self) -> PoolStats {
+        let (active_flows, flow_weights) = self
+            .inner
+            .permits
+            .flow_table()
+            .map_or((0, 0), super::flows::Flows::active);
         self.inner.counters.snapshot(
             self.inner.name.as_str(),
             (self.inner.capacity, self.inner.limit.load(Relaxed)),
             self.inner.permits.slot_counts(),
-            self.inner.permits.waiting(),
+            (self.inner.permits.waiting(), active_flows, flow_weights),
             self.inner.work_times.typical(),
             self.is_shadow(),
-            self.inner
-                .permits
-                .flow_table()
-                .map_or((0, 0), super::flows::Flows::active),
         )
     }
 

@@ -24,6 +24,16 @@
 //! holder table is written with plain stores; it must never hand out a
 //! number that is in use.
 //!
+//! An admission may take several slots at once (its cost): the word counts
+//! slots, an admission of cost `c` takes `c` of them and one number, and
+//! gives all `c` back together. A waiter is served whole: while it is the
+//! next to be served and does not fit yet, the slots that come back are
+//! set aside for it (counted in use and in transit, one waiter at a time,
+//! never all it needs), so that callers of cost 1 do not starve it; they
+//! go on or back if it leaves the line unserved. Between waiters with a
+//! flow the line serves in fair order (see [`WaitLine::next_served`]),
+//! reading what each flow holds from the pool's flow table.
+//!
 //! The line is a slab of nodes threaded into six index-linked lists (three
 //! levels, patient and queued): a waiter's state (waiting with its waker,
 //! granted, shed or closed) lives in its node, which the waiter alone frees,
@@ -228,7 +238,9 @@ impl SlotId {
         if cost <= 1 {
             return self;
         }
-        SlotId((self.0 & !(0xFF << Self::COST_SHIFT)) | ((cost - 1) << Self::COST_SHIFT) | Self::FLOW)
+        SlotId(
+            (self.0 & !(0xFF << Self::COST_SHIFT)) | ((cost - 1) << Self::COST_SHIFT) | Self::FLOW,
+        )
     }
 
     /// How many of the pool's slots this admission holds (1 ..= 256).
@@ -579,8 +591,9 @@ impl WaitLine {
     /// with a waiter whose cost its limit can hold; within it, its patient
     /// waiters first, then its queue (newest first when that queue
     /// stands), each in line order, except that among waiters with a flow
-    /// the one whose flow holds least for its weight (then the one whose
-    /// flow has fewest waiting, then the first in line) is served first.
+    /// the one whose flow would hold least for its weight once served (what
+    /// it holds plus the waiter's cost; then the one whose flow has fewest
+    /// waiting, then the first in line) is served first.
     /// Waiters whose cost is above their level's limit are passed over.
     /// The waiter slots are set aside for stays the next unless a waiter
     /// of a more critical level is.
@@ -638,10 +651,12 @@ impl WaitLine {
             }
             scan = step(scan);
         }
+        // What its flow would hold once it is served, for its weight:
+        // fair order counts cost.
         let rank = |at: u32| {
             let node = &self.nodes[at as usize];
             (
-                u64::from(held(node.flow)),
+                u64::from(held(node.flow)) + u64::from(node.cost),
                 u64::from(node.weight),
                 waiting.get(usize::from(node.flow)).copied().unwrap_or(0),
             )
@@ -1064,8 +1079,14 @@ impl Permits {
         ask: Ask,
     ) -> Enqueued {
         let mut wakes = Wakes::default();
-        let enqueued =
-            self.enqueue_locked(level, patience, (target, interval), promised, ask, &mut wakes);
+        let enqueued = self.enqueue_locked(
+            level,
+            patience,
+            (target, interval),
+            promised,
+            ask,
+            &mut wakes,
+        );
         wakes.wake();
         enqueued
     }
@@ -1231,7 +1252,13 @@ impl Permits {
     /// pool. A waiter that is next but does not fit yet gets the slots
     /// that come back set aside for it (all but the last it needs, so it
     /// is served only once the slots it fits beside are free).
-    fn dispatch(&self, line: &mut WaitLine, mut units: u64, mut id: Option<SlotId>, wakes: &mut Wakes) {
+    fn dispatch(
+        &self,
+        line: &mut WaitLine,
+        mut units: u64,
+        mut id: Option<SlotId>,
+        wakes: &mut Wakes,
+    ) {
         let flows = self.flow_table();
         let held = |bucket: u16| flows.map_or(0, |flows| flows.held_in(bucket));
         loop {

@@ -497,10 +497,9 @@ impl Counters {
         name: &str,
         (capacity, limit): (usize, usize),
         books: SlotCounts,
-        waiting: usize,
+        (waiting, active_flows, flow_weights): (usize, usize, u64),
         recent_work: Duration,
         shadow: bool,
-        (active_flows, flow_weights): (usize, u64),
     ) -> PoolStats {
         let refused_by_code = self.refused.sum();
         let mut refused_by_criticality = [0; LEVELS];
@@ -660,10 +659,9 @@ mod tests {
                         released: 0,
                         in_use: 0,
                     },
-                    0,
+                    (0, 0, 0),
                     Duration::ZERO,
                     false,
-                    (0, 0),
                 )
                 .orphans_running,
             0

@@ -221,8 +221,18 @@ impl Caller {
     ///   `would_refuse_by_code` and served.
     /// * A caller that waits ([`Admission::Queue`](crate::Admission::Queue),
     ///   `Wait`) is refused as above before it joins the line, and asks
-    ///   while it waits; the line itself serves waiters in its usual order
-    ///   (fair order between flows in the line is not built yet).
+    ///   while it waits. A slot that comes back goes to the waiters in
+    ///   fair order: criticality first, patient waiters before the queue,
+    ///   and within them, among waiters with a flow, the one whose flow
+    ///   would hold least for its weight once served (what it holds plus
+    ///   the waiter's cost), then the one whose flow has fewest waiting,
+    ///   then the first in line; so a tenant with one request waiting is
+    ///   served before a tenant with a hundred. Waiters without a flow keep
+    ///   the line's order (oldest first, newest first once the queue
+    ///   stands). A waiter is not held back, once in line, for a flow that
+    ///   asked by failing fast: that is decided when it joins.
+    /// * Shares count cost ([`with_cost`](Self::with_cost)): a flow
+    ///   holding one admission of cost 4 holds 4 of its share.
     ///
     /// Flows are kept in a fixed table of 256 buckets per pool (under
     /// 6 KiB, made the first time a caller with a flow asks the pool, plus
@@ -360,7 +370,11 @@ impl Caller {
         let extra = slots.get() - 1;
         Caller {
             extra,
-            flags: if extra > 0 { self.flags | CARE } else { self.flags },
+            flags: if extra > 0 {
+                self.flags | CARE
+            } else {
+                self.flags
+            },
             ..self
         }
     }
