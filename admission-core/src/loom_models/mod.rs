@@ -11,6 +11,7 @@
 //! black box.
 
 mod loom_close;
+mod loom_cost;
 mod loom_counts;
 mod loom_estimator;
 mod loom_evict;
