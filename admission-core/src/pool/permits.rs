@@ -1260,8 +1260,17 @@ impl Permits {
         wakes: &mut Wakes,
     ) {
         let flows = self.flow_table();
-        let held = |bucket: u16| flows.map_or(0, |flows| flows.held_in(bucket));
+        // Slots handed to flows' waiters by this dispatch, not yet taken
+        // (and so not yet in the flow table): fair order counts them.
+        let mut granted = [(NO_FLOW, 0_u32); 8];
         loop {
+            let held = |bucket: u16| {
+                let pending = granted
+                    .iter()
+                    .find(|&&(at, _)| at == bucket)
+                    .map_or(0, |&(_, n)| n);
+                flows.map_or(0, |flows| flows.held_in(bucket)) + pending
+            };
             let state = self.state.load(SeqCst);
             if state & CLOSED != 0 || line.linked == 0 {
                 break;
@@ -1307,6 +1316,14 @@ impl Permits {
                     continue;
                 }
                 units -= give;
+                let bucket = line.nodes[at as usize].flow;
+                if bucket != NO_FLOW
+                    && let Some(entry) = granted
+                        .iter_mut()
+                        .find(|(at, _)| *at == bucket || *at == NO_FLOW)
+                {
+                    *entry = (bucket, entry.1 + line.nodes[at as usize].cost);
+                }
                 line.nodes[at as usize].got = 0;
                 if line.parked == at {
                     line.parked = NIL;
