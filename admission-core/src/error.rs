@@ -122,6 +122,19 @@ pub enum ConfigError {
         /// The pool's name.
         pool: String,
     },
+    /// A cost declared for a pool's or a class's admissions
+    /// ([`Caller::with_cost`](crate::Caller::with_cost)) above the capacity
+    /// it was built with: each such admission would take the whole pool
+    /// ([`Pool::check_cost`](crate::Pool::check_cost),
+    /// [`RequestPools::check_cost`](crate::RequestPools::check_cost)).
+    CostAboveCapacity {
+        /// The pool's name.
+        pool: String,
+        /// The cost declared.
+        cost: u8,
+        /// The pool's capacity.
+        capacity: usize,
+    },
     /// A client's retry budget out of bounds (`admission-client`).
     BadRetryBudget {
         /// What is out of bounds.
@@ -217,6 +230,15 @@ impl fmt::Display for ConfigError {
             Self::AlreadyTraced { pool } => write!(
                 f,
                 "pool `{pool}` already records into a trace: a pool records into one for its life"
+            ),
+            Self::CostAboveCapacity {
+                pool,
+                cost,
+                capacity,
+            } => write!(
+                f,
+                "a cost of {cost} is above pool `{pool}`'s capacity, {capacity}: \
+                 declare at most {capacity} or build the pool larger"
             ),
         }
     }

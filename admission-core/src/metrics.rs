@@ -402,6 +402,22 @@ pub const METRICS: &[Metric] = &[
         source: Source::Value(|s| s.overdraft as u64),
     },
     Metric {
+        name: "admission_flows_active",
+        kind: Kind::Gauge,
+        unit: None,
+        help: "Flows (tenants, API keys: whatever the app names) active in the pool right now: holding slots, waiting, or refused within their asking window; one series per pool, never per flow.",
+        labels: POOL,
+        source: Source::Value(|s| s.active_flows as u64),
+    },
+    Metric {
+        name: "admission_flow_weights",
+        kind: Kind::Gauge,
+        unit: None,
+        help: "The sum of the active flows' weights: while the pool is contended a flow of weight w is held to admission_slots_limit * w / this many slots (0 while no flow is active).",
+        labels: POOL,
+        source: Source::Value(|s| s.flow_weights),
+    },
+    Metric {
         name: "admission_wait_duration",
         kind: Kind::Histogram,
         unit: Some("seconds"),
@@ -480,6 +496,34 @@ mod tests {
                 }
             })
             .collect()
+    }
+
+    /// Flows are one series per pool: how many are active and their
+    /// weights, never a series per flow key.
+    #[test]
+    fn flows_are_exported_as_two_gauges_per_pool() {
+        let pool = Pool::new("metrics-flows", 4).unwrap();
+        let keys = ["a", "b", "c"];
+        let _held: Vec<_> = keys
+            .iter()
+            .zip(1..)
+            .map(|(key, weight)| {
+                crate::Caller::default()
+                    .with_flow(key)
+                    .with_weight(weight)
+                    .scope_sync(|| pool.try_admit())
+                    .unwrap()
+            })
+            .collect();
+        let stats = pool.stats();
+        assert_eq!(
+            numbers("admission_flows_active", &stats),
+            [(vec![("pool", "metrics-flows".to_owned())], 3)]
+        );
+        assert_eq!(
+            numbers("admission_flow_weights", &stats),
+            [(vec![("pool", "metrics-flows".to_owned())], 6)]
+        );
     }
 
     #[test]

@@ -47,7 +47,14 @@ pub const MAX_ENTRIES: usize = 1 << 20;
 ///   a slot frees;
 /// * `held_ms`: how long an admitted caller held its slot (`null` for the
 ///   others). An admission is written when its slot is released, so a
-///   slot still held is not in the trace yet.
+///   slot still held is not in the trace yet;
+/// * `flow`, only for a caller with a flow
+///   ([`Caller::with_flow`](crate::Caller::with_flow)): the flow's keyed
+///   32-bit hash, a number that tells one flow's decisions from another's
+///   within a run of the process, never the key;
+/// * `cost`, only for a caller of a cost above one
+///   ([`Caller::with_cost`](crate::Caller::with_cost)): the slots it took
+///   (or asked for), after clamping to the capacity.
 ///
 /// Clones share one ring. Recording costs one atomic add, two clock reads
 /// (at admission and at release) and a few stores per admission; pools
@@ -105,9 +112,33 @@ struct Entry {
     waited_us: AtomicU64,
     /// `u64::MAX` for no hold.
     held_us: AtomicU64,
-    /// The pool's index (bits 16..), the outcome (8..16) and the
-    /// criticality and code (0..8).
+    /// The flow's hash (bits 32.., 0: none), the pool's index (18..32),
+    /// the cost less one (10..18), the outcome (8..10) and the code
+    /// (4..8) and criticality (0..4).
     meta: AtomicU64,
+}
+
+/// Who a traced decision was for, beyond its criticality: the flow's
+/// hash (0: none) and the cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tag {
+    pub(crate) flow: u32,
+    pub(crate) cost: u32,
+}
+
+impl Tag {
+    /// A caller's tag, its cost as admitted (clamped).
+    pub(crate) fn of(caller: &crate::Caller, cost: u32) -> Tag {
+        Tag {
+            flow: caller.flow().map_or(0, std::num::NonZeroU32::get),
+            cost,
+        }
+    }
+
+    /// Packed into bits 8.. of a word: cost less one, then the flow.
+    fn packed(self) -> u64 {
+        (u64::from(self.cost.clamp(1, 256) - 1) << 10) | (u64::from(self.flow) << 32)
+    }
 }
 
 /// How a traced decision ended.
@@ -246,7 +277,7 @@ impl Trace {
     pub(crate) fn record(
         &self,
         pool: u64,
-        criticality: Criticality,
+        (criticality, tag): (Criticality, Tag),
         outcome: Outcome,
         at_us: u64,
         waited_us: u64,
@@ -261,7 +292,11 @@ impl Trace {
             Outcome::Refused(code) => (1, code_index(code)),
             Outcome::Shadow(code) => (2, code.map_or(0xf, code_index)),
         };
-        let meta = (pool << 16) | (kind << 8) | (code << 4) | criticality.index() as u64;
+        let meta = (pool.min(0x3fff) << 18)
+            | tag.packed()
+            | (kind << 8)
+            | (code << 4)
+            | criticality.index() as u64;
         entry.seq.store(2 * n + 1, Ordering::Relaxed);
         fence(Ordering::Release);
         entry.at_us.store(at_us, Ordering::Relaxed);
@@ -303,7 +338,7 @@ impl Entry {
 
 impl Read {
     fn write(&self, pools: &[&'static str], out: &mut impl Write) -> io::Result<()> {
-        let pool = usize::try_from(self.meta >> 16)
+        let pool = usize::try_from((self.meta >> 18) & 0x3fff)
             .ok()
             .and_then(|index| pools.get(index))
             .copied()
@@ -326,11 +361,19 @@ impl Read {
             }
         }
         write!(out, "\",\"criticality\":\"{criticality}\",\"outcome\":")?;
-        match ((self.meta >> 8) & 0xff, code) {
+        match ((self.meta >> 8) & 0x3, code) {
             (0, _) => out.write_all(b"\"admitted\"")?,
             (1, Some(code)) => write!(out, "\"refused\",\"code\":\"{code}\"")?,
             (_, Some(code)) => write!(out, "\"shadow\",\"code\":\"{code}\"")?,
             (_, None) => out.write_all(b"\"shadow\",\"code\":null")?,
+        }
+        let flow = self.meta >> 32;
+        if flow != 0 {
+            write!(out, ",\"flow\":{flow}")?;
+        }
+        let cost = ((self.meta >> 10) & 0xff) + 1;
+        if cost > 1 {
+            write!(out, ",\"cost\":{cost}")?;
         }
         write!(
             out,
@@ -390,13 +433,18 @@ impl Traced {
         Arc::ptr_eq(&self.trace.ring, &trace.ring)
     }
 
-    /// Slot `slot` was admitted now, for a caller of `criticality` that
-    /// waited `waited`.
-    pub(crate) fn admitted(&self, slot: usize, criticality: Criticality, waited: Duration) {
+    /// Slot `slot` was admitted now, for a caller of `criticality` (with
+    /// `tag`) that waited `waited`.
+    pub(crate) fn admitted(
+        &self,
+        slot: usize,
+        (criticality, tag): (Criticality, Tag),
+        waited: Duration,
+    ) {
         if let Some((at, wait, level)) = self.admitted.get(slot) {
             at.store(self.trace.now_us(), Ordering::Relaxed);
             wait.store(micros(waited), Ordering::Relaxed);
-            level.store(criticality.index() as u64, Ordering::Relaxed);
+            level.store(tag.packed() | criticality.index() as u64, Ordering::Relaxed);
         }
     }
 
@@ -408,13 +456,18 @@ impl Traced {
         let now = self.trace.now_us();
         let admitted = at.load(Ordering::Relaxed);
         let waited = wait.load(Ordering::Relaxed);
+        let level = level.load(Ordering::Relaxed);
         let criticality = Criticality::ALL
-            .get(usize::try_from(level.load(Ordering::Relaxed)).unwrap_or(usize::MAX))
+            .get(usize::try_from(level & 0xf).unwrap_or(usize::MAX))
             .copied()
             .unwrap_or_default();
+        let tag = Tag {
+            flow: (level >> 32) as u32,
+            cost: ((level >> 10) & 0xff) as u32 + 1,
+        };
         self.trace.record(
             self.pool,
-            criticality,
+            (criticality, tag),
             Outcome::Admitted,
             admitted.saturating_sub(waited),
             waited,
@@ -424,12 +477,17 @@ impl Traced {
 
     /// A decision that holds no slot of the table: a refusal, or a shadow
     /// admission past the capacity.
-    pub(crate) fn decided(&self, criticality: Criticality, outcome: Outcome, waited: Duration) {
+    pub(crate) fn decided(
+        &self,
+        (criticality, tag): (Criticality, Tag),
+        outcome: Outcome,
+        waited: Duration,
+    ) {
         let now = self.trace.now_us();
         let waited = micros(waited);
         self.trace.record(
             self.pool,
-            criticality,
+            (criticality, tag),
             outcome,
             now.saturating_sub(waited),
             waited,
@@ -440,8 +498,10 @@ impl Traced {
 
 #[cfg(test)]
 mod tests {
-    use super::{Outcome, Trace};
+    use super::{Outcome, Tag, Trace};
     use crate::{Code, Criticality};
+
+    const NONE: Tag = Tag { flow: 0, cost: 1 };
 
     fn lines(trace: &Trace) -> Vec<String> {
         let mut out = Vec::new();
@@ -459,7 +519,7 @@ mod tests {
         let pool = trace.pool_index("a \"quoted\" pool");
         trace.record(
             pool,
-            Criticality::Critical,
+            (Criticality::Critical, NONE),
             Outcome::Admitted,
             2_500,
             1_000,
@@ -467,7 +527,7 @@ mod tests {
         );
         trace.record(
             pool,
-            Criticality::Sheddable,
+            (Criticality::Sheddable, NONE),
             Outcome::Refused(Code::WaitTimedOut),
             1_000,
             0,
@@ -475,7 +535,7 @@ mod tests {
         );
         trace.record(
             pool,
-            Criticality::Default,
+            (Criticality::Default, NONE),
             Outcome::Shadow(Some(Code::Saturated)),
             3_000,
             0,
@@ -507,7 +567,7 @@ mod tests {
         for at in 0..10 {
             trace.record(
                 pool,
-                Criticality::Default,
+                (Criticality::Default, NONE),
                 Outcome::Admitted,
                 at * 1000,
                 0,
@@ -528,8 +588,22 @@ mod tests {
     fn a_half_written_entry_is_left_out() {
         let trace = Trace::new(2).unwrap();
         let pool = trace.pool_index("p");
-        trace.record(pool, Criticality::Default, Outcome::Admitted, 0, 0, Some(1));
-        trace.record(pool, Criticality::Default, Outcome::Admitted, 1, 0, Some(1));
+        trace.record(
+            pool,
+            (Criticality::Default, NONE),
+            Outcome::Admitted,
+            0,
+            0,
+            Some(1),
+        );
+        trace.record(
+            pool,
+            (Criticality::Default, NONE),
+            Outcome::Admitted,
+            1,
+            0,
+            Some(1),
+        );
         // A writer claimed entry 0 again and has not finished.
         trace.ring.entries[0]
             .seq

@@ -260,3 +260,154 @@ fn a_caller_stays_24_bytes_and_copy() {
     copy::<Caller>();
     assert_eq!(size_of::<Caller>(), 24);
 }
+
+/// Fair order in the line: a release serves the waiting flow that holds
+/// least of the pool for its weight, whatever the line's order; between
+/// flows that hold alike, the one with fewer waiting. Criticality still
+/// comes first: a critical caller without a flow is served before both.
+#[tokio::test(flavor = "current_thread")]
+async fn a_release_serves_waiting_flows_in_fair_order() {
+    let pool = Pool::new("fair", 4).unwrap();
+    let (heavy, light) = (flow("batch-job"), flow("alice"));
+    let mut held: Vec<_> = (0..4)
+        .map(|_| heavy.scope_sync(|| pool.try_admit()).unwrap())
+        .collect();
+    let wait = |caller: Caller| {
+        let pool = pool.clone();
+        tokio::spawn(caller.scope(async move { pool.admit().await }))
+    };
+    let waiting = |n: usize| {
+        let pool = pool.clone();
+        async move {
+            for _ in 0..64 {
+                if pool.stats().waiting == n {
+                    return true;
+                }
+                tokio::task::yield_now().await;
+            }
+            false
+        }
+    };
+    // The flood queues three waiters first, alice one after them.
+    let mut floods: Vec<_> = (0..3).map(|_| wait(heavy)).collect();
+    assert!(waiting(3).await);
+    let alice = wait(light);
+    assert!(waiting(4).await);
+
+    // The flood lets go of one slot: alice (holding 0) is served before
+    // the flood's waiters, who were in line before her (it holds 3).
+    held.pop();
+    assert!(waiting(3).await, "one waiter served");
+    for _ in 0..64 {
+        if alice.is_finished() || floods.iter().any(tokio::task::JoinHandle::is_finished) {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        alice.is_finished(),
+        "alice, holding nothing, is served first"
+    );
+    assert!(floods.iter().all(|f| !f.is_finished()));
+    let alice_slot = alice.await.unwrap().unwrap();
+
+    // Next, the flood's first waiter (alice waits no more).
+    held.pop();
+    assert!(waiting(2).await);
+    let first = floods.remove(0).await.unwrap().unwrap();
+
+    // A tenant with one request waiting beside one with many, both holding
+    // the same: the one with one is served first. A caller without a flow
+    // holds the slots here; bob and carol hold nothing.
+    drop((held, alice_slot, first, floods));
+    let pool = Pool::new("fair-ties", 2).unwrap();
+    let blocker: Vec<_> = (0..2).map(|_| pool.try_admit().unwrap()).collect();
+    let wait = |caller: Caller| {
+        let pool = pool.clone();
+        tokio::spawn(caller.scope(async move { pool.admit().await }))
+    };
+    let waiting = |n: usize| {
+        let pool = pool.clone();
+        async move {
+            for _ in 0..64 {
+                if pool.stats().waiting == n {
+                    return true;
+                }
+                tokio::task::yield_now().await;
+            }
+            false
+        }
+    };
+    let (many, one) = (flow("bob"), flow("carol"));
+    let bobs: Vec<_> = (0..4).map(|_| wait(many)).collect();
+    assert!(waiting(4).await);
+    let carol = wait(one);
+    assert!(waiting(5).await);
+    let critical = wait(Caller::new(admission_core::Criticality::Critical));
+    assert!(waiting(6).await);
+    let mut blocker = blocker;
+    blocker.pop();
+    assert!(waiting(5).await);
+    for _ in 0..64 {
+        if critical.is_finished()
+            || carol.is_finished()
+            || bobs.iter().any(tokio::task::JoinHandle::is_finished)
+        {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        critical.is_finished(),
+        "criticality comes before fair order"
+    );
+    drop(critical.await.unwrap().unwrap());
+    assert!(waiting(4).await, "the critical caller's slot went on");
+    for _ in 0..64 {
+        if carol.is_finished() || bobs.iter().any(tokio::task::JoinHandle::is_finished) {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        carol.is_finished(),
+        "one waiting is served before four, holding alike"
+    );
+    assert!(bobs.iter().all(|b| !b.is_finished()));
+    drop((carol, bobs, blocker));
+}
+
+/// The stats show how many flows are active and the share of a weight-1
+/// flow, one number per pool; a flow stops counting once it holds nothing
+/// and its asking window has passed.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn stats_show_active_flows_and_the_share() {
+    let requests = RequestPools::new(4, 1).unwrap();
+    let pool = requests.pool(Class::Work);
+    assert_eq!(
+        (pool.stats().active_flows, pool.stats().flow_share()),
+        (0, 4.0)
+    );
+    let heavy = flow("batch-job").with_weight(2);
+    let mut held = Vec::new();
+    flood(&requests, heavy, &mut held);
+    let stats = pool.stats();
+    assert_eq!((stats.active_flows, stats.flow_weights), (1, 2));
+    // alice asks and is refused: active too.
+    assert!(requests.try_lease_for(Class::Work, flow("alice")).is_err());
+    let stats = pool.stats();
+    assert_eq!((stats.active_flows, stats.flow_weights), (2, 3));
+    assert!(
+        (stats.flow_share() - 4.0 / 3.0).abs() < 1e-9,
+        "{}",
+        stats.flow_share()
+    );
+    drop(held);
+    tokio::time::advance(Duration::from_secs(3)).await;
+    let stats = pool.stats();
+    assert_eq!(
+        (stats.active_flows, stats.flow_weights),
+        (0, 0),
+        "holding nothing, asking no more"
+    );
+}

@@ -192,3 +192,44 @@ fn a_flows_slot_on_a_traced_pool_is_traced_once_and_returns() {
     let again = tenant.scope_sync(|| pool.try_admit());
     assert!(again.is_ok(), "the marked slot went back to the pool");
 }
+
+/// A flow's and a cost's decisions carry the flow's 32-bit hash (never its
+/// key) and the cost; a caller with neither carries no such field.
+#[test]
+fn a_flow_and_a_cost_are_traced_as_a_hash_and_a_number() {
+    use std::num::NonZeroU8;
+
+    let trace = Trace::new(16).unwrap();
+    let pool = Pool::new("walks-tagged", 3).unwrap();
+    pool.trace_into(&trace).unwrap();
+    let tenant = Caller::default()
+        .with_flow("tenant-secret-key")
+        .with_cost(NonZeroU8::new(2).unwrap());
+    let held = tenant.scope_sync(|| pool.try_admit()).unwrap();
+    assert!(tenant.scope_sync(|| pool.try_admit()).is_err(), "2 + 2 > 3");
+    drop(held);
+    drop(pool.try_admit().unwrap());
+    let mut out = Vec::new();
+    assert_eq!(trace.write_json_lines(&mut out).unwrap(), 3);
+    let text = String::from_utf8(out).unwrap();
+    assert!(!text.contains("tenant-secret-key"), "never the key: {text}");
+    let lines: Vec<&str> = text.lines().collect();
+    let flow_of = |line: &str| -> Option<u64> {
+        let at = line.find("\"flow\":")? + 7;
+        let digits: String = line[at..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    };
+    let tagged: Vec<&&str> = lines.iter().filter(|l| l.contains("\"cost\":2")).collect();
+    assert_eq!(tagged.len(), 2, "the admission and the refusal: {text}");
+    let flows: Vec<Option<u64>> = tagged.iter().map(|l| flow_of(l)).collect();
+    assert!(
+        flows[0].is_some_and(|f| f > 0 && f <= u64::from(u32::MAX)),
+        "{text}"
+    );
+    assert_eq!(flows[0], flows[1], "one flow, one hash");
+    let plain = lines.iter().find(|l| !l.contains("\"cost\"")).unwrap();
+    assert!(!plain.contains("\"flow\""), "no flow, no field: {plain}");
+}

@@ -11,9 +11,11 @@
 //! black box.
 
 mod loom_close;
+mod loom_cost;
 mod loom_counts;
 mod loom_estimator;
 mod loom_evict;
+mod loom_fair;
 mod loom_flows;
 mod loom_holders;
 mod loom_limit;

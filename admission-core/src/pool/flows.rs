@@ -146,7 +146,8 @@ impl Flows {
         }
     }
 
-    /// Slot `id` returns: the flow that held it, if any, holds one fewer.
+    /// Slot `id` returns: the flow that held it, if any, holds its cost
+    /// fewer.
     #[inline]
     pub(crate) fn released(&self, id: SlotId) {
         let Some(owner) = self.owner.get(id.index()) else {
@@ -154,8 +155,31 @@ impl Flows {
         };
         let bucket = owner.swap(NONE, SeqCst);
         if bucket != NONE {
-            self.held[usize::from(bucket)].fetch_sub(1, SeqCst);
+            self.held[usize::from(bucket)].fetch_sub(id.cost(), SeqCst);
         }
+    }
+
+    /// The slots bucket `bucket` holds now (0 for no bucket), for fair
+    /// order in the line.
+    pub(crate) fn held_in(&self, bucket: u16) -> u32 {
+        self.held
+            .get(usize::from(bucket))
+            .map_or(0, |held| held.load(SeqCst))
+    }
+
+    /// The flows active now (holding slots or asking) and the sum of their
+    /// weights, for the statistics.
+    pub(crate) fn active(&self) -> (usize, u64) {
+        let deciding = self.lock();
+        let (now, table) = (deciding.now, &*deciding.table);
+        table
+            .live
+            .iter()
+            .map(|&bucket| usize::from(bucket))
+            .filter(|&at| self.held[at].load(SeqCst) > 0 || table.asking_until[at] > now)
+            .fold((0, 0), |(n, total), at| {
+                (n + 1, total + u64::from(table.weight[at]))
+            })
     }
 
     /// The bytes the table holds, wherever it lives: what the docs state
@@ -187,7 +211,16 @@ impl Deciding<'_> {
     /// asked (were refused) within their asking window, and `flow` itself.
     /// A flow's share is `limit × its weight / the active flows' weights`;
     /// it is under its share while it holds fewer slots than that.
+    #[cfg(test)]
     pub(crate) fn standing(&mut self, flow: Flow, limit: usize) -> Standing {
+        self.standing_for(flow, limit, 1)
+    }
+
+    /// [`standing`](Self::standing) for an admission of `cost` slots: the
+    /// flow is under its share while it holds at most its share less the
+    /// cost, rounded up (with a cost of 1: less than its share), so shares
+    /// count what an admission takes, not requests.
+    pub(crate) fn standing_for(&mut self, flow: Flow, limit: usize, cost: u32) -> Standing {
         let (now, flows) = (self.now, self.flows);
         let table = &mut *self.table;
         // Free the buckets of flows no longer active.
@@ -212,7 +245,8 @@ impl Deciding<'_> {
         let under = |at: usize, weight: u8| {
             u64::from(flows.held[at].load(SeqCst)) * total < limit * u64::from(weight)
         };
-        if under(own, flow.weight) {
+        let own_held = u64::from(flows.held[own].load(SeqCst)) + u64::from(cost.max(1)) - 1;
+        if own_held * total < limit * u64::from(flow.weight) {
             return Standing::Under;
         }
         let mut shared = false;
@@ -249,7 +283,7 @@ impl Deciding<'_> {
         at
     }
 
-    /// `flow` took slot `id`: it holds one more, and no longer asks.
+    /// `flow` took slot `id`: it holds its cost more, and no longer asks.
     pub(crate) fn admitted(&mut self, flow: Flow, id: SlotId) {
         if id.is_overdraft() {
             return;
@@ -258,7 +292,7 @@ impl Deciding<'_> {
             return;
         };
         let at = self.place(flow);
-        self.flows.held[at].fetch_add(1, SeqCst);
+        self.flows.held[at].fetch_add(id.cost(), SeqCst);
         #[expect(clippy::cast_possible_truncation, reason = "below BUCKETS")]
         owner.store(at as u16, SeqCst);
         self.table.asking_until[at] = 0;
@@ -266,12 +300,16 @@ impl Deciding<'_> {
     }
 
     /// `flow` was refused (or is about to wait): it asks for `window`
-    /// from now, an active flow with demand the pool left unmet.
-    pub(crate) fn asked(&mut self, flow: Flow, window: std::time::Duration) {
+    /// from now, an active flow with demand the pool left unmet. Returns
+    /// its bucket (a waiter's place in fair order).
+    pub(crate) fn asked(&mut self, flow: Flow, window: std::time::Duration) -> u16 {
         let window = u64::try_from(window.as_micros()).unwrap_or(u64::MAX);
         let at = self.place(flow);
         self.table.asking_until[at] = self.now.saturating_add(window);
         self.live(at);
+        #[expect(clippy::cast_possible_truncation, reason = "below BUCKETS")]
+        let bucket = at as u16;
+        bucket
     }
 
     /// Bucket `at` may be active: decisions weigh it, and free it once idle.

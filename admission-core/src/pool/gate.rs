@@ -21,7 +21,8 @@ use super::estimate::WorkTimes;
 use super::flows::{Flow, Flows, Standing};
 use super::holders::Holders;
 use super::permits::{
-    Enqueued, Key, NoSlot, Patience, Permits, QueuePolicy, Shares, Shed, SlotId, Ticket,
+    Ask, Enqueued, Key, NO_FLOW, NoSlot, Patience, Permits, QueuePolicy, Shares, Shed, SlotId,
+    Ticket,
 };
 use super::stats::Counters;
 use super::workers::{Closed, Job as QueuedJob, Workers};
@@ -29,7 +30,7 @@ use super::{PoolBuilder, PoolStats, RegistryWork, RetryHint, Slot, WorkError};
 use crate::caller::{Caller, Criticality};
 use crate::error::ConfigError;
 use crate::refusal::{Code, PoolName, Refusal};
-use crate::trace::{Outcome as TraceOutcome, Trace, Traced};
+use crate::trace::{Outcome as TraceOutcome, Tag, Trace, Traced};
 
 /// How many slot-turns ahead a spread refusal may be told to come back
 /// (see [`Pool::spread`]).
@@ -193,8 +194,6 @@ struct PoolInner {
     shadow: AtomicBool,
     /// The trace this pool records into, once one is set.
     trace: OnceLock<Traced>,
-    /// The flow table, made when the first caller with a flow asks.
-    flows: OnceLock<Box<Flows>>,
 }
 
 impl Pool {
@@ -291,7 +290,6 @@ impl Pool {
                 workers,
                 shadow: AtomicBool::new(false),
                 trace: OnceLock::new(),
-                flows: OnceLock::new(),
             }),
         })
     }
@@ -384,9 +382,13 @@ impl Pool {
     #[inline(never)]
     fn take_permit_with_care(&self, saturated: Code, caller: &Caller) -> Result<SlotId, Refusal> {
         let taken = self.take_cared_permit(saturated, caller);
+        if let Ok(id) = taken {
+            self.inner.holders.set_cost(id);
+        }
         match self.inner.trace.get() {
             Some(traced) => {
-                trace_taken(traced, &taken, caller.criticality(), Duration::ZERO);
+                let tag = Tag::of(caller, self.cost_of(caller));
+                trace_taken(traced, &taken, (caller.criticality(), tag), Duration::ZERO);
                 taken.map(SlotId::for_flow)
             }
             None => taken,
@@ -399,10 +401,82 @@ impl Pool {
         if caller.deadline().is_some() {
             self.budget_left(caller)?;
         }
+        let cost = self.cost_of(caller);
         if let Some(flow) = caller.flow() {
-            return self.take_flow_permit(saturated, caller, Flow::new(flow, caller.weight()));
+            return self.take_flow_permit(
+                saturated,
+                caller,
+                Flow::new(flow, caller.weight()),
+                cost,
+            );
+        }
+        if cost > 1 {
+            return self.take_costly_permit(saturated, caller.criticality(), cost);
         }
         self.take_plain_permit(saturated, caller.criticality())
+    }
+
+    /// The slots an admission for `caller` takes: its cost, clamped to the
+    /// capacity the pool was built with (see [`Caller::with_cost`]).
+    #[inline]
+    fn cost_of(&self, caller: &Caller) -> u32 {
+        #[expect(clippy::cast_possible_truncation, reason = "clamped to a cost")]
+        let capacity = self.inner.capacity.min(256) as u32;
+        u32::from(caller.cost()).min(capacity)
+    }
+
+    /// Checks a cost declared for this pool's admissions (a route's, a
+    /// call site's) where it is declared: an admission of a cost above the
+    /// capacity the pool was built with would take the whole pool (see
+    /// [`Caller::with_cost`]), which is rarely what was meant.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::CostAboveCapacity`] when `cost` is above the
+    /// pool's capacity.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::num::NonZeroU8;
+    /// use admission_core::{ConfigError, Pool};
+    ///
+    /// let pool = Pool::new("registry", 4).unwrap();
+    /// assert_eq!(pool.check_cost(NonZeroU8::new(4).unwrap()), Ok(()));
+    /// assert_eq!(
+    ///     pool.check_cost(NonZeroU8::new(5).unwrap()),
+    ///     Err(ConfigError::CostAboveCapacity { pool: "registry".into(), cost: 5, capacity: 4 })
+    /// );
+    /// ```
+    pub fn check_cost(&self, cost: std::num::NonZeroU8) -> Result<(), ConfigError> {
+        if usize::from(cost.get()) > self.inner.capacity {
+            return Err(ConfigError::CostAboveCapacity {
+                pool: self.name().to_owned(),
+                cost: cost.get(),
+                capacity: self.inner.capacity,
+            });
+        }
+        Ok(())
+    }
+
+    /// A slot for a caller without a flow whose admission takes `cost`
+    /// slots, by the capacity alone.
+    #[cold]
+    #[inline(never)]
+    fn take_costly_permit(
+        &self,
+        saturated: Code,
+        level: Criticality,
+        cost: u32,
+    ) -> Result<SlotId, Refusal> {
+        match self.inner.permits.try_acquire_many(level, cost) {
+            Ok(id) => Ok(id),
+            Err(NoSlot::Full) if self.is_shadow() => {
+                Ok(self.overdraft(Some((saturated, level)), cost))
+            }
+            Err(NoSlot::Full) => Err(self.refuse_for(saturated, level)),
+            Err(NoSlot::Closed) => Err(self.refuse_for(Code::ShuttingDown, level)),
+        }
     }
 
     /// A slot for a caller of `level`, by the capacity alone.
@@ -410,7 +484,9 @@ impl Pool {
     fn take_plain_permit(&self, saturated: Code, level: Criticality) -> Result<SlotId, Refusal> {
         match self.inner.permits.try_acquire(level) {
             Ok(id) => Ok(id),
-            Err(NoSlot::Full) if self.is_shadow() => Ok(self.overdraft(Some((saturated, level)))),
+            Err(NoSlot::Full) if self.is_shadow() => {
+                Ok(self.overdraft(Some((saturated, level)), 1))
+            }
             Err(NoSlot::Full) => Err(self.refuse_for(saturated, level)),
             Err(NoSlot::Closed) => Err(self.refuse_for(Code::ShuttingDown, level)),
         }
@@ -430,10 +506,11 @@ impl Pool {
         saturated: Code,
         caller: &Caller,
         flow: Flow,
+        cost: u32,
     ) -> Result<SlotId, Refusal> {
         let level = caller.criticality();
         let mut table = self.flows().lock();
-        let standing = table.standing(flow, self.inner.limit.load(Relaxed));
+        let standing = table.standing_for(flow, self.inner.limit.load(Relaxed), cost);
         let (yields, shared) = match standing {
             Standing::Under => (false, false),
             Standing::AtShare { yields, shared } => (yields, shared),
@@ -444,7 +521,7 @@ impl Pool {
             table.asked(flow, asking_window(&refusal));
             return Err(refusal);
         }
-        match self.inner.permits.try_acquire(level) {
+        match self.inner.permits.try_acquire_many(level, cost) {
             Ok(id) => {
                 if yields {
                     self.inner
@@ -461,7 +538,7 @@ impl Pool {
                     saturated
                 };
                 if shadow {
-                    let id = self.overdraft(Some((code, level)));
+                    let id = self.overdraft(Some((code, level)), cost);
                     table.admitted(flow, id);
                     return Ok(id);
                 }
@@ -476,27 +553,27 @@ impl Pool {
     /// Before a caller with a flow joins the line: refused with
     /// `ADMISSION_FLOW_SHARE` (in shadow, counted) when it holds its share
     /// and another active flow that asked is under its own, as a fail-fast
-    /// caller would be; otherwise it asks while it waits. Waiters are then
-    /// served in the line's order: fair order in the line is not made yet.
+    /// caller would be; otherwise it asks while it waits, and its bucket
+    /// returned is its place in the line's fair order between flows (see
+    /// `WaitLine::next_served`).
     #[cold]
-    fn flow_may_wait(&self, caller: &Caller, flow: Flow) -> Result<(), Refusal> {
+    fn flow_may_wait(&self, caller: &Caller, flow: Flow, cost: u32) -> Result<u16, Refusal> {
         let level = caller.criticality();
         let mut table = self.flows().lock();
-        let standing = table.standing(flow, self.inner.limit.load(Relaxed));
+        let standing = table.standing_for(flow, self.inner.limit.load(Relaxed), cost);
         if matches!(standing, Standing::AtShare { yields: true, .. }) {
             if self.is_shadow() {
                 self.inner
                     .counters
                     .count_would_refuse(Code::FlowShare, level);
-                return Ok(());
+                return Ok(NO_FLOW);
             }
             let refusal = self.refuse_for(Code::FlowShare, level);
             table.asked(flow, asking_window(&refusal));
             return Err(refusal);
         }
         let secs = Refusal::whole_secs(self.retry_after_millis());
-        table.asked(flow, Duration::from_secs(2 * u64::from(secs)));
-        Ok(())
+        Ok(table.asked(flow, Duration::from_secs(2 * u64::from(secs))))
     }
 
     /// A waiter with a flow took slot `id`: counted to its flow, and
@@ -514,9 +591,7 @@ impl Pool {
 
     /// The flow table, made on first use.
     fn flows(&self) -> &Flows {
-        self.inner
-            .flows
-            .get_or_init(|| Box::new(Flows::new(self.inner.capacity)))
+        self.inner.permits.flows(self.inner.capacity)
     }
 
     /// A slot past the capacity, in shadow mode, for an admission that
@@ -524,7 +599,7 @@ impl Pool {
     /// wait).
     #[cold]
     #[inline(never)]
-    fn overdraft(&self, would_refuse: Option<(Code, Criticality)>) -> SlotId {
+    fn overdraft(&self, would_refuse: Option<(Code, Criticality)>, cost: u32) -> SlotId {
         let counters = &self.inner.counters;
         // A wait it would have had: until a slot frees, as a refusal's hint
         // estimates it from the work running now.
@@ -539,15 +614,17 @@ impl Pool {
                 wait
             }
         };
-        counters.take_overdraft();
+        counters.take_overdraft(cost as usize);
         if let Some(traced) = self.inner.trace.get() {
+            let current = Caller::current();
             let (code, level) = match would_refuse {
                 Some((code, level)) => (Some(code), level),
-                None => (None, Caller::current().criticality()),
+                None => (None, current.criticality()),
             };
-            traced.decided(level, TraceOutcome::Shadow(code), would_wait);
+            let tag = Tag::of(&current, cost);
+            traced.decided((level, tag), TraceOutcome::Shadow(code), would_wait);
         }
-        SlotId::OVERDRAFT
+        SlotId::overdraft(cost)
     }
 
     /// For a caller with a deadline: its time left, and how long it may
@@ -640,7 +717,13 @@ impl Pool {
         };
         let started = Instant::now();
         let taken = self.wait_untraced(caller, patience, limit, at).await;
-        trace_taken(traced, &taken, caller.criticality(), started.elapsed());
+        let tag = Tag::of(caller, self.cost_of(caller));
+        trace_taken(
+            traced,
+            &taken,
+            (caller.criticality(), tag),
+            started.elapsed(),
+        );
         // Marked: its return is traced too.
         taken.map(SlotId::for_flow)
     }
@@ -654,14 +737,20 @@ impl Pool {
     ) -> Result<SlotId, Refusal> {
         let level = caller.criticality();
         let budget = self.budget_left(caller)?;
+        let cost = self.cost_of(caller);
+        let mut ask = Ask {
+            cost,
+            flow: NO_FLOW,
+            weight: caller.weight(),
+        };
         if let Some(flow) = caller.flow() {
-            self.flow_may_wait(caller, Flow::new(flow, caller.weight()))?;
+            ask.flow = self.flow_may_wait(caller, Flow::new(flow, caller.weight()), cost)?;
         }
-        let mut suspect = match self.inner.permits.try_acquire(level) {
+        let mut suspect = match self.inner.permits.try_acquire_many(level, cost) {
             Ok(id) => return Ok(id),
             Err(NoSlot::Closed) => return Err(self.refuse_for(Code::ShuttingDown, level)),
-            Err(NoSlot::Full) if self.is_shadow() => return Ok(self.overdraft(None)),
-            Err(NoSlot::Full) => self.inner.holders.current_task_holds_all(),
+            Err(NoSlot::Full) if self.is_shadow() => return Ok(self.overdraft(None, cost)),
+            Err(NoSlot::Full) => self.inner.holders.current_task_blocks(cost),
         };
         if suspect && tokio::runtime::Handle::try_current().is_err() {
             // No timer to give the caller's own slots a grace: only they
@@ -681,11 +770,12 @@ impl Pool {
             key,
             ahead,
             standing,
-        } = match self.inner.permits.enqueue(
+        } = match self.inner.permits.enqueue_asking(
             level,
             patience,
             (times.target, times.window),
             promised,
+            ask,
         ) {
             Enqueued::Acquired(id) => return Ok(id),
             Enqueued::Closed => return Err(self.refuse_for(Code::ShuttingDown, level)),
@@ -741,7 +831,7 @@ impl Pool {
             if let Ok(answer) = tokio::time::timeout_at(until, answered.as_mut()).await {
                 break answer;
             }
-            if suspect && self.inner.holders.current_task_holds_all() {
+            if suspect && self.inner.holders.current_task_blocks(cost) {
                 drop(in_line);
                 return Err(self.reentrant(level, at));
             }
@@ -865,6 +955,7 @@ impl Pool {
             } else {
                 id
             };
+            self.inner.holders.set_cost(id);
             Ok(self.held(id))
         }
     }
@@ -986,11 +1077,16 @@ impl Pool {
     /// assert_eq!(pool.stats().in_use, 1);
     /// ```
     pub fn stats(&self) -> PoolStats {
+        let (active_flows, flow_weights) = self
+            .inner
+            .permits
+            .flow_table()
+            .map_or((0, 0), super::flows::Flows::active);
         self.inner.counters.snapshot(
             self.inner.name.as_str(),
             (self.inner.capacity, self.inner.limit.load(Relaxed)),
             self.inner.permits.slot_counts(),
-            self.inner.permits.waiting(),
+            (self.inner.permits.waiting(), active_flows, flow_weights),
             self.inner.work_times.typical(),
             self.is_shadow(),
         )
@@ -1376,20 +1472,26 @@ impl Pool {
     /// count follows the slot, not its number, which may be reused at
     /// once).
     #[cold]
-    fn release_marked(&self, id: SlotId) {
-        if id.is_overdraft() {
-            self.inner.counters.return_overdraft();
+    fn release_marked(&self, marked: SlotId) {
+        let cost = marked.cost();
+        if marked.is_overdraft() {
+            self.inner.counters.return_overdraft(cost as usize);
             return;
         }
-        let id = id.unmarked();
+        let id = marked.unmarked();
         if let Some(traced) = self.inner.trace.get() {
             traced.released(id.index());
         }
-        if let Some(flows) = self.inner.flows.get() {
-            flows.released(id);
+        if let Some(flows) = self.inner.permits.flow_table() {
+            flows.released(marked);
         }
         self.inner.holders.clear(id);
-        self.inner.permits.release(id);
+        if cost > 1 {
+            self.inner.holders.set_cost(id);
+            self.inner.permits.release_many(id, cost);
+        } else {
+            self.inner.permits.release(id);
+        }
     }
 
     /// Clears slot `id`'s holder: the slot moved into work, no task holds it.
@@ -1409,7 +1511,7 @@ impl Pool {
     /// The flow table, if a caller with a flow asked, for the models.
     #[cfg(all(test, loom))]
     pub(crate) fn flow_table(&self) -> Option<&Flows> {
-        self.inner.flows.get().map(|flows| &**flows)
+        self.inner.permits.flow_table()
     }
 
     /// The permits, for the models.
@@ -1506,12 +1608,12 @@ impl Drop for InLine<'_> {
 fn trace_taken(
     traced: &Traced,
     taken: &Result<SlotId, Refusal>,
-    criticality: Criticality,
+    who: (Criticality, Tag),
     waited: Duration,
 ) {
     match taken {
         Ok(id) if id.is_overdraft() => {}
-        Ok(id) => traced.admitted(id.index(), criticality, waited),
-        Err(refusal) => traced.decided(criticality, TraceOutcome::Refused(refusal.code()), waited),
+        Ok(id) => traced.admitted(id.index(), who, waited),
+        Err(refusal) => traced.decided(who, TraceOutcome::Refused(refusal.code()), waited),
     }
 }

@@ -31,7 +31,7 @@
 use std::hash::{Hash, Hasher};
 
 use super::permits::SlotId;
-use crate::loom::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use crate::loom::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 /// A free entry: no task holds the slot.
 const FREE: u64 = 0;
@@ -48,13 +48,13 @@ pub(crate) struct Holders {
 
 #[derive(Debug)]
 #[repr(align(64))]
-struct Padded(AtomicU64);
+struct Padded(AtomicU64, AtomicU32);
 
 impl Holders {
     pub(crate) fn new(capacity: usize) -> Holders {
         Holders {
             entries: (0..capacity)
-                .map(|_| Padded(AtomicU64::new(FREE)))
+                .map(|_| Padded(AtomicU64::new(FREE), AtomicU32::new(1)))
                 .collect(),
         }
     }
@@ -91,11 +91,30 @@ impl Holders {
         (named(&|h| h == holder), named(&|h| h != FREE))
     }
 
-    /// Whether the current task (or thread) holds every slot of this pool:
-    /// a wait for another could only be satisfied by a slot it holds itself.
-    pub(crate) fn current_task_holds_all(&self) -> bool {
+    /// Records how many slots the admission numbered `id` holds (its
+    /// cost; a bare number: 1). Written only for admissions of a cost above
+    /// one and as they return, off the path of the others.
+    pub(crate) fn set_cost(&self, id: SlotId) {
+        if id.is_overdraft() {
+            return;
+        }
+        if let Some(entry) = self.entries.get(id.index()) {
+            entry.1.store(id.cost(), Relaxed);
+        }
+    }
+
+    /// Whether a wait of the current task (or thread) for `cost` slots
+    /// could only be satisfied by slots it holds itself: it holds more
+    /// than the capacity less `cost` (with a cost of 1: every slot).
+    pub(crate) fn current_task_blocks(&self, cost: u32) -> bool {
         let holder = current_holder();
-        self.entries.iter().all(|e| e.0.load(Relaxed) == holder)
+        let mine: usize = self
+            .entries
+            .iter()
+            .filter(|e| e.0.load(Relaxed) == holder)
+            .map(|e| e.1.load(Relaxed).max(1) as usize)
+            .sum();
+        mine + cost as usize > self.entries.len()
     }
 }
 

@@ -24,6 +24,16 @@
 //! holder table is written with plain stores; it must never hand out a
 //! number that is in use.
 //!
+//! An admission may take several slots at once (its cost): the word counts
+//! slots, an admission of cost `c` takes `c` of them and one number, and
+//! gives all `c` back together. A waiter is served whole: while it is the
+//! next to be served and does not fit yet, the slots that come back are
+//! set aside for it (counted in use and in transit, one waiter at a time,
+//! never all it needs), so that callers of cost 1 do not starve it; they
+//! go on or back if it leaves the line unserved. Between waiters with a
+//! flow the line serves in fair order (see [`WaitLine::next_served`]),
+//! reading what each flow holds from the pool's flow table.
+//!
 //! The line is a slab of nodes threaded into six index-linked lists (three
 //! levels, patient and queued): a waiter's state (waiting with its waker,
 //! granted, shed or closed) lives in its node, which the waiter alone frees,
@@ -36,6 +46,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::flows::Flows;
 use super::stats::SlotCounts;
 use crate::caller::Criticality;
 use crate::loom::sync::Mutex;
@@ -187,17 +198,26 @@ pub(crate) struct SlotId(u32);
 impl SlotId {
     /// A slot a pool in shadow mode handed out past its capacity: no slot
     /// of the N, counted apart (no pool has this many slots).
-    pub(crate) const OVERDRAFT: SlotId = SlotId(u32::MAX);
+    pub(crate) const OVERDRAFT: SlotId = SlotId(Self::FLOW | Self::INDEX);
 
     /// The mark of a slot a flow holds: its flow table keeps the slot's
     /// count, and only a marked slot's return looks there. No pool has
     /// this many slots; [`SlotId::OVERDRAFT`] has the mark too.
     const FLOW: u32 = 1 << 31;
 
+    /// The bits of the slot's number (every number below
+    /// [`MAX_CAPACITY`](crate::pool::MAX_CAPACITY) fits).
+    const INDEX: u32 = 0xFFFF;
+
+    /// Where an admission's cost less one starts (8 bits): an admission of
+    /// cost `c` is one number holding `c` slots of the count, and is always
+    /// marked, so that only a marked return looks at its cost.
+    const COST_SHIFT: u32 = 16;
+
     /// The slot's index in a table of N entries (marked or not).
     #[inline]
     pub(crate) const fn index(self) -> usize {
-        (self.0 & !Self::FLOW) as usize
+        (self.0 & Self::INDEX) as usize
     }
 
     /// The same slot, marked: a flow's, or a traced pool's (its return
@@ -211,20 +231,39 @@ impl SlotId {
         }
     }
 
-    /// Whether it is marked: a flow's or a traced pool's slot, or
-    /// [`SlotId::OVERDRAFT`].
+    /// The same number holding `cost` slots (1 ..= 256), marked when the
+    /// cost is above one.
+    #[inline]
+    pub(crate) const fn with_cost(self, cost: u32) -> SlotId {
+        if cost <= 1 {
+            return self;
+        }
+        SlotId(
+            (self.0 & !(0xFF << Self::COST_SHIFT)) | ((cost - 1) << Self::COST_SHIFT) | Self::FLOW,
+        )
+    }
+
+    /// How many of the pool's slots this admission holds (1 ..= 256).
+    #[inline]
+    pub(crate) const fn cost(self) -> u32 {
+        ((self.0 >> Self::COST_SHIFT) & 0xFF) + 1
+    }
+
+    /// Whether it is marked: a flow's or a traced pool's slot, one of a
+    /// cost above one, or an overdraft.
     #[inline]
     pub(crate) const fn is_marked(self) -> bool {
         self.0 >= Self::FLOW
     }
 
-    /// The same slot unmarked, as the permits know it.
+    /// The bare number, as the permits' free list knows it (its cost and
+    /// mark dropped).
     #[inline]
     pub(crate) const fn unmarked(self) -> SlotId {
         if self.is_overdraft() {
             self
         } else {
-            SlotId(self.0 & !Self::FLOW)
+            SlotId(self.0 & Self::INDEX)
         }
     }
 
@@ -234,10 +273,20 @@ impl SlotId {
         SlotId(u32::try_from(n).expect("a slot number"))
     }
 
-    /// Whether it is [`SlotId::OVERDRAFT`].
+    /// Whether it is an overdraft: a shadow admission past the capacity,
+    /// of any cost ([`SlotId::OVERDRAFT`], [`SlotId::overdraft`]).
     #[inline]
     pub(crate) const fn is_overdraft(self) -> bool {
-        self.0 == u32::MAX
+        self.0 & (Self::FLOW | Self::INDEX) == Self::FLOW | Self::INDEX
+    }
+
+    /// An overdraft of `cost` slots.
+    pub(crate) const fn overdraft(cost: u32) -> SlotId {
+        if cost <= 1 {
+            Self::OVERDRAFT
+        } else {
+            SlotId(Self::FLOW | Self::INDEX | ((cost - 1) << Self::COST_SHIFT))
+        }
     }
 }
 
@@ -313,7 +362,19 @@ struct Node {
     /// never shed as stale: patient callers, and queued callers promised a
     /// longer wait by a trusted deadline).
     joined: Option<Instant>,
+    /// The slots it asks for at once (its cost, at least 1).
+    cost: u32,
+    /// The slots set aside for it while it is the next to be served but
+    /// does not fit yet (counted in use and in transit; below `cost`).
+    got: u32,
+    /// Its flow's bucket in the pool's flow table ([`NO_FLOW`]: none) and
+    /// the flow's weight, for fair order between flows.
+    flow: u16,
+    weight: u8,
 }
+
+/// A waiter without a flow.
+pub(crate) const NO_FLOW: u16 = u16::MAX;
 
 /// One index-linked list of waiters.
 #[derive(Debug, Clone, Copy)]
@@ -395,6 +456,13 @@ struct WaitLine {
     /// How long a caller may wait in a standing queue (the newest
     /// joiner's target).
     target: Duration,
+    /// The one waiter slots are set aside for ([`NIL`]: none): the next
+    /// to be served, whose cost does not fit yet. One at most, so two
+    /// waiters never each hold part of what the other needs.
+    parked: u32,
+    /// Slots set aside for a waiter that left the line unserved (shed,
+    /// cancelled, closed): the permits give them on or back.
+    freed: u64,
 }
 
 impl WaitLine {
@@ -408,6 +476,8 @@ impl WaitLine {
             emptied: [None; 3],
             interval: Duration::ZERO,
             target: Duration::ZERO,
+            parked: NIL,
+            freed: 0,
         }
     }
 
@@ -425,7 +495,7 @@ impl WaitLine {
     }
 
     /// Links a new waiter at the back of `list`, in a free node if any.
-    fn push_back(&mut self, list: usize, joined: Option<Instant>) -> Key {
+    fn push_back(&mut self, list: usize, joined: Option<Instant>, ask: Ask) -> Key {
         let tail = self.lists[list].tail;
         let node = Node {
             state: State::Waiting(None),
@@ -433,6 +503,10 @@ impl WaitLine {
             next: NIL,
             list,
             joined,
+            cost: ask.cost.max(1),
+            got: 0,
+            flow: ask.flow,
+            weight: ask.weight.max(1),
         };
         let at = if self.free == NIL {
             let at = u32::try_from(self.nodes.len()).expect("fewer than 2^32 waiters");
@@ -458,6 +532,11 @@ impl WaitLine {
     /// Unlinks node `at` from its list (it stays allocated, its waiter's
     /// until freed); a queued node leaving its queue is noted at `now`.
     fn unlink(&mut self, at: u32, now: Instant) {
+        if at == self.parked {
+            // It leaves unserved: what was set aside for it goes on.
+            self.parked = NIL;
+            self.freed += u64::from(std::mem::take(&mut self.nodes[at as usize].got));
+        }
         let Node {
             prev, next, list, ..
         } = self.nodes[at as usize];
@@ -508,33 +587,95 @@ impl WaitLine {
         }
     }
 
-    /// Takes the next waiter a slot may go to while `others` slots are in
-    /// use: the most critical level whose share leaves room, its patient
-    /// waiters first, then its queue (newest first when that queue stands).
-    fn pop(&mut self, others: usize, limits: &[usize; 3]) -> Option<u32> {
+    /// The next waiter to serve under `limits`: the most critical level
+    /// with a waiter whose cost its limit can hold; within it, its patient
+    /// waiters first, then its queue (newest first when that queue
+    /// stands), each in line order, except that among waiters with a flow
+    /// the one whose flow would hold least for its weight once served (what
+    /// it holds plus the waiter's cost; then the one whose flow has fewest
+    /// waiting, then the first in line) is served first.
+    /// Waiters whose cost is above their level's limit are passed over.
+    /// The waiter slots are set aside for stays the next unless a waiter
+    /// of a more critical level is.
+    fn next_served(&self, limits: &[usize; 3], held: &dyn Fn(u16) -> u32) -> Option<(u32, usize)> {
+        let parked = (self.parked != NIL).then(|| {
+            let node = &self.nodes[self.parked as usize];
+            (self.parked, node.list / 2)
+        });
         for (level, &limit) in limits.iter().enumerate() {
-            if others >= limit {
-                continue;
+            if let Some((at, parked_level)) = parked
+                && parked_level == level
+            {
+                return Some((at, level));
             }
-            let patient = self.lists[list_of(level, Patience::Patient)].head;
-            let now = Instant::now();
-            if patient != NIL {
-                self.unlink(patient, now);
-                return Some(patient);
+            for patience in [Patience::Patient, Patience::Queued] {
+                let list = list_of(level, patience);
+                let newest_first =
+                    patience == Patience::Queued && self.standing(level, Instant::now());
+                if let Some(at) = self.first_served(list, limit, newest_first, held) {
+                    return Some((at, level));
+                }
             }
-            let queue = self.lists[list_of(level, Patience::Queued)];
-            if queue.len == 0 {
-                continue;
-            }
-            let at = if self.standing(level, now) {
-                queue.tail
-            } else {
-                queue.head
-            };
-            self.unlink(at, now);
-            return Some(at);
         }
         None
+    }
+
+    /// The waiter of `list` to serve first (see [`next_served`](Self::next_served)).
+    fn first_served(
+        &self,
+        list: usize,
+        limit: usize,
+        newest_first: bool,
+        held: &dyn Fn(u16) -> u32,
+    ) -> Option<u32> {
+        let List { head, tail, .. } = self.lists[list];
+        let step = |at: u32| {
+            let node = &self.nodes[at as usize];
+            if newest_first { node.prev } else { node.next }
+        };
+        let fits = |at: u32| self.nodes[at as usize].cost as usize <= limit;
+        let mut at = if newest_first { tail } else { head };
+        while at != NIL && !fits(at) {
+            at = step(at);
+        }
+        if at == NIL || self.nodes[at as usize].flow == NO_FLOW {
+            return (at != NIL).then_some(at);
+        }
+        // Fair order between the flows waiting in this list.
+        let mut waiting = [0_u16; super::flows::BUCKETS];
+        let mut scan = at;
+        while scan != NIL {
+            let node = &self.nodes[scan as usize];
+            if let Some(count) = waiting.get_mut(usize::from(node.flow)) {
+                *count = count.saturating_add(1);
+            }
+            scan = step(scan);
+        }
+        // What its flow would hold once it is served, for its weight:
+        // fair order counts cost.
+        let rank = |at: u32| {
+            let node = &self.nodes[at as usize];
+            (
+                u64::from(held(node.flow)) + u64::from(node.cost),
+                u64::from(node.weight),
+                waiting.get(usize::from(node.flow)).copied().unwrap_or(0),
+            )
+        };
+        let mut best = at;
+        let mut scan = step(at);
+        while scan != NIL {
+            if fits(scan) && self.nodes[scan as usize].flow != NO_FLOW {
+                let ((held_a, weight_a, waiting_a), (held_b, weight_b, waiting_b)) =
+                    (rank(scan), rank(best));
+                // held_a / weight_a < held_b / weight_b, then fewer waiting.
+                let (a, b) = (held_a * weight_b, held_b * weight_a);
+                if a < b || (a == b && waiting_a < waiting_b) {
+                    best = scan;
+                }
+            }
+            scan = step(scan);
+        }
+        Some(best)
     }
 
     /// Lets go of the callers of standing queues that have waited longer
@@ -624,6 +765,37 @@ const fn admitted(state: u64) -> u64 {
     if next < ADMIT_ONE { next | WRAP } else { next }
 }
 
+/// `state` with `cost` more slots in use, taken by one caller (counted as
+/// `cost` admissions: the books count slots).
+#[inline]
+const fn admitted_many(state: u64, cost: u64) -> u64 {
+    let next = state.wrapping_add(cost * (ADMIT_ONE + 1));
+    if (next >> ADMIT_SHIFT) < (state >> ADMIT_SHIFT) {
+        next | WRAP
+    } else {
+        next
+    }
+}
+
+/// What a waiter asks for: its cost, and its flow's bucket and weight
+/// (for fair order between flows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ask {
+    pub(crate) cost: u32,
+    pub(crate) flow: u16,
+    pub(crate) weight: u8,
+}
+
+#[cfg(test)]
+impl Ask {
+    /// One slot, no flow.
+    pub(crate) const ONE: Ask = Ask {
+        cost: 1,
+        flow: NO_FLOW,
+        weight: 1,
+    };
+}
+
 /// The slot count and the waiting line of one pool.
 ///
 /// One atomic word holds the count of slots in use, the bit that says the
@@ -666,6 +838,9 @@ pub(crate) struct Permits {
     /// How many callers may wait in the queue at once.
     bound: usize,
     line: Mutex<WaitLine>,
+    /// The pool's flow table, made when the first caller with a flow
+    /// asks: fair order in the line reads what each flow holds.
+    flows: std::sync::OnceLock<Box<Flows>>,
 }
 
 impl Permits {
@@ -691,6 +866,7 @@ impl Permits {
             waiting: AtomicUsize::new(0),
             bound,
             line: Mutex::new(WaitLine::new()),
+            flows: std::sync::OnceLock::new(),
         }
     }
 
@@ -833,6 +1009,46 @@ impl Permits {
         }
     }
 
+    /// [`try_acquire`](Self::try_acquire) for `cost` slots at once (at
+    /// most the capacity): all of them under the level's limit, with one
+    /// number, by one compare-and-swap; the id carries the cost.
+    pub(crate) fn try_acquire_many(&self, level: Criticality, cost: u32) -> Result<SlotId, NoSlot> {
+        if cost <= 1 {
+            return self.try_acquire(level);
+        }
+        let mut state = self.state.load(SeqCst);
+        loop {
+            if state & CLOSED != 0 {
+                return Err(NoSlot::Closed);
+            }
+            if (state & COUNT) + u64::from(cost) > self.limit(level) {
+                return Err(NoSlot::Full);
+            }
+            let (next, id) = self.pop(admitted_many(state, u64::from(cost)));
+            match self
+                .state
+                .compare_exchange_weak(state, next, SeqCst, SeqCst)
+            {
+                Ok(_) => {
+                    self.after_admission(state, next);
+                    return Ok(id.with_cost(cost));
+                }
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
+    /// The pool's flow table, made on first use with `capacity` slots.
+    pub(crate) fn flows(&self, capacity: usize) -> &Flows {
+        self.flows.get_or_init(|| Box::new(Flows::new(capacity)))
+    }
+
+    /// The pool's flow table, if a caller with a flow asked.
+    #[inline]
+    pub(crate) fn flow_table(&self) -> Option<&Flows> {
+        self.flows.get().map(|flows| &**flows)
+    }
+
     /// Joins the line, unless a slot is free after all: under the lock, the
     /// caller either takes a slot or marks the line as not empty, each by a
     /// compare-and-swap against the count it saw (and neither once closed).
@@ -841,6 +1057,7 @@ impl Permits {
     /// `promised` a longer wait than the queue's own (by a trusted
     /// deadline) is never shed as stale: it leaves at its own limit, or is
     /// served; refusing it when a slot frees would be a late answer.
+    #[cfg(test)]
     pub(crate) fn enqueue(
         &self,
         level: Criticality,
@@ -848,9 +1065,28 @@ impl Permits {
         (target, interval): (Duration, Duration),
         promised: bool,
     ) -> Enqueued {
+        self.enqueue_asking(level, patience, (target, interval), promised, Ask::ONE)
+    }
+
+    /// [`enqueue`](Self::enqueue) for a waiter that asks for more than one
+    /// slot, or has a flow.
+    pub(crate) fn enqueue_asking(
+        &self,
+        level: Criticality,
+        patience: Patience,
+        (target, interval): (Duration, Duration),
+        promised: bool,
+        ask: Ask,
+    ) -> Enqueued {
         let mut wakes = Wakes::default();
-        let enqueued =
-            self.enqueue_locked(level, patience, (target, interval), promised, &mut wakes);
+        let enqueued = self.enqueue_locked(
+            level,
+            patience,
+            (target, interval),
+            promised,
+            ask,
+            &mut wakes,
+        );
         wakes.wake();
         enqueued
     }
@@ -861,6 +1097,7 @@ impl Permits {
         patience: Patience,
         (target, interval): (Duration, Duration),
         promised: bool,
+        ask: Ask,
         wakes: &mut Wakes,
     ) -> Enqueued {
         let mut line = self.lock();
@@ -875,20 +1112,21 @@ impl Permits {
         {
             // The bound counts waiters, not slots: a free slot is still
             // taken at once.
-            return match self.try_acquire(level) {
+            return match self.try_acquire_many(level, ask.cost) {
                 Ok(id) => Enqueued::Acquired(id),
                 Err(NoSlot::Closed) => Enqueued::Closed,
                 Err(NoSlot::Full) => Enqueued::Full,
             };
         }
+        let cost = u64::from(ask.cost.max(1));
         let mut state = self.state.load(SeqCst);
         loop {
             if state & CLOSED != 0 {
                 return Enqueued::Closed;
             }
-            let free = state & COUNT < self.limit(level);
+            let free = (state & COUNT) + cost <= self.limit(level);
             let (next, id) = if free {
-                self.pop(admitted(state))
+                self.pop(admitted_many(state, cost))
             } else {
                 (state | LINE, SlotId(NO_SLOT))
             };
@@ -900,7 +1138,8 @@ impl Permits {
                     if line.linked == 0 && next & LINE != 0 {
                         self.state.fetch_and(!LINE, SeqCst);
                     }
-                    return Enqueued::Acquired(id);
+                    #[expect(clippy::cast_possible_truncation, reason = "a cost fits 32 bits")]
+                    return Enqueued::Acquired(id.with_cost(cost as u32));
                 }
                 Ok(_) => break,
                 Err(actual) => state = actual,
@@ -911,7 +1150,7 @@ impl Permits {
             .sum();
         let now = Instant::now();
         let joined = (patience == Patience::Queued && !promised).then_some(now);
-        let key = line.push_back(list_of(level.index(), patience), joined);
+        let key = line.push_back(list_of(level.index(), patience), joined, ask);
         self.waiting.fetch_add(1, SeqCst);
         let mut standing = false;
         if patience == Patience::Queued {
@@ -945,15 +1184,21 @@ impl Permits {
             State::Free => unreachable!("a waiter polls only its own node"),
         };
         line.free(at);
+        let cost = line.nodes[at as usize].cost;
         let given = match answer {
             Ok(given) => given,
             Err(shed) => return Poll::Ready(Err(shed)),
         };
-        // The slot in transit is the caller's now: admitted, with the
-        // number it came with or a free one.
+        // The slots in transit are the caller's now: admitted, with the
+        // number they came with or a free one.
         let mut state = self.state.load(SeqCst);
         loop {
-            let next = admitted(state).wrapping_sub(TRANSIT_ONE + 1);
+            let next = if cost == 1 {
+                admitted(state).wrapping_sub(TRANSIT_ONE + 1)
+            } else {
+                admitted_many(state, u64::from(cost))
+                    .wrapping_sub(u64::from(cost) * (TRANSIT_ONE + 1))
+            };
             let (next, id) = match given {
                 Some(id) => (next, id),
                 None => self.pop(next),
@@ -961,7 +1206,7 @@ impl Permits {
             match self.state.compare_exchange(state, next, SeqCst, SeqCst) {
                 Ok(_) => {
                     self.after_admission(state, next);
-                    return Poll::Ready(Ok(id));
+                    return Poll::Ready(Ok(id.with_cost(cost)));
                 }
                 Err(actual) => state = actual,
             }
@@ -983,15 +1228,13 @@ impl Permits {
                     line.unlink(at, Instant::now());
                     own = line.answer(at, State::Free);
                     self.left_line(&line, 1);
+                    self.settle(&mut line, &mut wakes);
                 }
                 State::Granted(id) => {
-                    if let Some(next) = self.next_waiter(&mut line) {
-                        // Still in transit, to the next waiter.
-                        wakes.push(line.answer(next, State::Granted(id)));
-                        self.left_line(&line, 1);
-                    } else {
-                        self.give_back(TRANSIT_ONE + 1, id);
-                    }
+                    // Its slots go on to the next waiters, or back.
+                    let cost = u64::from(line.nodes[at as usize].cost);
+                    self.state.fetch_sub(cost * TRANSIT_ONE, SeqCst);
+                    self.dispatch(&mut line, cost, id, &mut wakes);
                 }
                 State::Shed(_) | State::Free => {}
             }
@@ -1002,15 +1245,120 @@ impl Permits {
         wakes.wake();
     }
 
-    /// The waiter a slot coming back goes to (while the pool is open): the
-    /// first one whose share has room beside the slots the others hold.
-    fn next_waiter(&self, line: &mut WaitLine) -> Option<u32> {
-        let state = self.state.load(SeqCst);
-        if state & CLOSED != 0 {
-            return None;
+    /// Hands `units` slots (counted in use, in transit to nobody) and the
+    /// number `id` to the waiters they may go to, in the order
+    /// [`WaitLine::next_served`] gives, and takes free room under the
+    /// limits for waiters that fit; what no waiter takes goes back to the
+    /// pool. A waiter that is next but does not fit yet gets the slots
+    /// that come back set aside for it (all but the last it needs, so it
+    /// is served only once the slots it fits beside are free).
+    fn dispatch(
+        &self,
+        line: &mut WaitLine,
+        mut units: u64,
+        mut id: Option<SlotId>,
+        wakes: &mut Wakes,
+    ) {
+        let flows = self.flow_table();
+        // Slots handed to flows' waiters by this dispatch, not yet taken
+        // (and so not yet in the flow table): fair order counts them.
+        let mut granted = [(NO_FLOW, 0_u32); 8];
+        loop {
+            let held = |bucket: u16| {
+                let pending = granted
+                    .iter()
+                    .find(|&&(at, _)| at == bucket)
+                    .map_or(0, |&(_, n)| n);
+                flows.map_or(0, |flows| flows.held_in(bucket)) + pending
+            };
+            let state = self.state.load(SeqCst);
+            if state & CLOSED != 0 || line.linked == 0 {
+                break;
+            }
+            let limits = self.limits();
+            if line.parked != NIL {
+                let node = &line.nodes[line.parked as usize];
+                if node.cost as usize > limits[node.list / 2] {
+                    // A lowered limit: it cannot be served now, and holds
+                    // nothing meanwhile.
+                    let got = u64::from(std::mem::take(&mut line.nodes[line.parked as usize].got));
+                    line.parked = NIL;
+                    self.state.fetch_sub(got * TRANSIT_ONE, SeqCst);
+                    units += got;
+                }
+            }
+            let Some((at, level)) = line.next_served(&limits, &held) else {
+                break;
+            };
+            if line.parked != NIL && line.parked != at {
+                // A more critical waiter is next: what was set aside for
+                // the other goes on.
+                let got = u64::from(std::mem::take(&mut line.nodes[line.parked as usize].got));
+                line.parked = NIL;
+                self.state.fetch_sub(got * TRANSIT_ONE, SeqCst);
+                units += got;
+                continue;
+            }
+            let node = &line.nodes[at as usize];
+            let (cost, got) = (u64::from(node.cost), u64::from(node.got));
+            let others = (state & COUNT) - units - got;
+            let need = cost - got;
+            let give = units.min(need);
+            if others + cost <= limits[level] as u64 {
+                // Served whole: the slots coming back, and free room.
+                let room = need - give;
+                let next = state + room + (give + room) * TRANSIT_ONE;
+                if self
+                    .state
+                    .compare_exchange(state, next, SeqCst, SeqCst)
+                    .is_err()
+                {
+                    continue;
+                }
+                units -= give;
+                let bucket = line.nodes[at as usize].flow;
+                if bucket != NO_FLOW
+                    && let Some(entry) = granted
+                        .iter_mut()
+                        .find(|(at, _)| *at == bucket || *at == NO_FLOW)
+                {
+                    *entry = (bucket, entry.1 + line.nodes[at as usize].cost);
+                }
+                line.nodes[at as usize].got = 0;
+                if line.parked == at {
+                    line.parked = NIL;
+                }
+                line.unlink(at, Instant::now());
+                wakes.push(line.answer(at, State::Granted(id.take())));
+                self.left_line(line, 1);
+                continue;
+            }
+            // Not yet: set aside what comes back for it, never all it needs.
+            let keep = units.min(cost - 1 - got);
+            if keep > 0 {
+                self.state.fetch_add(keep * TRANSIT_ONE, SeqCst);
+                #[expect(clippy::cast_possible_truncation, reason = "below its cost")]
+                {
+                    line.nodes[at as usize].got += keep as u32;
+                }
+                line.parked = at;
+                units -= keep;
+            }
+            break;
         }
-        let others = (state & COUNT).saturating_sub(1) as usize;
-        line.pop(others, &self.limits())
+        if units > 0 || id.is_some() {
+            self.give_back(units, id);
+        }
+    }
+
+    /// Gives on (or back) the slots set aside for waiters that left the
+    /// line unserved.
+    fn settle(&self, line: &mut WaitLine, wakes: &mut Wakes) {
+        let freed = std::mem::take(&mut line.freed);
+        if freed > 0 {
+            self.state.fetch_sub(freed * TRANSIT_ONE, SeqCst);
+            self.dispatch(line, freed, None, wakes);
+        }
     }
 
     /// The slots in use at or above which `level` is not admitted now.
@@ -1041,23 +1389,10 @@ impl Permits {
             for (limit, new) in self.limits.iter().zip(limits) {
                 limit.store(new, SeqCst);
             }
-            let mut state = self.state.load(SeqCst);
-            while state & (LINE | CLOSED) == LINE && ((state & COUNT) as usize) < limits[0] {
-                // Room under the most generous limit, reserved before the
-                // waiter is chosen; given back if no waiter's share fits.
-                let next = state + TRANSIT_ONE + 1;
-                if let Err(actual) = self.state.compare_exchange(state, next, SeqCst, SeqCst) {
-                    state = actual;
-                    continue;
-                }
-                let Some(at) = line.pop((state & COUNT) as usize, &limits) else {
-                    self.state.fetch_sub(TRANSIT_ONE + 1, SeqCst);
-                    break;
-                };
-                wakes.push(line.answer(at, State::Granted(None)));
-                self.left_line(&line, 1);
-                state = self.state.load(SeqCst);
-            }
+            // Room under the new limits goes to the waiters that fit, each
+            // counted by a compare-and-swap against the count it was
+            // checked against.
+            self.dispatch(&mut line, 0, None, &mut wakes);
         }
         wakes.wake();
     }
@@ -1071,6 +1406,7 @@ impl Permits {
         let shed = line.shed_stale(Instant::now(), wakes);
         if shed > 0 {
             self.left_line(line, shed);
+            self.settle(line, wakes);
         }
     }
 
@@ -1080,6 +1416,7 @@ impl Permits {
             // Not `left_line`: the joiner is about to take its place, so
             // the line bit stays.
             self.waiting.fetch_sub(1, SeqCst);
+            self.settle(line, wakes);
             true
         } else {
             false
@@ -1112,26 +1449,39 @@ impl Permits {
                 Err(actual) => state = actual,
             }
         }
-        self.release_to_line(id);
+        self.release_to_line(id, 1);
+    }
+
+    /// [`release`](Self::release) of an admission of `cost` slots (its
+    /// bare number `id`): all of them back together, to the waiters they
+    /// may go to or to the pool.
+    pub(crate) fn release_many(&self, id: SlotId, cost: u32) {
+        let cost = u64::from(cost.max(1));
+        let mut state = self.state.load(SeqCst);
+        while state & LINE == 0 {
+            let next = self.push(state, cost, id);
+            match self
+                .state
+                .compare_exchange_weak(state, next, SeqCst, SeqCst)
+            {
+                Ok(_) => return,
+                Err(actual) => state = actual,
+            }
+        }
+        self.release_to_line(id, cost);
     }
 
     /// [`release`](Self::release) while someone may be in line: decided
     /// under the lock, where the line bit is set and cleared and where
     /// close sets its bit.
     #[cold]
-    fn release_to_line(&self, id: SlotId) {
+    fn release_to_line(&self, id: SlotId, cost: u64) {
         let mut wakes = Wakes::default();
         {
             let mut line = self.lock();
             self.shed_stale(&mut line, &mut wakes);
-            if let Some(at) = self.next_waiter(&mut line) {
-                // Returned, and in transit to the waiter.
-                self.state.fetch_add(TRANSIT_ONE, SeqCst);
-                wakes.push(line.answer(at, State::Granted(Some(id))));
-                self.left_line(&line, 1);
-            } else {
-                self.give_back(1, Some(id));
-            }
+            // Returned, and in transit to the waiters served, if any.
+            self.dispatch(&mut line, cost, Some(id), &mut wakes);
         }
         wakes.wake();
     }
@@ -1155,6 +1505,9 @@ impl Permits {
             }
             line.since = [None; 3];
             line.emptied = [None; 3];
+            // What was set aside for a waiter goes back.
+            let freed = std::mem::take(&mut line.freed);
+            self.state.fetch_sub(freed * (TRANSIT_ONE + 1), SeqCst);
             self.waiting.fetch_sub(answered, SeqCst);
             self.state.fetch_and(!LINE, SeqCst);
         }

@@ -138,6 +138,17 @@ pub struct PoolStats {
     /// [`would_refuse_with`](Self::would_refuse_with). They are not in
     /// [`refused`](Self::refused).
     pub would_refuse_by_code: [[u64; 3]; Code::ALL.len()],
+    /// Flows active in the pool right now
+    /// ([`Caller::with_flow`](crate::Caller::with_flow)): holding slots,
+    /// waiting, or refused within their asking window. One number for the
+    /// pool, never one per flow key; at most the flow table's 256 buckets.
+    pub active_flows: usize,
+    /// The sum of the active flows' weights
+    /// ([`Caller::with_weight`](crate::Caller::with_weight)): a flow of
+    /// weight `w` is held to `limit × w / flow_weights` slots while the
+    /// pool is contended (see [`flow_share`](Self::flow_share)). 0 while
+    /// no flow is active.
+    pub flow_weights: u64,
     /// Admissions shadow mode let through at once that enforcing would have
     /// made wait for a slot (`Wait`, `WaitFor`, `Queue` with no slot free).
     pub would_wait: u64,
@@ -186,6 +197,37 @@ impl PoolStats {
     /// ```
     pub fn refused_with(&self, code: Code) -> u64 {
         self.refused_by_code[code_index(code)].iter().sum()
+    }
+
+    /// The share of the pool, in slots, a flow of weight 1 is held to now
+    /// while the pool is contended: the limit over the active flows'
+    /// weights (a flow of weight `w` gets `w` times this); the whole limit
+    /// while no flow is active.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::{Caller, Class, RequestPools};
+    ///
+    /// let requests = RequestPools::new(4, 1).unwrap();
+    /// let _a = requests.try_lease_for(Class::Work, Caller::default().with_flow("a")).unwrap();
+    /// let _b = requests
+    ///     .try_lease_for(Class::Work, Caller::default().with_flow("b").with_weight(3))
+    ///     .unwrap();
+    /// let stats = requests.pool(Class::Work).stats();
+    /// assert_eq!((stats.active_flows, stats.flow_weights), (2, 4));
+    /// assert_eq!(stats.flow_share(), 1.0, "a: 4 × 1/4, b: 4 × 3/4");
+    /// ```
+    pub fn flow_share(&self) -> f64 {
+        #[expect(clippy::cast_precision_loss, reason = "a few thousand slots at most")]
+        let limit = self.limit as f64;
+        if self.flow_weights == 0 {
+            limit
+        } else {
+            #[expect(clippy::cast_precision_loss, reason = "at most 256 × 255")]
+            let weights = self.flow_weights as f64;
+            limit / weights
+        }
     }
 }
 
@@ -380,16 +422,16 @@ impl Counters {
 
     /// A slot past the capacity was handed out (shadow mode).
     #[cold]
-    pub(crate) fn take_overdraft(&self) {
-        self.overdraft.fetch_add(1, Relaxed);
-        self.overdraft_admitted.fetch_add(1, Relaxed);
+    pub(crate) fn take_overdraft(&self, slots: usize) {
+        self.overdraft.fetch_add(slots, Relaxed);
+        self.overdraft_admitted.fetch_add(slots as u64, Relaxed);
     }
 
     /// A slot past the capacity came back.
     #[cold]
-    pub(crate) fn return_overdraft(&self) {
-        self.overdraft.fetch_sub(1, Relaxed);
-        self.overdraft_released.fetch_add(1, Relaxed);
+    pub(crate) fn return_overdraft(&self, slots: usize) {
+        self.overdraft.fetch_sub(slots, Relaxed);
+        self.overdraft_released.fetch_add(slots as u64, Relaxed);
     }
 
     /// A caller that waited in line `waited` was then admitted or refused.
@@ -455,7 +497,7 @@ impl Counters {
         name: &str,
         (capacity, limit): (usize, usize),
         books: SlotCounts,
-        waiting: usize,
+        (waiting, active_flows, flow_weights): (usize, usize, u64),
         recent_work: Duration,
         shadow: bool,
     ) -> PoolStats {
@@ -503,6 +545,8 @@ impl Counters {
             shadow,
             overdraft,
             would_refuse_by_code: self.would_refuse.sum(),
+            active_flows,
+            flow_weights,
             would_wait: self.would_wait.load(Relaxed),
             would_wait_time: Duration::from_micros(self.would_wait_micros.load(Relaxed)),
         }
@@ -615,7 +659,7 @@ mod tests {
                         released: 0,
                         in_use: 0,
                     },
-                    0,
+                    (0, 0, 0),
                     Duration::ZERO,
                     false,
                 )

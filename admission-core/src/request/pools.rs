@@ -220,6 +220,37 @@ impl RequestPools {
         }
     }
 
+    /// Checks, where the app is built, a cost declared for `class`'s
+    /// leases (a route's, see [`Caller::with_cost`]): the HTTP adapters
+    /// call it for every route that declares one, so a cost the class can
+    /// never hold is a construction error, not an admission that takes the
+    /// whole class at run time.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::CostAboveCapacity`] when `cost` is above the class's
+    /// capacity (the one it was built with: a live limit lowered below the
+    /// cost later makes the lease wait, or be refused as saturated, until
+    /// it is raised).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::num::NonZeroU8;
+    /// use admission_core::{Class, ConfigError, RequestPools};
+    ///
+    /// let requests = RequestPools::new(2, 4).unwrap();
+    /// let four = NonZeroU8::new(4).unwrap();
+    /// assert_eq!(requests.check_cost(Class::Control, four), Ok(()));
+    /// assert!(matches!(
+    ///     requests.check_cost(Class::Work, four),
+    ///     Err(ConfigError::CostAboveCapacity { cost: 4, capacity: 2, .. })
+    /// ));
+    /// ```
+    pub fn check_cost(&self, class: Class, cost: std::num::NonZeroU8) -> Result<(), ConfigError> {
+        self.pool(class).check_cost(cost)
+    }
+
     /// Switches both classes between enforcing (the default) and shadow
     /// mode ([`Pool::set_shadow`]), for the next lease on: every adapter's
     /// layer over these pools then serves what it would have refused or

@@ -14,7 +14,7 @@
 use std::fmt;
 use std::future::Future;
 use std::hash::{BuildHasher, Hash, RandomState};
-use std::num::NonZeroU32;
+use std::num::{NonZeroU8, NonZeroU32};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -97,6 +97,11 @@ impl fmt::Display for Criticality {
     }
 }
 
+/// `Caller::flags`: a deadline, a flow or a cost: admission looks.
+const CARE: u8 = 1;
+/// `Caller::flags`: the deadline is one a client asserted.
+const ASSERTED: u8 = 2;
+
 /// Who an admission is made for: a [`Criticality`] and, if the client said
 /// how long it will wait, a deadline.
 ///
@@ -147,15 +152,18 @@ impl fmt::Display for Criticality {
 pub struct Caller {
     criticality: Criticality,
     deadline: Option<Instant>,
-    /// The deadline came from a peer the app does not trust: it may refuse
-    /// at once or shorten a wait, never lengthen one.
-    asserted: bool,
-    /// The flow's weight in its share (0 is read as 1); beside `asserted`,
+    /// [`CARE`] when it has a deadline, a flow or a cost above one: one
+    /// byte the gate tests, so a caller with none is admitted by the path
+    /// it took before they existed; and [`ASSERTED`] when the deadline came
+    /// from a peer the app does not trust (it may refuse at once or shorten
+    /// a wait, never lengthen one). `ASSERTED` never comes without `CARE`.
+    flags: u8,
+    /// The flow's weight in its share (0 is read as 1); beside `flags`,
     /// in the padding the deadline leaves, so a caller stays 24 bytes.
     weight: u8,
-    /// It has a deadline or a flow: one byte the gate tests, so a caller
-    /// with neither is admitted by the path it took before flows existed.
-    care: bool,
+    /// How many slots an admission for it takes, less one (so the default,
+    /// 0, is one slot and no value means none).
+    extra: u8,
     /// Who the admission is for inside its pool: a keyed hash of the app's
     /// flow key, never the key (see `pool::flows`).
     flow: Option<NonZeroU32>,
@@ -167,9 +175,9 @@ impl Caller {
         Caller {
             criticality,
             deadline: None,
-            asserted: false,
+            flags: 0,
             weight: 0,
-            care: false,
+            extra: 0,
             flow: None,
         }
     }
@@ -213,8 +221,18 @@ impl Caller {
     ///   `would_refuse_by_code` and served.
     /// * A caller that waits ([`Admission::Queue`](crate::Admission::Queue),
     ///   `Wait`) is refused as above before it joins the line, and asks
-    ///   while it waits; the line itself serves waiters in its usual order
-    ///   (fair order between flows in the line is not built yet).
+    ///   while it waits. A slot that comes back goes to the waiters in
+    ///   fair order: criticality first, patient waiters before the queue,
+    ///   and within them, among waiters with a flow, the one whose flow
+    ///   would hold least for its weight once served (what it holds plus
+    ///   the waiter's cost), then the one whose flow has fewest waiting,
+    ///   then the first in line; so a tenant with one request waiting is
+    ///   served before a tenant with a hundred. Waiters without a flow keep
+    ///   the line's order (oldest first, newest first once the queue
+    ///   stands). A waiter is not held back, once in line, for a flow that
+    ///   asked by failing fast: that is decided when it joins.
+    /// * Shares count cost ([`with_cost`](Self::with_cost)): a flow
+    ///   holding one admission of cost 4 holds 4 of its share.
     ///
     /// Flows are kept in a fixed table of 256 buckets per pool (under
     /// 6 KiB, made the first time a caller with a flow asks the pool, plus
@@ -266,7 +284,7 @@ impl Caller {
         let folded = (hash ^ (hash >> 32)) as u32;
         Caller {
             flow: Some(NonZeroU32::new(folded).unwrap_or(NonZeroU32::MIN)),
-            care: true,
+            flags: self.flags | CARE,
             ..self
         }
     }
@@ -290,6 +308,83 @@ impl Caller {
         Caller { weight, ..self }
     }
 
+    /// The same caller with its admissions taking `slots` of a pool's
+    /// slots at once instead of one (a full-registry walk that occupies
+    /// what four point reads would): every entry point that admits for a
+    /// caller (a lease, [`RequestPools::try_lease_for`](crate::RequestPools::try_lease_for),
+    /// [`Pool::run`](crate::Pool::run), `try_admit`, `admit` and the
+    /// waits, pure work's fresh lease) takes all of them or none, holds
+    /// them until the slot, lease or work ends (or the waiter is dropped)
+    /// and gives them all back together. A cost of 0 cannot be written:
+    /// every admission holds something.
+    ///
+    /// * **Fair shares count cost.** A flow holding one cost-4 lease holds
+    ///   4 of its share; a flow is under its share for an admission of
+    ///   cost `c` while it holds at most its share less `c`, rounded up
+    ///   (with `c` = 1: while it holds less than its share).
+    /// * **A waiter is served whole.** A queued or waiting caller of cost
+    ///   `c` is served when `c` slots are free under its level's limit;
+    ///   while it is the next to be served (criticality first, then the
+    ///   line's order, then fair order between flows) the slots that come
+    ///   back are set aside for it, so callers of cost 1 that arrive after
+    ///   it do not starve it, and callers in line never overtake it.
+    /// * **Live limits.** A cost above the pool's current limit
+    ///   ([`Pool::set_limit`](crate::Pool::set_limit)), or above its
+    ///   level's share of it, but within its capacity is refused as
+    ///   saturated by a fail-fast caller, and waits (within its bound, as
+    ///   any waiter) until the limit is raised; nothing is set aside for
+    ///   it meanwhile.
+    /// * **Above the capacity.** A cost above the capacity the pool was
+    ///   built with is clamped to that capacity: the admission takes the
+    ///   whole pool. Such work can only run alone, and that is the most a
+    ///   cost can ask; refusing it would be an answer a retry repeats
+    ///   forever, and waiting for it could never end. A declared cost is
+    ///   checked where it is declared instead:
+    ///   [`RequestPools::check_cost`](crate::RequestPools::check_cost)
+    ///   (which the HTTP adapters call for a route's cost) and
+    ///   [`Pool::check_cost`](crate::Pool::check_cost) report it as a
+    ///   [`ConfigError::CostAboveCapacity`](crate::ConfigError::CostAboveCapacity)
+    ///   when the app is built.
+    ///
+    /// A caller of cost 1 with neither a deadline nor a flow is admitted
+    /// by the pool's fast path; any other cost takes the path deadlines
+    /// and flows take.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::num::NonZeroU8;
+    /// use admission_core::{Caller, Class, RequestPools};
+    ///
+    /// let requests = RequestPools::new(2, 4).unwrap();
+    /// let walk = Caller::default().with_cost(NonZeroU8::new(4).unwrap());
+    /// assert_eq!(walk.cost(), 4);
+    /// let lease = requests.try_lease_for(Class::Control, walk).unwrap();
+    /// assert_eq!(requests.pool(Class::Control).stats().in_use, 4, "all four slots");
+    /// assert!(requests.try_lease_for(Class::Control, Caller::default()).is_err());
+    /// drop(lease);
+    /// assert_eq!(requests.pool(Class::Control).stats().in_use, 0, "all four back");
+    /// ```
+    #[must_use]
+    pub const fn with_cost(self, slots: NonZeroU8) -> Caller {
+        let extra = slots.get() - 1;
+        Caller {
+            extra,
+            flags: if extra > 0 {
+                self.flags | CARE
+            } else {
+                self.flags
+            },
+            ..self
+        }
+    }
+
+    /// How many slots an admission for this caller takes (1 unless
+    /// [`with_cost`](Self::with_cost) said more).
+    pub const fn cost(&self) -> u16 {
+        self.extra as u16 + 1
+    }
+
     /// The weight of the caller's flow in shares (at least 1).
     pub const fn weight(&self) -> u8 {
         if self.weight == 0 { 1 } else { self.weight }
@@ -304,7 +399,7 @@ impl Caller {
     /// path that looks at them.
     #[inline]
     pub(crate) const fn takes_care(&self) -> bool {
-        self.care
+        self.flags != 0
     }
 
     /// The flow's keyed hash, for the pool's flow table.
@@ -363,8 +458,7 @@ impl Caller {
             Some(earlier) if earlier <= deadline => self,
             _ => Caller {
                 deadline: Some(deadline),
-                asserted,
-                care: true,
+                flags: (self.flags & !ASSERTED) | CARE | if asserted { ASSERTED } else { 0 },
                 ..self
             },
         }
@@ -374,7 +468,7 @@ impl Caller {
     /// trust ([`with_asserted_deadline`](Self::with_asserted_deadline)): it
     /// never lengthens a queued wait.
     pub const fn deadline_is_asserted(&self) -> bool {
-        self.asserted && self.deadline.is_some()
+        self.flags & ASSERTED != 0 && self.deadline.is_some()
     }
 
     /// The same caller at another criticality, its deadline kept.
