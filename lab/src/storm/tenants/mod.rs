@@ -184,11 +184,11 @@ pub async fn run(config: &TenantsConfig) -> io::Result<Tenants> {
 
 /// Requests per second at saturation: twice `slots` patient clients, each
 /// sending its next request on its connection when the last is answered,
-/// through the class queued (one flow: it has the whole class, and a slot
-/// never waits for a request), after an uncounted warm-up.
+/// through tower's limit without a shed (every request waits its turn, so
+/// a slot never waits for a request), after an uncounted warm-up.
 async fn measure_capacity(config: &TenantsConfig, cpu: Option<usize>) -> io::Result<f64> {
     let spec = TenantSpec {
-        gate: TenantGate::FairQueue,
+        gate: TenantGate::Patient,
         slots: config.slots,
         work: config.work,
         tenants: 1,

@@ -46,6 +46,10 @@ pub enum TenantGate {
     /// `tower_governor` keyed by tenant, each tenant's rate the capacity
     /// divided among the tenants.
     Governor,
+    /// tower's `GlobalConcurrencyLimit` alone: every request waits its
+    /// turn, so the slots never idle (the capacity probe; not in the
+    /// table).
+    Patient,
 }
 
 impl TenantGate {
@@ -66,6 +70,7 @@ impl TenantGate {
             TenantGate::Class => "class, no flows",
             TenantGate::TowerLimit => "tower limit+shed",
             TenantGate::Governor => "tower_governor per tenant",
+            TenantGate::Patient => "tower limit, no shed",
         }
     }
 
@@ -76,6 +81,7 @@ impl TenantGate {
             TenantGate::Class => "class",
             TenantGate::TowerLimit => "tower",
             TenantGate::Governor => "governor",
+            TenantGate::Patient => "patient",
         }
     }
 }
@@ -92,9 +98,10 @@ impl FromStr for TenantGate {
     fn from_str(name: &str) -> Result<TenantGate, String> {
         TenantGate::ALL
             .into_iter()
+            .chain([TenantGate::Patient])
             .find(|gate| gate.arg() == name)
             .ok_or_else(|| {
-                format!("`{name}` is not a tenants gate (fair, fair-queue, class, tower, governor)")
+                format!("`{name}` is not a tenants gate (fair, fair-queue, class, tower, governor, patient)")
             })
     }
 }
@@ -233,7 +240,7 @@ fn router(spec: TenantSpec) -> Result<Router, Box<dyn std::error::Error>> {
         TenantGate::FairFailFast => admitted(Admission::FailFast, true)?,
         TenantGate::FairQueue => admitted(Admission::Queue, true)?,
         TenantGate::Class => admitted(Admission::FailFast, false)?,
-        TenantGate::TowerLimit | TenantGate::Governor => bare,
+        TenantGate::TowerLimit | TenantGate::Governor | TenantGate::Patient => bare,
     };
     let routes = Router::new()
         .route("/work", get(work))
@@ -245,6 +252,7 @@ fn router(spec: TenantSpec) -> Result<Router, Box<dyn std::error::Error>> {
                 .layer(LoadShedLayer::new())
                 .layer(GlobalConcurrencyLimitLayer::new(spec.slots)),
         ),
+        TenantGate::Patient => routes.layer(GlobalConcurrencyLimitLayer::new(spec.slots)),
         TenantGate::Governor => {
             // Each tenant gets the capacity (slots per work time) divided
             // among the tenants, with a burst of one slot's worth.
