@@ -513,7 +513,7 @@ impl Pool {
         let standing = table.standing_for(flow, self.inner.limit.load(Relaxed), cost);
         let (yields, shared) = match standing {
             Standing::Under => (false, false),
-            Standing::AtShare { yields, shared } => (yields, shared),
+            Standing::AtShare { yields, shared, .. } => (yields, shared),
         };
         let shadow = self.is_shadow();
         if yields && !shadow {
@@ -557,23 +557,40 @@ impl Pool {
     /// returned is its place in the line's fair order between flows (see
     /// `WaitLine::next_served`).
     #[cold]
-    fn flow_may_wait(&self, caller: &Caller, flow: Flow, cost: u32) -> Result<u16, Refusal> {
+    fn flow_may_wait(
+        &self,
+        caller: &Caller,
+        flow: Flow,
+        cost: u32,
+        wait: Duration,
+    ) -> Result<(u16, bool), Refusal> {
         let level = caller.criticality();
         let mut table = self.flows().lock();
         let standing = table.standing_for(flow, self.inner.limit.load(Relaxed), cost);
-        if matches!(standing, Standing::AtShare { yields: true, .. }) {
-            if self.is_shadow() {
-                self.inner
-                    .counters
-                    .count_would_refuse(Code::FlowShare, level);
-                return Ok(NO_FLOW);
+        let favoured = match standing {
+            Standing::Under => true,
+            Standing::AtShare {
+                yields: true,
+                tied: false,
+                ..
+            } => {
+                if self.is_shadow() {
+                    self.inner
+                        .counters
+                        .count_would_refuse(Code::FlowShare, level);
+                    return Ok((NO_FLOW, false));
+                }
+                let refusal = self.refuse_for(Code::FlowShare, level);
+                table.asked(flow, asking_window(&refusal));
+                return Err(refusal);
             }
-            let refusal = self.refuse_for(Code::FlowShare, level);
-            table.asked(flow, asking_window(&refusal));
-            return Err(refusal);
-        }
-        let secs = Refusal::whole_secs(self.retry_after_millis());
-        Ok(table.asked(flow, Duration::from_secs(2 * u64::from(secs))))
+            // At its share: it waits in line, served after the flows that
+            // hold less; the line decides whether it is the flood (the
+            // flow with most waiting).
+            Standing::AtShare { .. } => false,
+        };
+        // It asks for as long as it may wait: while it is in line.
+        Ok((table.asked(flow, wait), favoured))
     }
 
     /// A waiter with a flow took slot `id`: counted to its flow, and
@@ -742,9 +759,19 @@ impl Pool {
             cost,
             flow: NO_FLOW,
             weight: caller.weight(),
+            under: false,
+        };
+        let times = match patience {
+            Patience::Queued => self.queue_times(level),
+            Patience::Patient => QueueTimes::default(),
         };
         if let Some(flow) = caller.flow() {
-            ask.flow = self.flow_may_wait(caller, Flow::new(flow, caller.weight()), cost)?;
+            let wait = match patience {
+                Patience::Queued => times.wait,
+                Patience::Patient => limit.unwrap_or(Duration::from_secs(2)),
+            };
+            (ask.flow, ask.under) =
+                self.flow_may_wait(caller, Flow::new(flow, caller.weight()), cost, wait)?;
         }
         let mut suspect = match self.inner.permits.try_acquire_many(level, cost) {
             Ok(id) => return Ok(id),
@@ -757,10 +784,6 @@ impl Pool {
             // could end this wait.
             return Err(self.reentrant(level, at));
         }
-        let times = match patience {
-            Patience::Queued => self.queue_times(level),
-            Patience::Patient => QueueTimes::default(),
-        };
         // A trusted deadline that allows more than the queue's own wait is
         // a promise a standing queue must not break by shedding it.
         let promised = patience == Patience::Queued
@@ -770,6 +793,7 @@ impl Pool {
             key,
             ahead,
             standing,
+            favoured,
         } = match self.inner.permits.enqueue_asking(
             level,
             patience,
@@ -800,6 +824,10 @@ impl Pool {
             }
         }
         let left = budget.map(|budget| budget.wait);
+        // A flow that is not the flood is served at the next release it
+        // may take: one wait, and one more for a release the timer rounds
+        // past it.
+        let wait = if favoured { times.wait * 2 } else { times.wait };
         limit = match (patience, left) {
             // A standing queue serves the newest: the rest wait the target.
             (Patience::Queued, left) if standing => {
@@ -807,10 +835,8 @@ impl Pool {
             }
             // Otherwise a caller with a deadline waits as long as it allows;
             // one a client asserted never past the queue's own limit.
-            (Patience::Queued, Some(left)) if caller.deadline_is_asserted() => {
-                Some(left.min(times.wait))
-            }
-            (Patience::Queued, left) => Some(left.unwrap_or(times.wait)),
+            (Patience::Queued, Some(left)) if caller.deadline_is_asserted() => Some(left.min(wait)),
+            (Patience::Queued, left) => Some(left.unwrap_or(wait)),
             (Patience::Patient, Some(left)) => Some(limit.map_or(left, |l| l.min(left))),
             (Patience::Patient, None) => limit,
         };
@@ -854,6 +880,11 @@ impl Pool {
             Err(Shed::Displaced) => {
                 counters.count_eviction();
                 Err(self.refuse_for(self.saturated_code(), level))
+            }
+            // A flow short of its share took this flooding flow's place.
+            Err(Shed::Outweighed) => {
+                counters.count_eviction();
+                Err(self.refuse_for(Code::FlowShare, level))
             }
             // Its queue stands and it waited past the target.
             Err(Shed::Stale) => {

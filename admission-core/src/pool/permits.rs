@@ -313,6 +313,10 @@ pub(crate) struct Ticket {
     pub(crate) ahead: usize,
     /// The queue stands: a queued caller waits at most the target.
     pub(crate) standing: bool,
+    /// Its flow is not the flood (under its share, or with fewer waiting
+    /// than another flow): it is served before the flood's waiters, and
+    /// may wait for one more release than the queue's own wait.
+    pub(crate) favoured: bool,
 }
 
 /// A waiter's node in the line.
@@ -324,6 +328,9 @@ pub(crate) struct Key(u32);
 pub(crate) enum Shed {
     /// A more critical caller took its place in a full queue.
     Displaced,
+    /// A waiter of a flow short of its share took its place in a full
+    /// queue: its flow had the most waiting.
+    Outweighed,
     /// Its level's queue stands and it had waited longer than the target.
     Stale,
     /// The pool closed.
@@ -704,6 +711,52 @@ impl WaitLine {
         shed
     }
 
+    /// Whether `flow` has fewer waiters queued at `level` than another
+    /// flow has.
+    fn waits_less(&self, level: usize, flow: u16) -> bool {
+        let mut waiting = [0_u16; super::flows::BUCKETS];
+        let mut at = self.lists[list_of(level, Patience::Queued)].head;
+        while at != NIL {
+            let node = &self.nodes[at as usize];
+            if let Some(count) = waiting.get_mut(usize::from(node.flow)) {
+                *count = count.saturating_add(1);
+            }
+            at = node.next;
+        }
+        let own = waiting.get(usize::from(flow)).copied().unwrap_or(0);
+        waiting.iter().any(|&count| count > own)
+    }
+
+    /// See [`Permits::evicted_for_flow`].
+    fn evict_for_flow(&mut self, level: usize, flow: u16, wakes: &mut Wakes) -> bool {
+        let mut waiting = [0_u16; super::flows::BUCKETS];
+        let mut newest = [NIL; super::flows::BUCKETS];
+        for lower in level..3 {
+            let mut at = self.lists[list_of(lower, Patience::Queued)].head;
+            while at != NIL {
+                let node = &self.nodes[at as usize];
+                if let Some(count) = waiting.get_mut(usize::from(node.flow)) {
+                    *count = count.saturating_add(1);
+                    newest[usize::from(node.flow)] = at;
+                }
+                at = node.next;
+            }
+        }
+        let own = waiting.get(usize::from(flow)).copied().unwrap_or(0);
+        let Some((most, _)) = waiting
+            .iter()
+            .enumerate()
+            .filter(|&(bucket, &count)| bucket != usize::from(flow) && count > own)
+            .max_by_key(|&(_, &count)| count)
+        else {
+            return false;
+        };
+        let at = newest[most];
+        self.unlink(at, Instant::now());
+        wakes.push(self.answer(at, State::Shed(Shed::Outweighed)));
+        true
+    }
+
     /// Makes room in a full queue for a caller of `level` by letting go of
     /// the oldest queued caller of the least critical level below it, if
     /// any (that caller is refused as if the queue had been full for it).
@@ -784,6 +837,10 @@ pub(crate) struct Ask {
     pub(crate) cost: u32,
     pub(crate) flow: u16,
     pub(crate) weight: u8,
+    /// Its flow held less than its share when it asked: a standing queue
+    /// (the flood of another flow) neither shortens its wait nor sheds it,
+    /// and a full queue makes room for it from the flow with most waiting.
+    pub(crate) under: bool,
 }
 
 #[cfg(test)]
@@ -793,6 +850,7 @@ impl Ask {
         cost: 1,
         flow: NO_FLOW,
         weight: 1,
+        under: false,
     };
 }
 
@@ -1106,9 +1164,18 @@ impl Permits {
             line.target = target;
             self.shed_stale(&mut line, wakes);
         }
+        // A flow with fewer waiting than another is not the flood either.
+        let ask = Ask {
+            under: ask.under
+                || (patience == Patience::Queued
+                    && ask.flow != NO_FLOW
+                    && line.waits_less(level.index(), ask.flow)),
+            ..ask
+        };
         if patience == Patience::Queued
             && line.total_queued() >= self.bound
             && !self.evicted_below(&mut line, level, wakes)
+            && !(ask.under && self.evicted_for_flow(&mut line, level, ask.flow, wakes))
         {
             // The bound counts waiters, not slots: a free slot is still
             // taken at once.
@@ -1149,18 +1216,20 @@ impl Permits {
             .map(|l| line.lists[l * 2].len + line.lists[l * 2 + 1].len)
             .sum();
         let now = Instant::now();
-        let joined = (patience == Patience::Queued && !promised).then_some(now);
+        // A flow under its share is not the flood a standing queue sheds.
+        let joined = (patience == Patience::Queued && !promised && !ask.under).then_some(now);
         let key = line.push_back(list_of(level.index(), patience), joined, ask);
         self.waiting.fetch_add(1, SeqCst);
         let mut standing = false;
         if patience == Patience::Queued {
             line.joined(level.index(), now);
-            standing = line.standing(level.index(), now);
+            standing = line.standing(level.index(), now) && !ask.under;
         }
         Enqueued::Waiting(Ticket {
             key,
             ahead,
             standing,
+            favoured: ask.under,
         })
     }
 
@@ -1411,6 +1480,25 @@ impl Permits {
     }
 
     /// Lets go of a less critical queued caller to make room for `level`.
+    /// Makes room in a full queue for a waiter of `flow`, under its share:
+    /// the newest queued waiter of the flow with most waiting at `level`
+    /// or below goes, if that flow has more waiting than `flow`.
+    fn evicted_for_flow(
+        &self,
+        line: &mut WaitLine,
+        level: Criticality,
+        flow: u16,
+        wakes: &mut Wakes,
+    ) -> bool {
+        if line.evict_for_flow(level.index(), flow, wakes) {
+            self.waiting.fetch_sub(1, SeqCst);
+            self.settle(line, wakes);
+            true
+        } else {
+            false
+        }
+    }
+
     fn evicted_below(&self, line: &mut WaitLine, level: Criticality, wakes: &mut Wakes) -> bool {
         if line.evict_below(level.index(), wakes) {
             // Not `left_line`: the joiner is about to take its place, so
