@@ -48,11 +48,10 @@ pub(crate) enum Standing {
     /// It holds less than its share: it may take any free slot.
     Under,
     /// It holds at least its share. `yields`: another active flow asked,
-    /// was refused and is under its own share, and no flow holds more for
-    /// its weight than this one, so the free slot is left to the other.
-    /// `tied`: another flow holds as much for its weight or more (a
-    /// queued caller then waits in line rather than being refused: fair
-    /// order settles between them). `shared`: another flow is active at all (a refusal then names
+    /// was refused and is under its own share, so the free slot is left to
+    /// it. `tied`: another flow holds as much for its weight or more (it
+    /// is not the flood: a queued caller then waits in line rather than
+    /// being refused, and fair order settles between them). `shared`: another flow is active at all (a refusal then names
     /// the share, not the pool's capacity).
     AtShare {
         yields: bool,
@@ -258,7 +257,7 @@ impl Deciding<'_> {
         }
         let mut shared = false;
         let mut yields = false;
-        let (mut outheld, mut tied) = (false, false);
+        let mut tied = false;
         for &bucket in &table.live {
             let at = usize::from(bucket);
             if at == own {
@@ -266,17 +265,11 @@ impl Deciding<'_> {
             }
             shared = true;
             yields |= table.asking_until[at] > now && under(at, table.weight[at]);
-            let (theirs, ours) = (
-                u64::from(flows.held[at].load(SeqCst)) * u64::from(flow.weight),
-                own_held * u64::from(table.weight[at]),
-            );
-            outheld |= theirs > ours;
-            tied |= theirs >= ours;
+            tied |= u64::from(flows.held[at].load(SeqCst)) * u64::from(flow.weight)
+                >= own_held * u64::from(table.weight[at]);
         }
-        // Only the flow that holds most for its weight leaves a free slot
-        // to another: one that holds less is not the flood.
         Standing::AtShare {
-            yields: yields && !outheld,
+            yields,
             shared,
             tied,
         }

@@ -562,6 +562,7 @@ impl Pool {
         caller: &Caller,
         flow: Flow,
         cost: u32,
+        patience: Patience,
         wait: Duration,
     ) -> Result<(u16, bool), Refusal> {
         let level = caller.criticality();
@@ -569,11 +570,11 @@ impl Pool {
         let standing = table.standing_for(flow, self.inner.limit.load(Relaxed), cost);
         let favoured = match standing {
             Standing::Under => true,
+            // In a queue, a flow that holds no more than another is not the
+            // flood: it waits, and fair order settles between them.
             Standing::AtShare {
-                yields: true,
-                tied: false,
-                ..
-            } => {
+                yields: true, tied, ..
+            } if !(tied && patience == Patience::Queued) => {
                 if self.is_shadow() {
                     self.inner
                         .counters
@@ -770,8 +771,13 @@ impl Pool {
                 Patience::Queued => times.wait,
                 Patience::Patient => limit.unwrap_or(Duration::from_secs(2)),
             };
-            (ask.flow, ask.under) =
-                self.flow_may_wait(caller, Flow::new(flow, caller.weight()), cost, wait)?;
+            (ask.flow, ask.under) = self.flow_may_wait(
+                caller,
+                Flow::new(flow, caller.weight()),
+                cost,
+                patience,
+                wait,
+            )?;
         }
         let mut suspect = match self.inner.permits.try_acquire_many(level, cost) {
             Ok(id) => return Ok(id),
