@@ -411,3 +411,71 @@ async fn stats_show_active_flows_and_the_share() {
         "holding nothing, asking no more"
     );
 }
+
+/// A queued flow that is not the flood makes room for itself in a full
+/// queue (the flood's newest waiter goes, refused `ADMISSION_FLOW_SHARE`)
+/// and outlasts the flood's waiters, who leave at the queue's wait: it is
+/// served by the next release instead. Seen failing with the displacement
+/// switched off (alice refused `ADMISSION_SATURATED` at the full queue)
+/// and with a favoured waiter's wait left at the queue's own (alice timed
+/// out with the flood).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_queued_light_flow_makes_room_in_a_full_queue_and_outlasts_the_flood() {
+    use admission_core::pool::QueuePolicy;
+
+    let pool = Pool::builder("fair-queue")
+        .capacity(2)
+        .queue(QueuePolicy {
+            bound: 2,
+            target: Duration::from_millis(1),
+            interval: Duration::from_millis(50),
+        })
+        .build()
+        .unwrap();
+    let (heavy, light) = (flow("batch-job"), flow("alice"));
+    let mut held: Vec<_> = (0..2)
+        .map(|_| heavy.scope_sync(|| pool.try_admit()).unwrap())
+        .collect();
+    let queue = |caller: Caller| {
+        let pool = pool.clone();
+        tokio::spawn(caller.scope(async move { pool.admit_with(Admission::Queue).await }))
+    };
+    let settle = || async {
+        for _ in 0..64 {
+            tokio::task::yield_now().await;
+        }
+    };
+    let floods: Vec<_> = (0..2).map(|_| queue(heavy)).collect();
+    settle().await;
+    assert_eq!(pool.stats().waiting, 2, "the flood fills the queue");
+
+    let alice = queue(light);
+    settle().await;
+    assert_eq!(
+        pool.stats().waiting,
+        2,
+        "alice took a place in the full queue"
+    );
+    let displaced: Vec<_> = floods.iter().filter(|f| f.is_finished()).collect();
+    assert_eq!(displaced.len(), 1, "one of the flood's waiters made room");
+    assert!(!alice.is_finished(), "alice waits");
+
+    // Past the queue's wait: the flood's last waiter leaves, alice stays.
+    tokio::time::advance(Duration::from_millis(60)).await;
+    settle().await;
+    assert!(!alice.is_finished(), "alice outlasts the flood's waiters");
+    let mut codes = Vec::new();
+    for flood in floods {
+        codes.push(flood.await.unwrap().unwrap_err().code());
+    }
+    codes.sort_by_key(|code| code.as_str());
+    assert_eq!(codes, [Code::FlowShare, Code::WaitTimedOut]);
+
+    // The next release is hers.
+    held.pop();
+    let slot = alice
+        .await
+        .unwrap()
+        .expect("alice is served by the release");
+    drop((slot, held));
+}
