@@ -711,28 +711,16 @@ impl WaitLine {
         shed
     }
 
-    /// Whether `flow` has fewer waiters queued at `level` than another
-    /// flow has.
-    fn waits_less(&self, level: usize, flow: u16) -> bool {
-        let mut waiting = [0_u16; super::flows::BUCKETS];
-        let mut at = self.lists[list_of(level, Patience::Queued)].head;
-        while at != NIL {
-            let node = &self.nodes[at as usize];
-            if let Some(count) = waiting.get_mut(usize::from(node.flow)) {
-                *count = count.saturating_add(1);
-            }
-            at = node.next;
-        }
-        let own = waiting.get(usize::from(flow)).copied().unwrap_or(0);
-        waiting.iter().any(|&count| count > own)
-    }
-
-    /// See [`Permits::evicted_for_flow`].
-    fn evict_for_flow(&mut self, level: usize, flow: u16, wakes: &mut Wakes) -> bool {
+    /// The waiters queued at `levels`, counted by flow bucket, and each
+    /// bucket's newest one.
+    fn queued_by_flow(
+        &self,
+        levels: std::ops::Range<usize>,
+    ) -> ([u16; super::flows::BUCKETS], [u32; super::flows::BUCKETS]) {
         let mut waiting = [0_u16; super::flows::BUCKETS];
         let mut newest = [NIL; super::flows::BUCKETS];
-        for lower in level..3 {
-            let mut at = self.lists[list_of(lower, Patience::Queued)].head;
+        for level in levels {
+            let mut at = self.lists[list_of(level, Patience::Queued)].head;
             while at != NIL {
                 let node = &self.nodes[at as usize];
                 if let Some(count) = waiting.get_mut(usize::from(node.flow)) {
@@ -742,6 +730,20 @@ impl WaitLine {
                 at = node.next;
             }
         }
+        (waiting, newest)
+    }
+
+    /// Whether `flow` has fewer waiters queued at `level` than another
+    /// flow has.
+    fn waits_less(&self, level: usize, flow: u16) -> bool {
+        let (waiting, _) = self.queued_by_flow(level..level + 1);
+        let own = waiting.get(usize::from(flow)).copied().unwrap_or(0);
+        waiting.iter().any(|&count| count > own)
+    }
+
+    /// See [`Permits::evicted_for_flow`].
+    fn evict_for_flow(&mut self, level: usize, flow: u16, wakes: &mut Wakes) -> bool {
+        let (waiting, newest) = self.queued_by_flow(level..3);
         let own = waiting.get(usize::from(flow)).copied().unwrap_or(0);
         let Some((most, _)) = waiting
             .iter()
