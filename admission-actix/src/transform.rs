@@ -418,6 +418,41 @@ impl AdmissionControl {
         self.with(|settings| settings.bypass = Some(Arc::new(predicate)))
     }
 
+    /// Each request through this middleware takes `cost` slots of its
+    /// class, not one (a route that walks the whole registry beside point
+    /// reads of one), all or none, given back together when its response
+    /// ends; fair shares count them. Checked here against every class the
+    /// middleware may lease, as [`admission_http::AdmissionLayer::cost`].
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::CostAboveCapacity`](admission_core::ConfigError::CostAboveCapacity)
+    /// when a class has fewer slots than `cost`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::num::NonZeroU8;
+    /// use admission_actix::AdmissionControl;
+    /// use admission_core::{Class, RequestPools};
+    ///
+    /// let pools = RequestPools::new(4, 1).unwrap();
+    /// let walk = AdmissionControl::class(pools.clone(), Class::Work).cost(NonZeroU8::new(4).unwrap());
+    /// assert!(walk.is_ok());
+    /// assert!(AdmissionControl::class(pools, Class::Work).cost(NonZeroU8::new(5).unwrap()).is_err());
+    /// ```
+    pub fn cost(
+        self,
+        cost: std::num::NonZeroU8,
+    ) -> Result<AdmissionControl, admission_core::ConfigError> {
+        let classes: &[Class] = match self.settings.classify {
+            Classify::Fixed(class) => &[class],
+            _ => &[Class::Work, Class::Control],
+        };
+        let admission = self.settings.admission.clone().costing(cost, classes)?;
+        Ok(self.with(|settings| settings.admission = admission))
+    }
+
     /// Names the flow each request is for (a tenant, an API key, a user):
     /// `flow` reads it from the request (what an authenticating middleware
     /// put in its extensions, a header your gateway sets); `None` leaves

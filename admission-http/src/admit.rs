@@ -11,6 +11,7 @@
 //! must never build an answer (the protocol's encoder does) and never
 //! create pools.
 
+use std::num::NonZeroU8;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -50,6 +51,8 @@ pub struct RequestAdmission {
     pools: RequestPools,
     queue: bool,
     reader: Reader,
+    /// The slots each request takes (`None`: one).
+    cost: Option<NonZeroU8>,
 }
 
 /// Reads callers from headers under a trust policy, and counts what it
@@ -121,6 +124,7 @@ impl RequestAdmission {
             pools,
             queue: false,
             reader: Reader::default(),
+            cost: None,
         }
     }
 
@@ -145,6 +149,29 @@ impl RequestAdmission {
         }
     }
 
+    /// The same admission, each request taking `cost` slots of its class
+    /// (a full-registry walk beside point reads of one), once the classes
+    /// it may lease (`classes`) were checked to hold it. Counters stay
+    /// shared.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::CostAboveCapacity`](admission_core::ConfigError::CostAboveCapacity)
+    /// when one of `classes` has fewer slots than `cost`.
+    pub fn costing(
+        self,
+        cost: NonZeroU8,
+        classes: &[Class],
+    ) -> Result<RequestAdmission, admission_core::ConfigError> {
+        for &class in classes {
+            self.pools.check_cost(class, cost)?;
+        }
+        Ok(RequestAdmission {
+            cost: (cost.get() > 1).then_some(cost),
+            ..self
+        })
+    }
+
     /// The request pools leases are taken from.
     pub fn pools(&self) -> &RequestPools {
         &self.pools
@@ -163,7 +190,7 @@ impl RequestAdmission {
     /// The caller a request's headers describe under this admission's
     /// trust; a malformed header and a lowered claim are counted.
     pub fn caller<'a>(&self, headers: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Caller {
-        self.reader.caller(headers)
+        self.costed(self.reader.caller(headers))
     }
 
     /// [`caller`](Self::caller), with the flow the app names for the
@@ -199,7 +226,15 @@ impl RequestAdmission {
         headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
         app_flow: impl FnOnce(Caller) -> Caller,
     ) -> Caller {
-        self.reader.caller_for(headers, app_flow)
+        self.costed(self.reader.caller_for(headers, app_flow))
+    }
+
+    /// `caller` with the route's cost, if it has one.
+    fn costed(&self, caller: Caller) -> Caller {
+        match self.cost {
+            Some(cost) => caller.with_cost(cost),
+            None => caller,
+        }
     }
 
     /// A lease of `class` for `caller`, at once or refused at once,

@@ -8,6 +8,7 @@
 use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
+use std::num::NonZeroU8;
 use std::sync::Arc;
 
 use admission_core::{Caller, Class, Refusal, RequestPools};
@@ -337,6 +338,42 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
     #[must_use]
     pub fn trust_peers(self) -> Self {
         self.with(|shared| shared.admission = shared.admission.clone().trust_peers())
+    }
+
+    /// Each request through this layer takes `cost` slots of its class, not
+    /// one: a route whose request walks the whole registry beside point
+    /// reads of one slot, say. It takes them all or none, holds them until
+    /// its response ends and gives them back together; fair shares count
+    /// them ([`Caller::with_cost`]). Checked here, against every class the
+    /// layer may lease (its fixed class, or both).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::CostAboveCapacity`](admission_core::ConfigError::CostAboveCapacity)
+    /// when a class has fewer slots than `cost`: such a request could never
+    /// be admitted whole.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::num::NonZeroU8;
+    /// use admission_core::{Class, RequestPools};
+    /// use admission_http::AdmissionLayer;
+    ///
+    /// let pools = RequestPools::new(4, 1).unwrap();
+    /// let walk = NonZeroU8::new(4).unwrap();
+    /// let layer = AdmissionLayer::class(pools.clone(), Class::Work).cost(walk).unwrap();
+    /// # drop(layer);
+    /// let too_much = NonZeroU8::new(5).unwrap();
+    /// assert!(AdmissionLayer::class(pools, Class::Work).cost(too_much).is_err());
+    /// ```
+    pub fn cost(self, cost: NonZeroU8) -> Result<Self, admission_core::ConfigError> {
+        let classes: &[Class] = match self.shared.classify {
+            Classify::Fixed(class) => &[class],
+            _ => &[Class::Work, Class::Control],
+        };
+        let admission = self.shared.admission.clone().costing(cost, classes)?;
+        Ok(self.with(|shared| shared.admission = admission))
     }
 
     /// Names the flow each request is for (a tenant, an API key, a user):

@@ -391,6 +391,32 @@ impl<M> AdmissionLayer<M> {
         }
     }
 
+    /// Each call through this layer takes `cost` slots of its class, not
+    /// one, all or none, given back together when its response stream
+    /// ends, as [`admission_http::AdmissionLayer::cost`].
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::CostAboveCapacity`](admission_core::ConfigError::CostAboveCapacity)
+    /// when a class the layer may lease has fewer slots than `cost`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::num::NonZeroU8;
+    /// use admission_core::{Class, RequestPools};
+    /// use admission_tonic::AdmissionLayer;
+    ///
+    /// let pools = RequestPools::new(4, 1).unwrap();
+    /// assert!(AdmissionLayer::class(pools.clone(), Class::Work).cost(NonZeroU8::new(4).unwrap()).is_ok());
+    /// assert!(AdmissionLayer::class(pools, Class::Work).cost(NonZeroU8::new(5).unwrap()).is_err());
+    /// ```
+    pub fn cost(self, cost: std::num::NonZeroU8) -> Result<Self, admission_core::ConfigError> {
+        Ok(AdmissionLayer {
+            inner: self.inner.cost(cost)?,
+        })
+    }
+
     /// Names the flow each call is for (a tenant, an API key): `flow`
     /// reads it from the call's head (its metadata as `head.headers`, the
     /// method path as `head.uri`, what an authenticating layer put in

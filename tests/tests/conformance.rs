@@ -93,6 +93,7 @@ macro_rules! every_case {
             a_class_in_shadow_mode_serves_what_it_would_refuse_until_switched_back,
             a_flooding_flow_is_held_to_its_share_and_another_flow_is_admitted,
             a_flow_header_counts_only_when_peers_are_trusted,
+            a_costly_route_holds_its_whole_cost_and_a_cost_above_the_class_is_a_build_error,
         );
     };
     ($adapter:expr; $($case:ident),+ $(,)?) => {

@@ -1503,3 +1503,47 @@ pub(crate) async fn a_flow_header_counts_only_when_peers_are_trusted(adapter: Ad
         server.stop().await;
     }
 }
+
+/// Case 20: a route declared to cost 4 (`.cost(4)`) on a class of 4
+/// holds all four slots with one request, so the next request of the class
+/// is refused at once, and gives all four back when its response ends; a
+/// cost of 5 is refused where the layer is built, never a wait forever.
+pub(crate) async fn a_costly_route_holds_its_whole_cost_and_a_cost_above_the_class_is_a_build_error(
+    adapter: Adapter,
+) {
+    let class = adapter.class();
+    let requests = RequestPools::new(4, 4).expect("valid request pools");
+    let five = std::num::NonZeroU8::new(5).unwrap();
+    assert!(
+        adapter.refuses_cost_at_build(&requests, five),
+        "a cost above the class is a construction error"
+    );
+    let (gated, mut gate) = Gate::endpoint();
+    let config = Config {
+        cost: std::num::NonZeroU8::new(4),
+        ..Config::default()
+    };
+    let server = adapter.serve_with(&requests, routes(gated), config).await;
+
+    let walk = server.spawn_get(GATED);
+    gate.arrivals(1).await;
+    assert_eq!(
+        requests.pool(class).stats().in_use,
+        4,
+        "one request of cost 4 holds the whole class"
+    );
+    let asked = Instant::now();
+    let refused = server.get(LEVEL).await;
+    assert!(asked.elapsed() < FAIL_FAST, "a refusal never waits");
+    assert_refused_as(&refused, class.as_str(), SATURATED);
+
+    gate.open(1);
+    served(walk).await;
+    leases_back(&requests).await;
+    assert_eq!(
+        gate.more_arrived(),
+        0,
+        "no refused request reached its handler"
+    );
+    server.stop().await;
+}

@@ -100,6 +100,8 @@ pub(crate) struct Config {
     /// (`.flow(..)`), standing for the tenant an authenticating layer
     /// vouched for.
     pub(crate) flow: bool,
+    /// Each request takes this many slots of its class (`.cost(..)`).
+    pub(crate) cost: Option<std::num::NonZeroU8>,
 }
 
 /// The header the app's flow closure reads (over gRPC, the metadata key):
@@ -199,6 +201,26 @@ impl Adapter {
         match self {
             Adapter::Axum(_) | Adapter::Actix(_) => Class::Control,
             Adapter::Tonic(_) => Class::Work,
+        }
+    }
+
+    /// Whether the adapter's layer (or middleware) refuses, where it is
+    /// built, a cost that a class of `pools` cannot hold.
+    pub(crate) fn refuses_cost_at_build(
+        self,
+        pools: &RequestPools,
+        cost: std::num::NonZeroU8,
+    ) -> bool {
+        match self {
+            Adapter::Axum(_) => admission_axum::AdmissionLayer::new(pools.clone())
+                .cost(cost)
+                .is_err(),
+            Adapter::Actix(_) => admission_actix::AdmissionControl::new(pools.clone())
+                .cost(cost)
+                .is_err(),
+            Adapter::Tonic(_) => admission_tonic::AdmissionLayer::new(pools.clone())
+                .cost(cost)
+                .is_err(),
         }
     }
 }
@@ -561,6 +583,10 @@ mod axum_app {
         } else {
             layer
         };
+        let layer = match config.cost {
+            Some(cost) => layer.cost(cost).expect("both classes hold the cost"),
+            None => layer,
+        };
         let counted = layer.clone();
         let router = if config.queue {
             mounted!(mount, layer.queue(), routes)
@@ -704,6 +730,10 @@ mod actix_app {
         } else {
             admission
         };
+        let admission = match config.cost {
+            Some(cost) => admission.cost(cost).expect("both classes hold the cost"),
+            None => admission,
+        };
         let admission = if config.bypass {
             admission.bypass(|req| super::bypassed(&head(req)))
         } else {
@@ -817,6 +847,10 @@ mod tonic_app {
             layer.flow(super::app_flow)
         } else {
             layer
+        };
+        let layer = match config.cost {
+            Some(cost) => layer.cost(cost).expect("both classes hold the cost"),
+            None => layer,
         };
         let counted = layer.clone();
         // A macro, since a queueing layer is a type of its own.
