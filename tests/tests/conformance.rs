@@ -94,6 +94,7 @@ macro_rules! every_case {
             a_flooding_flow_is_held_to_its_share_and_another_flow_is_admitted,
             a_flow_header_counts_only_when_peers_are_trusted,
             a_costly_route_holds_its_whole_cost_and_a_cost_above_the_class_is_a_build_error,
+            a_queued_flow_is_served_before_the_floods_waiter,
         );
     };
     ($adapter:expr; $($case:ident),+ $(,)?) => {

@@ -1547,3 +1547,63 @@ pub(crate) async fn a_costly_route_holds_its_whole_cost_and_a_cost_above_the_cla
     );
     server.stop().await;
 }
+
+/// The second gated route of the queued flow case (the other tenant's), in
+/// the same class as [`GATED`].
+const GATED_OTHER: &str = "/gated-other";
+
+/// Case 21: in a queued class (`.queue()`) with the app naming flows, one
+/// tenant holds every slot and has a request waiting; another tenant's
+/// request, queued after it, is served by the next slot that comes back,
+/// before the flood's waiter (fair order in the line: the other tenant
+/// holds nothing, the flood everything).
+pub(crate) async fn a_queued_flow_is_served_before_the_floods_waiter(adapter: Adapter) {
+    let class = adapter.class();
+    let requests = RequestPools::new(2, 2).expect("valid request pools");
+    let (flood_gate, mut flood_arrivals) = Gate::endpoint();
+    let (other_gate, mut other_arrivals) = Gate::endpoint();
+    let routes = Routes::new()
+        .route(GATED, flood_gate)
+        .route(GATED_OTHER, other_gate);
+    let config = Config {
+        flow: true,
+        queue: true,
+        ..Config::default()
+    };
+    let server = adapter.serve_with(&requests, routes, config).await;
+
+    let mut flood = vec![
+        server.spawn_get_with(GATED, FLOODER),
+        server.spawn_get_with(GATED, FLOODER),
+    ];
+    flood_arrivals.arrivals(2).await;
+    flood.push(server.spawn_get_with(GATED, FLOODER));
+    eventually("the flood's third request to wait", || {
+        requests.pool(class).stats().waiting == 1
+    })
+    .await;
+    let other = server.spawn_get_with(GATED_OTHER, OTHER);
+    eventually("the other tenant's request to wait", || {
+        requests.pool(class).stats().waiting == 2
+    })
+    .await;
+
+    // One of the flood's slots comes back: it is the other tenant's.
+    flood_arrivals.open(1);
+    other_arrivals.arrivals(1).await;
+    assert_eq!(
+        flood_arrivals.more_arrived(),
+        0,
+        "the flood's waiter is still waiting"
+    );
+    assert_eq!(requests.pool(class).stats().waiting, 1);
+
+    flood_arrivals.open(2);
+    other_arrivals.open(1);
+    served(other).await;
+    for request in flood {
+        served(request).await;
+    }
+    leases_back(&requests).await;
+    server.stop().await;
+}
