@@ -553,9 +553,11 @@ impl Pool {
     /// Before a caller with a flow joins the line: refused with
     /// `ADMISSION_FLOW_SHARE` (in shadow, counted) when it holds its share
     /// and another active flow that asked is under its own, as a fail-fast
-    /// caller would be; otherwise it asks while it waits, and its bucket
-    /// returned is its place in the line's fair order between flows (see
-    /// `WaitLine::next_served`).
+    /// caller would be, unless it queues and another flow holds as much
+    /// (it is not the flood: fair order settles between them); otherwise
+    /// it asks for as long as it may `wait`. Returns its bucket (its place
+    /// in the line's fair order, see `WaitLine::next_served`) and whether
+    /// it is under its share (the line then treats it as not the flood).
     #[cold]
     fn flow_may_wait(
         &self,

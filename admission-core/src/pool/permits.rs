@@ -32,7 +32,10 @@
 //! never all it needs), so that callers of cost 1 do not starve it; they
 //! go on or back if it leaves the line unserved. Between waiters with a
 //! flow the line serves in fair order (see [`WaitLine::next_served`]),
-//! reading what each flow holds from the pool's flow table.
+//! reading what each flow holds from the pool's flow table. In a queue
+//! only the flood (the flow with most waiting, at its share) pays for the
+//! line: another flow's waiter is not shed when the queue stands and takes
+//! the place of the flood's newest waiter when the queue is full.
 //!
 //! The line is a slab of nodes threaded into six index-linked lists (three
 //! levels, patient and queued): a waiter's state (waiting with its waker,
