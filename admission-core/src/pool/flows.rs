@@ -222,7 +222,7 @@ impl Deciding<'_> {
         self.standing_for(flow, limit, 1)
     }
 
-    /// [`standing`](Self::standing) for an admission of `cost` slots: the
+    /// `standing` for an admission of `cost` slots: the
     /// flow is under its share while it holds at most its share less the
     /// cost, rounded up (with a cost of 1: less than its share), so shares
     /// count what an admission takes, not requests.

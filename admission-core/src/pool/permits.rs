@@ -293,7 +293,7 @@ impl SlotId {
     }
 }
 
-/// What [`Permits::enqueue`] did.
+/// What [`Permits::enqueue_asking`] did.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Enqueued {
     /// A slot was free after all: the caller holds it.
@@ -1131,7 +1131,7 @@ impl Permits {
         self.enqueue_asking(level, patience, (target, interval), promised, Ask::ONE)
     }
 
-    /// [`enqueue`](Self::enqueue) for a waiter that asks for more than one
+    /// `enqueue` (in tests) for a waiter that asks for more than one
     /// slot, or has a flow.
     pub(crate) fn enqueue_asking(
         &self,
