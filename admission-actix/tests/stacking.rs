@@ -1,6 +1,7 @@
 //! Middleware stacked the ways apps stack it, over real HTTP, on a one-slot
 //! class: `App::wrap` plus `scope.wrap` of the same pools holds one slot per
-//! request; middleware of other pools still takes its own.
+//! request; middleware of other pools still takes its own; a scope that
+//! costs more tops the request's lease up to its cost.
 
 mod common;
 
@@ -62,6 +63,25 @@ async fn app_wrap_and_scope_wrap_of_the_same_pools_hold_one_slot() {
         "an idle server must not refuse itself"
     );
     assert_eq!(in_use, 1, "one request, one slot of its class");
+    assert_eq!(pools.pool(Class::Work).stats().refused, 0);
+}
+
+/// A scope declared to cost 4 under `App::wrap` of the same pools: the
+/// app's middleware takes one slot before the scope is known, the scope's
+/// tops the lease up to four, and all four come back with the response.
+#[tokio::test]
+async fn a_costly_scope_under_the_apps_middleware_holds_its_cost_once() {
+    let pools = RequestPools::new(4, 1).unwrap();
+    let (status, in_use) = in_use_while_held(
+        AdmissionControl::new(pools.clone()),
+        AdmissionControl::class(pools.clone(), Class::Work)
+            .cost(std::num::NonZeroU8::new(4).unwrap())
+            .unwrap(),
+        &pools,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(in_use, 4, "the scope's cost, taken once");
     assert_eq!(pools.pool(Class::Work).stats().refused, 0);
 }
 

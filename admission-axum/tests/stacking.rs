@@ -2,11 +2,13 @@
 //! class: a router-wide layer plus a per-route layer, and a layer wrapping a
 //! layer directly (a plain tower stack). One request holds one slot of its
 //! class however many layers of the same pools it passes; layers of other
-//! pools still count.
+//! pools still count, and a route that costs more than the lease its
+//! request already holds takes the difference, not a second lease.
 
 mod common;
 
 use std::convert::Infallible;
+use std::num::NonZeroU8;
 
 use admission_axum::AdmissionLayer;
 use admission_core::{Class, RequestPools};
@@ -67,6 +69,74 @@ async fn a_router_wide_and_a_per_route_layer_hold_one_slot() {
     );
     assert_eq!(in_use, 1, "one request, one slot of its class");
     assert_eq!(pools.pool(Class::Work).stats().refused, 0);
+}
+
+/// A route of cost 4 under a router-wide layer of the same pools: the outer
+/// layer takes one slot (it cannot know the route yet), the route's layer
+/// tops the request's lease up to its cost, and the whole four come back
+/// when the response ends, whether the route fails fast or queues.
+#[tokio::test]
+async fn a_costly_route_under_a_router_wide_layer_holds_its_cost_once() {
+    let four = NonZeroU8::new(4).unwrap();
+    for queued in [false, true] {
+        let pools = RequestPools::new(4, 1).unwrap();
+        let route = AdmissionLayer::class(pools.clone(), Class::Work);
+        let route = if queued {
+            post(held).layer(route.queue().cost(four).unwrap())
+        } else {
+            post(held).layer(route.cost(four).unwrap())
+        };
+        let router = Router::new()
+            .route("/held", route)
+            .layer(AdmissionLayer::new(pools.clone()));
+
+        let (status, in_use) = in_use_while_held(router, &pools).await;
+        assert_eq!(status, StatusCode::OK, "queued: {queued}");
+        assert_eq!(in_use, 4, "the route's cost, taken once (queued: {queued})");
+        let stats = pools.pool(Class::Work).stats();
+        assert_eq!(
+            (stats.admitted, stats.refused),
+            (4, 0),
+            "one slot for the request's lease, three on top (queued: {queued})"
+        );
+    }
+}
+
+/// The top-up is an admission like any other: with one slot of the four
+/// taken by another request, a cost-4 route under a router-wide layer is
+/// refused with `503` (it cannot hold its cost), and the router-wide
+/// layer's slot comes back with the refusal.
+#[tokio::test]
+async fn a_costly_route_that_cannot_top_up_is_refused_and_gives_all_back() {
+    let pools = RequestPools::new(4, 1).unwrap();
+    let router = Router::new()
+        .route(
+            "/costly",
+            post(|| async { "done" }).layer(
+                AdmissionLayer::class(pools.clone(), Class::Work)
+                    .cost(NonZeroU8::new(4).unwrap())
+                    .unwrap(),
+            ),
+        )
+        .layer(AdmissionLayer::new(pools.clone()));
+    let addr = serve(router.with_state(gate().0)).await;
+    let other = pools.try_lease(Class::Work).expect("an idle class");
+
+    let response = client()
+        .post(format!("http://{addr}/costly"))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(response.headers().contains_key("retry-after"));
+    drop(response);
+    let work = pools.pool(Class::Work).clone();
+    eventually("only the other request's slot is held", || {
+        work.stats().in_use == 1
+    })
+    .await;
+    drop(other);
+    assert_eq!(pools.pool(Class::Work).stats().in_use, 0);
 }
 
 #[tokio::test]

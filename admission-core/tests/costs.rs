@@ -344,3 +344,98 @@ fn a_caller_with_a_cost_stays_small() {
     assert_eq!(cost(4).cost(), 4);
     assert_eq!(Caller::default().cost(), 1);
 }
+
+/// A request that already holds a lease of cost 1 (a router-wide layer)
+/// and asks the same class for cost 3 (its route's layer) takes the two
+/// missing slots, not a second lease and not nothing; the top-up goes back
+/// with the inner lease, the outer slot with the outer lease; a cost the
+/// request already holds is shared as it is.
+#[tokio::test]
+async fn a_lease_topped_up_to_a_routes_cost_holds_the_difference() {
+    let requests = RequestPools::new(1, 4).unwrap();
+    let pool = requests.pool(Class::Control).clone();
+    let outer = requests.try_lease(Class::Control).unwrap();
+    let (inner, again) = outer
+        .clone()
+        .scope(async {
+            let inner = requests.try_lease_for(Class::Control, cost(3)).unwrap();
+            let again = inner
+                .clone()
+                .scope(async { requests.try_lease_for(Class::Control, cost(2)).unwrap() })
+                .await;
+            (inner, again)
+        })
+        .await;
+    assert!(!inner.is_inherited(), "the route's own admission");
+    assert!(again.is_inherited(), "three held, two asked: shared");
+    assert_eq!(pool.stats().in_use, 3, "one, and two on top");
+    drop((inner, again));
+    assert_eq!(
+        pool.stats().in_use,
+        1,
+        "the top-up went back, the outer stays"
+    );
+
+    // Queued, the top-up waits for its slots like any waiter.
+    let other = requests.try_lease_for(Class::Control, cost(3)).unwrap();
+    let waiting = tokio::spawn({
+        let (requests, outer) = (requests.clone(), outer.clone());
+        outer.scope_for(cost(4), async move {
+            requests.lease_with(Class::Control, Admission::Queue).await
+        })
+    });
+    drop(other);
+    let topped = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("served")
+        .expect("task")
+        .expect("admitted");
+    assert_eq!(pool.stats().in_use, 4);
+    drop(topped);
+    drop(outer);
+    assert_eq!(pool.stats().in_use, 0);
+}
+
+/// Work started under a topped-up lease keeps every slot of it until the
+/// work ends, though the request is cancelled and lets go of both leases
+/// first (a real worker, held by a channel).
+#[tokio::test]
+async fn work_under_a_topped_up_lease_holds_the_whole_cost_until_it_ends() {
+    let requests = RequestPools::new(1, 4).unwrap();
+    let pool = requests.pool(Class::Control).clone();
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let (started, entered) = tokio::sync::oneshot::channel::<()>();
+    let outer = requests.try_lease(Class::Control).unwrap();
+    let inner = outer
+        .clone()
+        .scope(async { requests.try_lease_for(Class::Control, cost(4)).unwrap() })
+        .await;
+    let work = tokio::spawn(inner.scope({
+        let requests = requests.clone();
+        async move {
+            requests
+                .execute_pure(Class::Control, move || {
+                    started.send(()).unwrap();
+                    held.recv().map_err(|_| std::fmt::Error)
+                })
+                .await
+        }
+    }));
+    entered.await.unwrap();
+    // The client went away: the request's task and both its leases end.
+    work.abort();
+    assert!(work.await.unwrap_err().is_cancelled());
+    drop(outer);
+    assert_eq!(pool.stats().in_use, 4, "the orphaned work holds all four");
+    release.send(()).unwrap();
+    // A waiter for all four is woken when the work gives them back.
+    let whole = tokio::time::timeout(
+        Duration::from_secs(10),
+        cost(4).scope(requests.lease_with(Class::Control, Admission::Wait)),
+    )
+    .await
+    .expect("all four back when the work ends")
+    .expect("admitted");
+    drop(whole);
+    assert_eq!(pool.stats().in_use, 0);
+}

@@ -42,8 +42,9 @@ use crate::service::{AdmissionService, FailFast, Queue, Shared};
 /// By default a request whose class is full is refused at once
 /// ([`FailFast`]); [`queue`](Self::queue) lets it wait in the class pool's
 /// bounded queue instead. Stacked layers of the same pools (router-wide and
-/// per route), or a layer and `#[admitted]`, hold one slot per request and
-/// class: the inner admission shares the outer lease.
+/// per route), or a layer and `#[admitted]`, hold one lease per request and
+/// class: the inner admission shares the outer lease, or tops it up to its
+/// route's [`cost`](Self::cost) when that is more.
 ///
 /// The caller a request is admitted for comes from its headers
 /// (`x-admission-criticality`, and the shortest of `x-admission-budget-ms`,
@@ -345,7 +346,10 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
     /// reads of one slot, say. It takes them all or none, holds them until
     /// its response ends and gives them back together; fair shares count
     /// them ([`Caller::with_cost`]). Checked here, against every class the
-    /// layer may lease (its fixed class, or both).
+    /// layer may lease (its fixed class, or both). Under a router-wide layer
+    /// of the same pools, which took one slot before the route was known,
+    /// this layer takes the rest (admitted, waited for or refused as its
+    /// own admission) and gives them back when its response ends.
     ///
     /// # Errors
     ///

@@ -1,7 +1,7 @@
 //! Layers stacked the ways tonic servers stack them, over real HTTP/2: one
 //! around the whole server and one around a service (a `NamedService`), of
-//! the same pools, hold one slot per call; pure work in a handler runs
-//! under the call's lease.
+//! the same pools, hold one lease per call (topped up to a costlier
+//! service's cost); pure work in a handler runs under the call's lease.
 
 mod common;
 
@@ -48,6 +48,45 @@ async fn a_server_layer_and_a_service_layer_of_the_same_pools_hold_one_slot() {
         .expect("the call task")
         .expect("an idle server must not refuse itself");
     eventually("the lease is back", || {
+        requests.pool(Class::Control).stats().in_use == 0
+    })
+    .await;
+}
+
+/// A service declared to cost 4 under a server-wide layer of the same
+/// pools: the server's layer takes one slot before the service is known,
+/// the service's tops the call's lease up to four, all back at the end.
+#[tokio::test]
+async fn a_costly_service_under_a_server_layer_holds_its_cost_once() {
+    let requests = RequestPools::new(1, 4).unwrap();
+    let (probe, mut control) = probe(&requests);
+    let (listener, addr) = bind().await;
+    let service = AdmissionLayer::class(requests.clone(), Class::Control)
+        .unleased([])
+        .cost(std::num::NonZeroU8::new(4).unwrap())
+        .expect("a class of four holds a cost of four")
+        .layer(HealthServer::new(probe));
+    let server = Server::builder()
+        .layer(AdmissionLayer::new(requests.clone()).unleased([]))
+        .add_service(service)
+        .serve_with_incoming(TcpIncoming::from(listener));
+    tokio::spawn(server);
+
+    let mut client = client(addr).await;
+    let call = tokio::spawn(async move { client.check(check("held")).await });
+    control.seen().await;
+    let stats = requests.pool(Class::Control).stats();
+    assert_eq!(
+        (stats.in_use, stats.refused),
+        (4, 0),
+        "one call of cost 4: one slot and three on top"
+    );
+    control.open(1);
+    within("the held call", call)
+        .await
+        .expect("the call task")
+        .expect("an idle server must not refuse itself");
+    eventually("all four are back", || {
         requests.pool(Class::Control).stats().in_use == 0
     })
     .await;

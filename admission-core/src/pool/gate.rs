@@ -419,7 +419,7 @@ impl Pool {
     /// The slots an admission for `caller` takes: its cost, clamped to the
     /// capacity the pool was built with (see [`Caller::with_cost`]).
     #[inline]
-    fn cost_of(&self, caller: &Caller) -> u32 {
+    pub(crate) fn cost_of(&self, caller: &Caller) -> u32 {
         #[expect(clippy::cast_possible_truncation, reason = "clamped to a cost")]
         let capacity = self.inner.capacity.min(256) as u32;
         u32::from(caller.cost()).min(capacity)
@@ -979,15 +979,29 @@ impl Pool {
     /// ```
     #[track_caller]
     pub fn admit_with(&self, admission: Admission) -> impl Future<Output = Result<Slot, Refusal>> {
+        self.admit_with_for(admission, None)
+    }
+
+    /// [`admit_with`](Self::admit_with) for `caller` rather than the
+    /// task's current one (`None`): a lease's top-up admits for the slots
+    /// its route costs on top of what the request already holds.
+    #[track_caller]
+    pub(crate) fn admit_with_for(
+        &self,
+        admission: Admission,
+        caller: Option<Caller>,
+    ) -> impl Future<Output = Result<Slot, Refusal>> {
         let at = Location::caller();
         async move {
+            let caller = caller.unwrap_or_else(Caller::current);
             let (patience, limit) = match admission {
-                Admission::FailFast => return self.try_admit(),
+                Admission::FailFast => {
+                    return self.try_admit_coded_for(self.saturated_code(), &caller);
+                }
                 Admission::Wait => (Patience::Patient, None),
                 Admission::WaitFor(timeout) => (Patience::Patient, Some(timeout)),
                 Admission::Queue => (Patience::Queued, None),
             };
-            let caller = Caller::current();
             let id = self.wait_for_permit(&caller, patience, limit, at).await?;
             let id = if caller.has_flow() {
                 self.flow_admitted(&caller, id)

@@ -36,6 +36,9 @@ pub(crate) enum HeldCapacity {
     Slot(Slot),
     /// A share of a slot held by others too (a request lease).
     Shared(#[expect(dead_code, reason = "held for its drop")] Arc<Slot>),
+    /// Shares of a request lease's slot and of the slots a costlier route
+    /// took on top of it (see `Lease`'s top-ups).
+    SharedSeveral(#[expect(dead_code, reason = "held for its drop")] Vec<Arc<Slot>>),
 }
 
 /// A finished piece of work's result and the capacity it held.

@@ -65,6 +65,12 @@ impl Slot {
         &self.pool
     }
 
+    /// How many of the pool's slots this admission holds (its caller's
+    /// cost, clamped to the capacity).
+    pub(crate) fn cost(&self) -> u32 {
+        self.id.cost()
+    }
+
     /// No task holds this slot any more: it moved into work, or it is
     /// shared with running work whose last task-side holder let go.
     pub(crate) fn detach(&self) {

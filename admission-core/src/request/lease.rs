@@ -15,6 +15,7 @@ use super::Class;
 use super::adaptive::Controller;
 use super::context::{self, Context};
 use crate::caller::Caller;
+use crate::pool::job::HeldCapacity;
 use crate::pool::{Pool, Slot};
 use crate::scope::{self, Held, Scope, Scoped};
 
@@ -54,6 +55,11 @@ pub struct Lease {
 #[derive(Debug)]
 struct Share {
     slot: Arc<Slot>,
+    /// The lease this one tops up, if any: a request already held `parent`
+    /// when a route that costs more asked for the same pool (a costly route
+    /// under a router-wide layer), so `slot` holds only the difference and
+    /// this share keeps the parent's slots too, until it is dropped.
+    parent: Option<Arc<Share>>,
     class: Class,
     /// When the lease was admitted, when its hold is timed. A timed hold
     /// (admission to release) is a sample of the class pool's work times,
@@ -87,6 +93,7 @@ impl Lease {
             share: Arc::new(Share {
                 admitted: timed.then(Instant::now),
                 slot: Arc::new(slot),
+                parent: None,
                 class,
                 adaptive: adaptive.map(Arc::clone),
             }),
@@ -154,9 +161,58 @@ impl Lease {
         self.share.slot.pool()
     }
 
-    /// A share of the lease's slot, for work that must hold it until it ends.
-    pub(crate) fn share(&self) -> Arc<Slot> {
-        Arc::clone(&self.share.slot)
+    /// Shares of every slot the lease holds, for work that must hold them
+    /// until it ends.
+    pub(crate) fn share(&self) -> HeldCapacity {
+        let Some(mut parent) = self.share.parent.as_ref() else {
+            return HeldCapacity::Shared(Arc::clone(&self.share.slot));
+        };
+        let mut slots = vec![Arc::clone(&self.share.slot)];
+        loop {
+            slots.push(Arc::clone(&parent.slot));
+            match &parent.parent {
+                Some(next) => parent = next,
+                None => return HeldCapacity::SharedSeveral(slots),
+            }
+        }
+    }
+
+    /// How many of its pool's slots the lease holds, top-ups included.
+    fn cost(&self) -> u32 {
+        let mut share = &*self.share;
+        let mut cost = share.slot.cost();
+        while let Some(parent) = &share.parent {
+            share = parent;
+            cost += share.slot.cost();
+        }
+        cost
+    }
+
+    /// What `caller` must still take of the lease's pool to hold its cost
+    /// under this lease: `None` when the lease holds at least that many
+    /// slots (shared as it is), otherwise a caller for the difference.
+    pub(crate) fn short_of(&self, caller: &Caller) -> Option<Caller> {
+        let wanted = self.pool().cost_of(caller);
+        let held = self.cost();
+        let missing = u8::try_from(wanted.checked_sub(held)?).ok()?;
+        Some(caller.with_cost(std::num::NonZeroU8::new(missing)?))
+    }
+
+    /// This lease with `slot` (of the same pool) on top: the lease a
+    /// costlier route holds, released as its own when its response ends,
+    /// while this one stays with whoever took it.
+    pub(crate) fn topped_up(self, slot: Slot) -> Lease {
+        debug_assert!(slot.pool().same_pool(self.pool()));
+        Lease {
+            share: Arc::new(Share {
+                slot: Arc::new(slot),
+                class: self.share.class,
+                parent: Some(self.share),
+                admitted: None,
+                adaptive: None,
+            }),
+            inherited: false,
+        }
     }
 
     /// The lease of `pool` the current task runs under, if any, as a

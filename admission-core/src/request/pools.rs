@@ -337,7 +337,10 @@ impl RequestPools {
     /// [`try_lease`](Self::try_lease) for `caller` instead of the task's
     /// current one: what an adapter does with the caller it read from a
     /// request's headers, without a scope around the admission. A task
-    /// that already holds a lease of `class` still shares it.
+    /// that already holds a lease of `class` still shares it, topped up to
+    /// `caller`'s cost when that is more (a costly route under a
+    /// router-wide layer): the slots on top are admitted as `caller`'s, all
+    /// or none, and go back when the returned lease's last share does.
     ///
     /// # Errors
     ///
@@ -356,7 +359,13 @@ impl RequestPools {
     pub fn try_lease_for(&self, class: Class, caller: Caller) -> Result<Lease, Refusal> {
         let pool = self.pool(class);
         if let Some(lease) = Lease::held_in(pool) {
-            return Ok(lease);
+            return match lease.short_of(&caller) {
+                None => Ok(lease),
+                Some(rest) => pool
+                    .try_admit_coded_for(pool.saturated_code(), &rest)
+                    .map(|slot| lease.topped_up(slot))
+                    .map_err(|refusal| pool.spread(refusal)),
+            };
         }
         pool.try_admit_coded_for(pool.saturated_code(), &caller)
             .map(|slot| self.lease_of(slot, class))
@@ -365,7 +374,9 @@ impl RequestPools {
 
     /// Takes a lease of `class` the way `admission` says: fail fast, wait,
     /// wait at most a bound, or wait in the class pool's bounded queue. A
-    /// request that already holds a lease of `class` shares it.
+    /// request that already holds a lease of `class` shares it, topped up
+    /// to the current caller's cost as [`try_lease_for`](Self::try_lease_for)
+    /// says (the slots on top admitted as `admission` says).
     ///
     /// # Cancel safety
     ///
@@ -391,7 +402,13 @@ impl RequestPools {
     pub async fn lease_with(&self, class: Class, admission: Admission) -> Result<Lease, Refusal> {
         let pool = self.pool(class);
         if let Some(lease) = Lease::held_in(pool) {
-            return Ok(lease);
+            return match lease.short_of(&Caller::current()) {
+                None => Ok(lease),
+                Some(rest) => pool
+                    .admit_with_for(admission, Some(rest))
+                    .await
+                    .map(|slot| lease.topped_up(slot)),
+            };
         }
         pool.admit_with(admission)
             .await
@@ -516,11 +533,7 @@ impl RequestPools {
     ) -> Result<W::Output, WorkError<W::Error>> {
         let job = context::with_current(|context| match context {
             // The work holds a share of the lease until it ends.
-            Context::Lease(lease) => Ok(Job::new(
-                lease.pool().clone(),
-                HeldCapacity::Shared(lease.share()),
-                work,
-            )),
+            Context::Lease(lease) => Ok(Job::new(lease.pool().clone(), lease.share(), work)),
             Context::Reservation(pool) => pool
                 .try_admit_for_work(Code::ReservationExhausted)
                 .map(|slot| Job::new(pool.clone(), HeldCapacity::Slot(slot), work)),
