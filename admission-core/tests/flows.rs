@@ -479,3 +479,144 @@ async fn a_queued_light_flow_makes_room_in_a_full_queue_and_outlasts_the_flood()
         .expect("alice is served by the release");
     drop((slot, held));
 }
+
+/// A pool of `capacity` whose queue holds `bound` waiters, waits the
+/// `interval` (a favoured waiter twice that) and stands after it.
+fn queued_pool(capacity: usize, bound: usize, interval: Duration) -> Pool {
+    Pool::builder("fair-queue")
+        .capacity(capacity)
+        .queue(admission_core::pool::QueuePolicy {
+            bound,
+            target: Duration::from_millis(1),
+            interval,
+        })
+        .build()
+        .unwrap()
+}
+
+/// `caller` asks `pool` fail-fast `n` times (a flood's arrivals, each
+/// refused or dropped at once): its pressure.
+fn press(pool: &Pool, caller: Caller, n: usize) {
+    for _ in 0..n {
+        drop(caller.scope_sync(|| pool.try_admit()));
+    }
+}
+
+/// Lets the spawned waiters run to their next await.
+async fn settle() {
+    for _ in 0..64 {
+        tokio::task::yield_now().await;
+    }
+}
+
+fn queue(
+    pool: &Pool,
+    caller: Caller,
+) -> tokio::task::JoinHandle<Result<admission_core::pool::Slot, admission_core::Refusal>> {
+    let pool = pool.clone();
+    tokio::spawn(caller.scope(async move { pool.admit_with(Admission::Queue).await }))
+}
+
+/// A tenant whose few requests overlap holds more of a queued class than
+/// the flood for a moment: in a queue it is not the flood (it presses far
+/// less), so its next request waits its turn instead of being refused
+/// `ADMISSION_FLOW_SHARE` at once. Seen failing with the old rule (refused
+/// at arrival whenever it held more than every other flow).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_tenant_holding_more_than_the_flood_for_a_moment_waits_in_a_queue() {
+    let pool = queued_pool(3, 4, Duration::from_millis(50));
+    let (heavy, light) = (flow("batch-job"), flow("alice"));
+    let mut alices: Vec<_> = (0..2)
+        .map(|_| light.scope_sync(|| pool.try_admit()).unwrap())
+        .collect();
+    let batch = heavy.scope_sync(|| pool.try_admit()).unwrap();
+    press(&pool, heavy, 20);
+
+    let third = queue(&pool, light);
+    settle().await;
+    assert!(!third.is_finished(), "alice waits her turn");
+    assert_eq!(pool.stats().waiting, 1);
+    alices.pop();
+    let slot = third.await.unwrap().expect("served by her own release");
+    drop((slot, alices, batch));
+}
+
+/// A full queue holds two tenants' waiters; the flood, under its share
+/// (it holds nothing) but pressing hardest, cannot push them out: it is
+/// refused, and both tenants keep their places. Seen failing with the old
+/// rule (room made from the flow with most waiting: a tenant's waiter was
+/// refused `ADMISSION_FLOW_SHARE`).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn the_flood_cannot_push_tenants_out_of_a_full_queue() {
+    let pool = queued_pool(2, 2, Duration::from_millis(50));
+    let (heavy, alice, bob) = (flow("batch-job"), flow("alice"), flow("bob"));
+    let held = [alice, bob].map(|tenant| tenant.scope_sync(|| pool.try_admit()).unwrap());
+    press(&pool, heavy, 20);
+    let tenants = [queue(&pool, alice), queue(&pool, bob)];
+    settle().await;
+    assert_eq!(pool.stats().waiting, 2, "the tenants fill the queue");
+
+    let refused = queue(&pool, heavy).await.unwrap().unwrap_err();
+    assert_eq!(
+        refused.code(),
+        Code::Saturated,
+        "no room made for the flood"
+    );
+    assert!(tenants.iter().all(|t| !t.is_finished()), "both still wait");
+    drop(held);
+    for tenant in tenants {
+        drop(tenant.await.unwrap().expect("served"));
+    }
+}
+
+/// In a standing queue the newest waiter is served first; between a
+/// tenant's waiter and the flood's newer one that hold as much, the
+/// tenant's goes first (it presses less). Seen failing with the old
+/// order (the flood's newer waiter took the release).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_standing_queue_serves_the_tenant_before_the_floods_newer_waiter() {
+    let pool = queued_pool(1, 4, Duration::from_millis(10));
+    let (heavy, light) = (flow("batch-job"), flow("alice"));
+    let held = pool.try_admit().unwrap();
+    press(&pool, heavy, 20);
+    let alice = queue(&pool, light);
+    settle().await;
+    // The queue has not emptied for longer than its interval: it stands.
+    tokio::time::advance(Duration::from_millis(11)).await;
+    let flood = queue(&pool, heavy);
+    settle().await;
+    assert_eq!(pool.stats().waiting, 2);
+
+    drop(held);
+    settle().await;
+    assert!(alice.is_finished(), "the tenant took the release");
+    assert!(!flood.is_finished(), "the flood's waiter still waits");
+    drop(alice.await.unwrap().expect("served"));
+    drop(flood.await.unwrap().expect("served next"));
+}
+
+/// A tenant at its share (it holds one slot of two, the flood the other)
+/// queues a second request while nobody else waits: it is not the flood
+/// (the flood presses harder), so it is favoured and waits past the
+/// queue's own wait for the flood's slot. Seen failing with the old rule
+/// (favoured only with fewer waiting than another flow: it timed out at
+/// the queue's wait).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_tenant_at_its_share_outwaits_the_floods_hold() {
+    let pool = queued_pool(2, 4, Duration::from_millis(10));
+    let (heavy, light) = (flow("batch-job"), flow("alice"));
+    let alice = light.scope_sync(|| pool.try_admit()).unwrap();
+    let batch = heavy.scope_sync(|| pool.try_admit()).unwrap();
+    press(&pool, heavy, 20);
+    let second = queue(&pool, light);
+    settle().await;
+    tokio::time::advance(Duration::from_millis(15)).await;
+    settle().await;
+    assert!(!second.is_finished(), "still waiting past the queue's wait");
+    drop(batch);
+    let slot = second
+        .await
+        .unwrap()
+        .expect("served by the flood's release");
+    drop((slot, alice));
+}

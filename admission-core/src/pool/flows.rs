@@ -1,5 +1,6 @@
 //! Fair shares between the flows of one pool: who holds how many of its
-//! slots, who asked and was refused, and the share each may hold.
+//! slots, who asked and was refused, how hard each presses (asked lately),
+//! and the share each may hold.
 //!
 //! This module owns [`Flows`], a pool's fixed table of [`BUCKETS`] flow
 //! buckets, allocated the first time a caller with a flow asks the pool
@@ -42,6 +43,16 @@ pub(crate) const PROBES: usize = 8;
 /// No flow owns the slot.
 const NONE: u16 = u16::MAX;
 
+/// How long a flow's [pressure](Deciding::pressure) takes to halve once
+/// it stops asking: its arrivals of the last moments are what tells the
+/// flood from a tenant whose few requests happen to overlap.
+const PRESSURE_HALF_LIFE_MICROS: u64 = 250_000;
+
+/// One arrival's weight in a bucket's pressure count (fixed point, so
+/// that halving keeps a fraction; the count saturates at `u16::MAX`, some
+/// 16,000 arrivals a second).
+const ARRIVAL: u16 = 16;
+
 /// How a flow stands against its share, decided under the lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Standing {
@@ -57,6 +68,9 @@ pub(crate) enum Standing {
         yields: bool,
         shared: bool,
         tied: bool,
+        /// No other active flow asks more often for its weight: this flow
+        /// is the flood (see [`Deciding::pressure`]).
+        flood: bool,
     },
 }
 
@@ -74,6 +88,39 @@ struct Table {
     /// decisions find them idle. At most [`BUCKETS`] entries.
     live: Vec<u16>,
     in_live: [bool; BUCKETS],
+    /// How often each bucket asked lately: [`ARRIVAL`] per arrival,
+    /// halved every half-life since `asked_in`.
+    arrivals: [u16; BUCKETS],
+    /// The half-life (counted from `base`) in which each bucket's
+    /// `arrivals` were last brought up to date.
+    asked_in: [u32; BUCKETS],
+}
+
+impl Table {
+    /// Bucket `at`'s arrivals count in half-life `epoch`, decayed.
+    fn arrivals_at(&self, at: usize, epoch: u32) -> u16 {
+        self.arrivals[at]
+            .checked_shr(epoch.saturating_sub(self.asked_in[at]))
+            .unwrap_or(0)
+    }
+
+    /// Bucket `at`'s pressure in half-life `epoch`: its decayed arrivals
+    /// per unit of weight.
+    fn pressure_at(&self, at: usize, epoch: u32) -> u32 {
+        u32::from(self.arrivals_at(at, epoch)) / u32::from(self.weight[at].max(1))
+    }
+
+    /// One more arrival of bucket `at`, in half-life `epoch`.
+    fn arrived(&mut self, at: usize, epoch: u32) {
+        self.arrivals[at] = self.arrivals_at(at, epoch).saturating_add(ARRIVAL);
+        self.asked_in[at] = epoch;
+    }
+}
+
+/// The half-life a table's clock reading (microseconds after its base)
+/// falls in.
+fn epoch(now: u64) -> u32 {
+    u32::try_from(now / PRESSURE_HALF_LIFE_MICROS).unwrap_or(u32::MAX)
 }
 
 /// A pool's flow table; see the module's docs.
@@ -129,6 +176,8 @@ impl Flows {
                 hash: [0; BUCKETS],
                 live: Vec::with_capacity(BUCKETS),
                 in_live: [false; BUCKETS],
+                arrivals: [0; BUCKETS],
+                asked_in: [0; BUCKETS],
             }),
             held: (0..BUCKETS).map(|_| AtomicU32::new(0)).collect(),
             owner: (0..capacity).map(|_| AtomicU16::new(NONE)).collect(),
@@ -236,12 +285,15 @@ impl Deciding<'_> {
             if !active {
                 table.in_live[at] = false;
                 table.hash[at] = 0;
+                table.arrivals[at] = 0;
             }
             active
         });
         let own = self.place(flow);
         let table = &mut *self.table;
         table.weight[own] = flow.weight;
+        table.arrived(own, epoch(now));
+        let own_pressure = table.pressure_at(own, epoch(now));
         let total: u64 = table
             .live
             .iter()
@@ -258,6 +310,7 @@ impl Deciding<'_> {
         let mut shared = false;
         let mut yields = false;
         let mut tied = false;
+        let mut flood = true;
         for &bucket in &table.live {
             let at = usize::from(bucket);
             if at == own {
@@ -267,12 +320,26 @@ impl Deciding<'_> {
             yields |= table.asking_until[at] > now && under(at, table.weight[at]);
             tied |= u64::from(flows.held[at].load(SeqCst)) * u64::from(flow.weight)
                 >= own_held * u64::from(table.weight[at]);
+            flood &= table.pressure_at(at, epoch(now)) <= own_pressure;
         }
         Standing::AtShare {
             yields,
             shared,
             tied,
+            flood,
         }
+    }
+
+    /// How hard `flow` presses on the pool: how often it asked lately
+    /// (each arrival counts, admitted or not, and the count halves every
+    /// quarter second), per unit of its weight. A flood presses hundreds
+    /// of times harder than a tenant whose few requests overlap now and
+    /// then, though both may hold a slot and have one waiting: the line
+    /// tells them apart by it (who is favoured, who makes room, who wins
+    /// a tie in a standing queue). Counted by [`standing_for`](Self::standing_for).
+    pub(crate) fn pressure(&mut self, flow: Flow) -> u32 {
+        let at = self.place(flow);
+        self.table.pressure_at(at, epoch(self.now))
     }
 
     /// `flow`'s bucket: the one of its probes it holds, else the first
@@ -346,13 +413,13 @@ mod tests {
     }
 
     /// 100,000 distinct keys asking a contended pool of 4 leave the table
-    /// the size it was made with: under 6 KiB plus 2 bytes a slot, the
+    /// the size it was made with: under 7 KiB plus 2 bytes a slot, the
     /// bound the docs state, and at most [`BUCKETS`] live entries.
     #[test]
     fn a_hundred_thousand_keys_leave_the_table_its_size() {
         let flows = Flows::new(4);
         let made = flows.footprint();
-        assert!(made <= 6 * 1024 + 2 * 4, "made with {made} bytes");
+        assert!(made <= 7 * 1024 + 2 * 4, "made with {made} bytes");
         let holders: Vec<Flow> = (0..4).map(|n| flow_of(("holder", n))).collect();
         for (n, holder) in holders.iter().enumerate() {
             flows.lock().admitted(*holder, SlotId::for_test(n));

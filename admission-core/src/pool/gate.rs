@@ -553,11 +553,12 @@ impl Pool {
     /// Before a caller with a flow joins the line: refused with
     /// `ADMISSION_FLOW_SHARE` (in shadow, counted) when it holds its share
     /// and another active flow that asked is under its own, as a fail-fast
-    /// caller would be, unless it queues and another flow holds as much
-    /// (it is not the flood: fair order settles between them); otherwise
-    /// it asks for as long as it may `wait`. Returns its bucket (its place
-    /// in the line's fair order, see `WaitLine::next_served`) and whether
-    /// it is under its share (the line then treats it as not the flood).
+    /// caller would be, unless it queues and another flow holds as much or
+    /// presses harder (it is not the flood: the line settles between
+    /// them); otherwise it asks for as long as it may `wait`. Returns its
+    /// bucket (its place in the line's fair order, see
+    /// `WaitLine::next_served`), whether it is under its share (the line
+    /// then treats it as not the flood) and its pressure.
     #[cold]
     fn flow_may_wait(
         &self,
@@ -566,34 +567,39 @@ impl Pool {
         cost: u32,
         patience: Patience,
         wait: Duration,
-    ) -> Result<(u16, bool), Refusal> {
+    ) -> Result<(u16, bool, u32), Refusal> {
         let level = caller.criticality();
         let mut table = self.flows().lock();
         let standing = table.standing_for(flow, self.inner.limit.load(Relaxed), cost);
         let favoured = match standing {
             Standing::Under => true,
-            // In a queue, a flow that holds no more than another is not the
-            // flood: it waits, and fair order settles between them.
+            // In a queue, a flow that holds no more than another, or that
+            // presses less than another, is not the flood: it waits, and
+            // the line settles between them.
             Standing::AtShare {
-                yields: true, tied, ..
-            } if !(tied && patience == Patience::Queued) => {
+                yields: true,
+                tied,
+                flood,
+                ..
+            } if patience != Patience::Queued || (!tied && flood) => {
                 if self.is_shadow() {
                     self.inner
                         .counters
                         .count_would_refuse(Code::FlowShare, level);
-                    return Ok((NO_FLOW, false));
+                    return Ok((NO_FLOW, false, 0));
                 }
                 let refusal = self.refuse_for(Code::FlowShare, level);
                 table.asked(flow, asking_window(&refusal));
                 return Err(refusal);
             }
             // At its share: it waits in line, served after the flows that
-            // hold less; the line decides whether it is the flood (the
-            // flow with most waiting).
-            Standing::AtShare { .. } => false,
+            // hold less; unless another active flow presses harder (then
+            // it is not the flood), the line decides whether it is.
+            Standing::AtShare { flood, .. } => !flood,
         };
         // It asks for as long as it may wait: while it is in line.
-        Ok((table.asked(flow, wait), favoured))
+        let pressure = table.pressure(flow);
+        Ok((table.asked(flow, wait), favoured, pressure))
     }
 
     /// A waiter with a flow took slot `id`: counted to its flow, and
@@ -763,6 +769,7 @@ impl Pool {
             flow: NO_FLOW,
             weight: caller.weight(),
             under: false,
+            pressure: 0,
         };
         let times = match patience {
             Patience::Queued => self.queue_times(level),
@@ -773,7 +780,7 @@ impl Pool {
                 Patience::Queued => times.wait,
                 Patience::Patient => limit.unwrap_or(Duration::from_secs(2)),
             };
-            (ask.flow, ask.under) = self.flow_may_wait(
+            (ask.flow, ask.under, ask.pressure) = self.flow_may_wait(
                 caller,
                 Flow::new(flow, caller.weight()),
                 cost,

@@ -381,6 +381,8 @@ struct Node {
     /// the flow's weight, for fair order between flows.
     flow: u16,
     weight: u8,
+    /// Its flow's pressure when it joined (see [`Ask::pressure`]).
+    pressure: u32,
 }
 
 /// A waiter without a flow.
@@ -517,6 +519,7 @@ impl WaitLine {
             got: 0,
             flow: ask.flow,
             weight: ask.weight.max(1),
+            pressure: ask.pressure,
         };
         let at = if self.free == NIL {
             let at = u32::try_from(self.nodes.len()).expect("fewer than 2^32 waiters");
@@ -662,24 +665,30 @@ impl WaitLine {
             scan = step(scan);
         }
         // What its flow would hold once it is served, for its weight:
-        // fair order counts cost.
+        // fair order counts cost. In a standing queue (the newest served
+        // first) a tie goes to the flow that presses less: the flood's
+        // newest waiter is always newer than a tenant's.
         let rank = |at: u32| {
             let node = &self.nodes[at as usize];
             (
                 u64::from(held(node.flow)) + u64::from(node.cost),
                 u64::from(node.weight),
                 waiting.get(usize::from(node.flow)).copied().unwrap_or(0),
+                if newest_first { node.pressure } else { 0 },
             )
         };
         let mut best = at;
         let mut scan = step(at);
         while scan != NIL {
             if fits(scan) && self.nodes[scan as usize].flow != NO_FLOW {
-                let ((held_a, weight_a, waiting_a), (held_b, weight_b, waiting_b)) =
-                    (rank(scan), rank(best));
-                // held_a / weight_a < held_b / weight_b, then fewer waiting.
+                let (
+                    (held_a, weight_a, waiting_a, pressure_a),
+                    (held_b, weight_b, waiting_b, pressure_b),
+                ) = (rank(scan), rank(best));
+                // held_a / weight_a < held_b / weight_b, then fewer
+                // waiting, then less pressure.
                 let (a, b) = (held_a * weight_b, held_b * weight_a);
-                if a < b || (a == b && waiting_a < waiting_b) {
+                if (a, waiting_a, pressure_a) < (b, waiting_b, pressure_b) {
                     best = scan;
                 }
             }
@@ -714,49 +723,48 @@ impl WaitLine {
         shed
     }
 
-    /// The waiters queued at `levels`, counted by flow bucket, and each
-    /// bucket's newest one.
-    fn queued_by_flow(
-        &self,
-        levels: std::ops::Range<usize>,
-    ) -> ([u16; super::flows::BUCKETS], [u32; super::flows::BUCKETS]) {
-        let mut waiting = [0_u16; super::flows::BUCKETS];
-        let mut newest = [NIL; super::flows::BUCKETS];
-        for level in levels {
+    /// Whether another flow queued at `level` presses harder than
+    /// `pressure` (its waiters' pressure when they joined).
+    fn presses_less(&self, level: usize, flow: u16, pressure: u32) -> bool {
+        let mut at = self.lists[list_of(level, Patience::Queued)].head;
+        while at != NIL {
+            let node = &self.nodes[at as usize];
+            if node.flow != NO_FLOW && node.flow != flow && node.pressure > pressure {
+                return true;
+            }
+            at = node.next;
+        }
+        false
+    }
+
+    /// See [`Permits::evicted_for_flow`].
+    fn evict_for_flow(
+        &mut self,
+        level: usize,
+        flow: u16,
+        pressure: u32,
+        wakes: &mut Wakes,
+    ) -> bool {
+        // The waiter that joined pressing hardest (the newest of them on a
+        // tie: a flood's newest waiter joined pressing hardest of its own).
+        let mut victim = None;
+        for level in level..3 {
             let mut at = self.lists[list_of(level, Patience::Queued)].head;
             while at != NIL {
                 let node = &self.nodes[at as usize];
-                if let Some(count) = waiting.get_mut(usize::from(node.flow)) {
-                    *count = count.saturating_add(1);
-                    newest[usize::from(node.flow)] = at;
+                if node.flow != NO_FLOW
+                    && node.flow != flow
+                    && node.pressure > pressure
+                    && victim.is_none_or(|(_, most)| node.pressure >= most)
+                {
+                    victim = Some((at, node.pressure));
                 }
                 at = node.next;
             }
         }
-        (waiting, newest)
-    }
-
-    /// Whether `flow` has fewer waiters queued at `level` than another
-    /// flow has.
-    fn waits_less(&self, level: usize, flow: u16) -> bool {
-        let (waiting, _) = self.queued_by_flow(level..level + 1);
-        let own = waiting.get(usize::from(flow)).copied().unwrap_or(0);
-        waiting.iter().any(|&count| count > own)
-    }
-
-    /// See [`Permits::evicted_for_flow`].
-    fn evict_for_flow(&mut self, level: usize, flow: u16, wakes: &mut Wakes) -> bool {
-        let (waiting, newest) = self.queued_by_flow(level..3);
-        let own = waiting.get(usize::from(flow)).copied().unwrap_or(0);
-        let Some((most, _)) = waiting
-            .iter()
-            .enumerate()
-            .filter(|&(bucket, &count)| bucket != usize::from(flow) && count > own)
-            .max_by_key(|&(_, &count)| count)
-        else {
+        let Some((at, _)) = victim else {
             return false;
         };
-        let at = newest[most];
         self.unlink(at, Instant::now());
         wakes.push(self.answer(at, State::Shed(Shed::Outweighed)));
         true
@@ -844,8 +852,14 @@ pub(crate) struct Ask {
     pub(crate) weight: u8,
     /// Its flow held less than its share when it asked: a standing queue
     /// (the flood of another flow) neither shortens its wait nor sheds it,
-    /// and a full queue makes room for it from the flow with most waiting.
+    /// and a full queue makes room for it from the flow that presses most.
     pub(crate) under: bool,
+    /// How hard its flow presses on the pool (its recent arrivals per unit
+    /// of weight, from the flow table): a waiter whose flow presses less
+    /// than another waiting flow is not the flood, makes room for itself
+    /// in a full queue from the flow that presses most, and wins a tie in
+    /// a standing queue. 0 without a flow.
+    pub(crate) pressure: u32,
 }
 
 #[cfg(test)]
@@ -856,6 +870,7 @@ impl Ask {
         flow: NO_FLOW,
         weight: 1,
         under: false,
+        pressure: 0,
     };
 }
 
@@ -1169,18 +1184,19 @@ impl Permits {
             line.target = target;
             self.shed_stale(&mut line, wakes);
         }
-        // A flow with fewer waiting than another is not the flood either.
+        // A flow that presses less than another waiting flow is not the
+        // flood either.
         let ask = Ask {
             under: ask.under
                 || (patience == Patience::Queued
                     && ask.flow != NO_FLOW
-                    && line.waits_less(level.index(), ask.flow)),
+                    && line.presses_less(level.index(), ask.flow, ask.pressure)),
             ..ask
         };
         if patience == Patience::Queued
             && line.total_queued() >= self.bound
             && !self.evicted_below(&mut line, level, wakes)
-            && !(ask.under && self.evicted_for_flow(&mut line, level, ask.flow, wakes))
+            && !(ask.under && self.evicted_for_flow(&mut line, level, ask, wakes))
         {
             // The bound counts waiters, not slots: a free slot is still
             // taken at once.
@@ -1485,17 +1501,17 @@ impl Permits {
     }
 
     /// Lets go of a less critical queued caller to make room for `level`.
-    /// Makes room in a full queue for a waiter of `flow`, under its share:
-    /// the newest queued waiter of the flow with most waiting at `level`
-    /// or below goes, if that flow has more waiting than `flow`.
+    /// Makes room in a full queue for a waiter of `ask`'s flow, not the
+    /// flood: the newest queued waiter, at `level` or below, of the flow
+    /// that presses hardest goes, if it presses harder than `ask`'s.
     fn evicted_for_flow(
         &self,
         line: &mut WaitLine,
         level: Criticality,
-        flow: u16,
+        ask: Ask,
         wakes: &mut Wakes,
     ) -> bool {
-        if line.evict_for_flow(level.index(), flow, wakes) {
+        if line.evict_for_flow(level.index(), ask.flow, ask.pressure, wakes) {
             self.waiting.fetch_sub(1, SeqCst);
             self.settle(line, wakes);
             true

@@ -219,23 +219,38 @@ impl Caller {
     /// * In shadow mode ([`Pool::set_shadow`](crate::Pool::set_shadow)) a
     ///   would-be `ADMISSION_FLOW_SHARE` is counted in
     ///   `would_refuse_by_code` and served.
-    /// * A caller that waits ([`Admission::Queue`](crate::Admission::Queue),
-    ///   `Wait`) is refused as above before it joins the line, and asks
-    ///   while it waits. A slot that comes back goes to the waiters in
-    ///   fair order: criticality first, patient waiters before the queue,
-    ///   and within them, among waiters with a flow, the one whose flow
-    ///   would hold least for its weight once served (what it holds plus
-    ///   the waiter's cost), then the one whose flow has fewest waiting,
-    ///   then the first in line; so a tenant with one request waiting is
-    ///   served before a tenant with a hundred. Waiters without a flow keep
-    ///   the line's order (oldest first, newest first once the queue
+    /// * A caller that waits (`Admission::Wait`) is refused as above before
+    ///   it joins the line, and asks while it waits. A queued caller
+    ///   ([`Admission::Queue`](crate::Admission::Queue)) is refused so only
+    ///   when its flow is the *flood*: it holds more for its weight than
+    ///   every other flow and presses hardest. A flow's *pressure* is how
+    ///   often it asked the pool lately, per unit of weight: every arrival
+    ///   counts, admitted or not, and the count halves every quarter
+    ///   second, so a tenant whose few requests overlap presses hundreds of
+    ///   times less than a flood. Otherwise the queued caller waits and the
+    ///   line settles between them.
+    /// * A slot that comes back goes to the waiters in fair order:
+    ///   criticality first, patient waiters before the queue, and within
+    ///   them, among waiters with a flow, the one whose flow would hold
+    ///   least for its weight once served (what it holds plus the waiter's
+    ///   cost), then the one whose flow has fewest waiting, then the first
+    ///   in line (in a standing queue, the one whose flow pressed less when
+    ///   it joined, then the newest); so a tenant with one request waiting
+    ///   is served before a tenant with a hundred. Waiters without a flow
+    ///   keep the line's order (oldest first, newest first once the queue
     ///   stands). A waiter is not held back, once in line, for a flow that
     ///   asked by failing fast: that is decided when it joins.
+    /// * A queued waiter whose flow is not the flood (under its share, or
+    ///   pressing less than another active flow) waits one release longer
+    ///   than the queue's own wait, is never shed when the flood makes the
+    ///   queue stand, and at a full queue takes the place of the waiter
+    ///   that joined pressing hardest, if that one pressed harder (it is
+    ///   refused `ADMISSION_FLOW_SHARE`).
     /// * Shares count cost ([`with_cost`](Self::with_cost)): a flow
     ///   holding one admission of cost 4 holds 4 of its share.
     ///
     /// Flows are kept in a fixed table of 256 buckets per pool (under
-    /// 6 KiB, made the first time a caller with a flow asks the pool, plus
+    /// 7 KiB, made the first time a caller with a flow asks the pool, plus
     /// two bytes per slot), whatever keys callers send. A flow takes a
     /// bucket of its own among 8 its keyed hash names, and shares one with
     /// another flow (the two are then one flow, with one share) only when
