@@ -5,6 +5,7 @@
 
 mod common;
 
+use admission_core::stats::PoolStats;
 use admission_core::{Class, RequestPools};
 use admission_tonic::AdmissionLayer;
 use tonic::transport::Server;
@@ -12,45 +13,55 @@ use tonic::transport::server::TcpIncoming;
 use tonic_health::pb::health_server::HealthServer;
 use tower::Layer;
 
-use common::{bind, check, client, eventually, probe, within};
+use common::{Seen, bind, check, client, eventually, probe, within};
 
-#[tokio::test]
-async fn a_server_layer_and_a_service_layer_of_the_same_pools_hold_one_slot() {
-    let requests = RequestPools::new(1, 1).unwrap();
-    let (probe, mut control) = probe(&requests);
+/// One `Health/Check` call through a server-wide layer of `requests` and
+/// `service_layer` around the service, held in its handler: what the
+/// handler saw and the control class's stats while it was held. Returns
+/// once the call is answered and every slot is back.
+async fn held_call_through_both(
+    requests: &RequestPools,
+    service_layer: AdmissionLayer,
+) -> (Seen, PoolStats) {
+    let (probe, mut control) = probe(requests);
     let (listener, addr) = bind().await;
-    let service = AdmissionLayer::class(requests.clone(), Class::Control)
-        .unleased([])
-        .layer(HealthServer::new(probe));
     let server = Server::builder()
         .layer(AdmissionLayer::new(requests.clone()).unleased([]))
-        .add_service(service)
+        .add_service(service_layer.layer(HealthServer::new(probe)))
         .serve_with_incoming(TcpIncoming::from(listener));
     tokio::spawn(server);
 
     let mut client = client(addr).await;
     let call = tokio::spawn(async move { client.check(check("held")).await });
     let seen = control.seen().await;
-    assert_eq!(
-        seen.lease,
-        Some(Class::Control),
-        "the handler runs under the lease"
-    );
     let stats = requests.pool(Class::Control).stats();
-    assert_eq!(
-        (stats.in_use, stats.refused),
-        (1, 0),
-        "one call, one slot, however many layers"
-    );
     control.open(1);
     within("the held call", call)
         .await
         .expect("the call task")
         .expect("an idle server must not refuse itself");
-    eventually("the lease is back", || {
+    eventually("every slot is back", || {
         requests.pool(Class::Control).stats().in_use == 0
     })
     .await;
+    (seen, stats)
+}
+
+#[tokio::test]
+async fn a_server_layer_and_a_service_layer_of_the_same_pools_hold_one_slot() {
+    let requests = RequestPools::new(1, 1).unwrap();
+    let service_layer = AdmissionLayer::class(requests.clone(), Class::Control).unleased([]);
+    let (seen, stats) = held_call_through_both(&requests, service_layer).await;
+    assert_eq!(
+        seen.lease,
+        Some(Class::Control),
+        "the handler runs under the lease"
+    );
+    assert_eq!(
+        (stats.in_use, stats.refused),
+        (1, 0),
+        "one call, one slot, however many layers"
+    );
 }
 
 /// A service declared to cost 4 under a server-wide layer of the same
@@ -59,37 +70,16 @@ async fn a_server_layer_and_a_service_layer_of_the_same_pools_hold_one_slot() {
 #[tokio::test]
 async fn a_costly_service_under_a_server_layer_holds_its_cost_once() {
     let requests = RequestPools::new(1, 4).unwrap();
-    let (probe, mut control) = probe(&requests);
-    let (listener, addr) = bind().await;
-    let service = AdmissionLayer::class(requests.clone(), Class::Control)
+    let service_layer = AdmissionLayer::class(requests.clone(), Class::Control)
         .unleased([])
         .cost(std::num::NonZeroU8::new(4).unwrap())
-        .expect("a class of four holds a cost of four")
-        .layer(HealthServer::new(probe));
-    let server = Server::builder()
-        .layer(AdmissionLayer::new(requests.clone()).unleased([]))
-        .add_service(service)
-        .serve_with_incoming(TcpIncoming::from(listener));
-    tokio::spawn(server);
-
-    let mut client = client(addr).await;
-    let call = tokio::spawn(async move { client.check(check("held")).await });
-    control.seen().await;
-    let stats = requests.pool(Class::Control).stats();
+        .expect("a class of four holds a cost of four");
+    let (_, stats) = held_call_through_both(&requests, service_layer).await;
     assert_eq!(
         (stats.in_use, stats.refused),
         (4, 0),
         "one call of cost 4: one slot and three on top"
     );
-    control.open(1);
-    within("the held call", call)
-        .await
-        .expect("the call task")
-        .expect("an idle server must not refuse itself");
-    eventually("all four are back", || {
-        requests.pool(Class::Control).stats().in_use == 0
-    })
-    .await;
 }
 
 #[tokio::test]
