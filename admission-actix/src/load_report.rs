@@ -1,11 +1,11 @@
 //! The replica's load on every response, for balancers that read it.
 //!
 //! This module owns [`ReportLoad`] (the middleware factory an app
-//! `.wrap(...)`s) and [`ReportLoadMiddleware`]: they put core's ORCA text
-//! ([`Load::orca_text`](admission_http::balancer::Load::orca_text)) in the
-//! [`ORCA_HEADER`] of every response, refusals included. They must never
-//! admit, refuse or delay a request, and never read anything from it.
-//! The axum adapter's `load_report::ReportLoad` is the same piece.
+//! `.wrap(...)`s) and [`ReportLoadMiddleware`]: actix-web's `Transform`
+//! and `Service` over the middle's
+//! [`ReportLoad`](admission_http::load_report::ReportLoad), which decides
+//! which responses carry the load and reads it. They must never admit,
+//! refuse or delay a request, and never read anything from it but its path.
 
 use std::future::{Future, Ready, ready};
 use std::pin::Pin;
@@ -14,7 +14,7 @@ use actix_web::Error;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform, forward_ready};
 use actix_web::http::header::{HeaderName, HeaderValue};
 use admission_http::balancer::LoadReport;
-use admission_http::load_report::{ORCA_HEADER, ReportRoutes};
+use admission_http::load_report::ORCA_HEADER;
 
 /// An actix-web middleware factory that adds the replica's load, in ORCA's
 /// `TEXT` form, to the responses of the routes it names
@@ -54,10 +54,7 @@ use admission_http::load_report::{ORCA_HEADER, ReportRoutes};
 /// ```
 #[derive(Debug, Clone)]
 #[must_use = "a middleware does nothing until it is passed to `.wrap(...)`"]
-pub struct ReportLoad {
-    report: LoadReport,
-    routes: ReportRoutes,
-}
+pub struct ReportLoad(admission_http::load_report::ReportLoad);
 
 impl ReportLoad {
     /// Reports the load of the pools `report` reads, on no route until
@@ -74,20 +71,13 @@ impl ReportLoad {
     /// # drop(wrap);
     /// ```
     pub fn new(report: LoadReport) -> ReportLoad {
-        ReportLoad {
-            report,
-            routes: ReportRoutes::default(),
-        }
+        ReportLoad(admission_http::load_report::ReportLoad::new(report))
     }
 
-    /// The same middleware, reporting on `routes`: exact paths
-    /// (`/readyz`), or a prefix ending in `/*` (`/operations/*` names
-    /// `/operations` and everything under it).
-    ///
-    /// # Panics
-    ///
-    /// When a route does not start with `/`: it could never match, a
-    /// mistake reported where the middleware is built.
+    /// The same middleware, reporting on `routes`, named as the middle's
+    /// [`on_routes`](admission_http::load_report::ReportLoad::on_routes)
+    /// names them (and refused there: a route not starting with `/` panics
+    /// where the middleware is built).
     ///
     /// # Examples
     ///
@@ -105,10 +95,7 @@ impl ReportLoad {
         I: IntoIterator<Item = R>,
         R: Into<String>,
     {
-        ReportLoad {
-            routes: ReportRoutes::new(routes),
-            ..self
-        }
+        ReportLoad(self.0.on_routes(routes))
     }
 }
 
@@ -126,8 +113,7 @@ where
     fn new_transform(&self, service: S) -> Self::Future {
         ready(Ok(ReportLoadMiddleware {
             service,
-            report: self.report.clone(),
-            routes: self.routes.clone(),
+            load: self.0.clone(),
         }))
     }
 }
@@ -161,8 +147,7 @@ where
 #[doc(hidden)]
 pub struct ReportLoadMiddleware<S> {
     service: S,
-    report: LoadReport,
-    routes: ReportRoutes,
+    load: admission_http::load_report::ReportLoad,
 }
 
 impl<S, B> Service<ServiceRequest> for ReportLoadMiddleware<S>
@@ -177,10 +162,7 @@ where
     forward_ready!(service);
 
     fn call(&self, request: ServiceRequest) -> Self::Future {
-        let report = self
-            .routes
-            .matches(request.path())
-            .then(|| self.report.clone());
+        let report = self.load.for_path(request.path()).cloned();
         let response = self.service.call(request);
         Box::pin(async move {
             let mut response = response.await?;

@@ -2,7 +2,8 @@
 //! balancers that read it.
 //!
 //! This module owns [`ReportLoad`] (the tower layer), [`ReportLoadService`],
-//! [`ReportRoutes`] and the name of the header they write, [`ORCA_HEADER`]:
+//! the routes they report on and the name of the header they write,
+//! [`ORCA_HEADER`]:
 //! core's ORCA text
 //! ([`Load::orca_text`](crate::balancer::Load::orca_text)) on the
 //! responses of the named routes, refusals included, and on no other. The
@@ -10,7 +11,8 @@
 //! saturates): name only the routes a balancer sends or probes, never
 //! `/healthz` or a catch-all. They must never admit, refuse or delay a
 //! request, and never read anything from it but its path. The actix adapter's
-//! `load_report::ReportLoad` is the same piece for actix-web.
+//! `load_report::ReportLoad` is this one under actix-web's `Transform`
+//! ([`ReportLoad::for_path`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -28,21 +30,8 @@ pub use crate::wire::ORCA_HEADER;
 /// The request paths whose responses carry the load: exact paths
 /// (`/readyz`), or a prefix ending in `/*` (`/operations/*` names
 /// `/operations` and everything under it). The default names none.
-///
-/// # Examples
-///
-/// ```
-/// use admission_http::load_report::ReportRoutes;
-///
-/// let routes = ReportRoutes::new(["/metrics", "/operations/*"]);
-/// assert!(routes.matches("/metrics"));
-/// assert!(routes.matches("/operations") && routes.matches("/operations/7"));
-/// assert!(!routes.matches("/metrics/x") && !routes.matches("/healthz"));
-/// assert!(!ReportRoutes::default().matches("/metrics"), "none by default");
-/// ```
 #[derive(Debug, Clone, Default)]
-#[doc(hidden)]
-pub struct ReportRoutes(Arc<[Box<str>]>);
+struct ReportRoutes(Arc<[Box<str>]>);
 
 impl ReportRoutes {
     /// The routes `routes` names.
@@ -51,7 +40,7 @@ impl ReportRoutes {
     ///
     /// When a route does not start with `/`: it could never match, a
     /// mistake reported where the routes are built.
-    pub fn new<I, R>(routes: I) -> ReportRoutes
+    fn new<I, R>(routes: I) -> ReportRoutes
     where
         I: IntoIterator<Item = R>,
         R: Into<String>,
@@ -71,7 +60,7 @@ impl ReportRoutes {
     }
 
     /// Whether a response to `path` carries the load.
-    pub fn matches(&self, path: &str) -> bool {
+    fn matches(&self, path: &str) -> bool {
         self.0.iter().any(|route| match route.strip_suffix("/*") {
             Some(prefix) => {
                 path == prefix
@@ -169,6 +158,33 @@ impl ReportLoad {
             ..self
         }
     }
+
+    /// The report a response to `path` carries, `None` when no named route
+    /// matches it. Read its [`load`](LoadReport::load) once the response
+    /// head is ready, as this crate's service does, so a refusal carries
+    /// the load that caused it: this is for a middleware of another
+    /// framework (the actix-web adapter's `ReportLoad` is one).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admission_core::Pool;
+    /// use admission_http::balancer::LoadReport;
+    /// use admission_http::load_report::ReportLoad;
+    ///
+    /// let report = ReportLoad::new(LoadReport::new(&Pool::new("registry", 2).unwrap()))
+    ///     .on_routes(["/metrics", "/operations/*"]);
+    /// assert!(report.for_path("/metrics").is_some());
+    /// assert!(report.for_path("/operations").is_some() && report.for_path("/operations/7").is_some());
+    /// assert!(report.for_path("/metrics/x").is_none() && report.for_path("/healthz").is_none());
+    /// assert!(ReportLoad::new(report.for_path("/metrics").unwrap().clone())
+    ///     .for_path("/metrics")
+    ///     .is_none(), "no route until named");
+    /// ```
+    #[must_use]
+    pub fn for_path(&self, path: &str) -> Option<&LoadReport> {
+        self.routes.matches(path).then_some(&self.report)
+    }
 }
 
 impl<S> Layer<S> for ReportLoad {
@@ -177,8 +193,7 @@ impl<S> Layer<S> for ReportLoad {
     fn layer(&self, inner: S) -> Self::Service {
         ReportLoadService {
             inner,
-            report: self.report.clone(),
-            routes: self.routes.clone(),
+            load: self.clone(),
         }
     }
 }
@@ -203,8 +218,7 @@ impl<S> Layer<S> for ReportLoad {
 #[doc(hidden)]
 pub struct ReportLoadService<S> {
     inner: S,
-    report: LoadReport,
-    routes: ReportRoutes,
+    load: ReportLoad,
 }
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for ReportLoadService<S>
@@ -220,10 +234,7 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        let report = self
-            .routes
-            .matches(request.uri().path())
-            .then(|| self.report.clone());
+        let report = self.load.for_path(request.uri().path()).cloned();
         ReportLoadFuture {
             inner: self.inner.call(request),
             report,

@@ -238,23 +238,13 @@ fn parse_args(input: ParseStream<'_>) -> syn::Result<Args> {
             }
             errors.take(wait_key(&mut wait, key.span));
         } else if lookahead.peek(Token![crate]) {
-            let key: Token![crate] = input.parse()?;
-            common::parse_eq(input, "crate", "\"my_admission\"")?;
-            let value = common::parse_crate_value(input);
-            errors.record(&mut seen_crate, &mut args.krate, key.span, "crate", value);
-        } else if input.peek(Ident::peek_any) {
-            let key = input.call(Ident::parse_any)?;
-            return Err(syn::Error::new(
-                key.span(),
-                format!(
-                    "unknown key `{key}`: valid keys are `class`, `pools`, `wait`, `wait_ms`, \
-                     `queue`, `criticality`, `flow` and `crate`"
-                ),
-            ));
+            common::parse_crate_key(input, &mut errors, &mut seen_crate, &mut args.krate)?;
         } else {
-            return Err(syn::Error::new(
-                input.span(),
-                format!("expected `class = ...`: write `{EXAMPLE}`"),
+            return Err(common::not_a_key(
+                input,
+                "`class`, `pools`, `wait`, `wait_ms`, `queue`, `criticality`, `flow` and `crate`",
+                "class = ...",
+                EXAMPLE,
             ));
         }
         common::parse_separator(input)?;

@@ -6,8 +6,9 @@
 
 use proc_macro2::{Span, TokenStream};
 use quote::{ToTokens, quote};
+use syn::ext::IdentExt;
 use syn::parse::ParseStream;
-use syn::{Item, LitStr, Path, Token};
+use syn::{Ident, Item, LitStr, Path, Token};
 
 /// Collects independent errors so one build reports every mistake.
 #[derive(Default)]
@@ -62,8 +63,23 @@ pub(crate) fn crate_path(given: Option<Path>) -> TokenStream {
     }
 }
 
+/// Parses `crate = "path"`, its `crate` next in `input`, into `krate`
+/// (once: `seen` says whether it was given before).
+pub(crate) fn parse_crate_key(
+    input: ParseStream<'_>,
+    errors: &mut Errors,
+    seen: &mut bool,
+    krate: &mut Option<Path>,
+) -> syn::Result<()> {
+    let key: Token![crate] = input.parse()?;
+    parse_eq(input, "crate", "\"my_admission\"")?;
+    let value = parse_crate_value(input);
+    errors.record(seen, krate, key.span, "crate", value);
+    Ok(())
+}
+
 /// Parses the value of `crate = "path"`.
-pub(crate) fn parse_crate_value(input: ParseStream<'_>) -> syn::Result<Path> {
+fn parse_crate_value(input: ParseStream<'_>) -> syn::Result<Path> {
     if !input.peek(LitStr) {
         return Err(
             input.error("`crate` takes the path as a string: write `crate = \"my_admission\"`")
@@ -114,6 +130,30 @@ pub(crate) fn parse_separator(input: ParseStream<'_>) -> syn::Result<()> {
     }
     input.parse::<Token![,]>()?;
     Ok(())
+}
+
+/// The error for what stands where a key should: an unknown identifier is
+/// told the attribute's `valid` keys, anything else is shown the attribute
+/// written right (`expected`, then `example`).
+pub(crate) fn not_a_key(
+    input: ParseStream<'_>,
+    valid: &str,
+    expected: &str,
+    example: &str,
+) -> syn::Error {
+    if !input.peek(Ident::peek_any) {
+        return syn::Error::new(
+            input.span(),
+            format!("expected `{expected}`: write `{example}`"),
+        );
+    }
+    match input.call(Ident::parse_any) {
+        Ok(key) => syn::Error::new(
+            key.span(),
+            format!("unknown key `{key}`: valid keys are {valid}"),
+        ),
+        Err(err) => err,
+    }
 }
 
 /// The error for a key given twice, spanned on the second.

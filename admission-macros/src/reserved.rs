@@ -93,20 +93,13 @@ fn parse_args(input: ParseStream<'_>) -> syn::Result<Args> {
             let value = parse_name(input);
             errors.record(&mut seen_name, &mut args.name, key.span, "name", value);
         } else if lookahead.peek(Token![crate]) {
-            let key: Token![crate] = input.parse()?;
-            common::parse_eq(input, "crate", "\"my_admission\"")?;
-            let value = common::parse_crate_value(input);
-            errors.record(&mut seen_crate, &mut args.krate, key.span, "crate", value);
-        } else if input.peek(Ident::peek_any) {
-            let key = input.call(Ident::parse_any)?;
-            return Err(syn::Error::new(
-                key.span(),
-                format!("unknown key `{key}`: valid keys are `slots`, `name` and `crate`"),
-            ));
+            common::parse_crate_key(input, &mut errors, &mut seen_crate, &mut args.krate)?;
         } else {
-            return Err(syn::Error::new(
-                input.span(),
-                format!("expected `slots = N`: write `{EXAMPLE}`"),
+            return Err(common::not_a_key(
+                input,
+                "`slots`, `name` and `crate`",
+                "slots = N",
+                EXAMPLE,
             ));
         }
         common::parse_separator(input)?;

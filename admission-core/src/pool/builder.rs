@@ -189,20 +189,15 @@ impl PoolBuilder {
     /// 1 ms.
     pub fn build(self) -> Result<Pool, ConfigError> {
         warn_if_built_repeatedly(&self.name);
-        Pool::from_parts(
-            self.name,
-            self.capacity,
-            self.retry,
-            self.expected_work,
-            self.shares,
-            self.queue,
-            Kind::Pool,
-            self.keep_alive,
-        )
+        self.build_as(Kind::Pool)
     }
 
     /// Builds the pool behind a loop owner's reservation.
     pub(crate) fn build_reservation(self) -> Result<Pool, ConfigError> {
+        self.build_as(Kind::Reservation)
+    }
+
+    fn build_as(self, kind: Kind) -> Result<Pool, ConfigError> {
         Pool::from_parts(
             self.name,
             self.capacity,
@@ -210,7 +205,7 @@ impl PoolBuilder {
             self.expected_work,
             self.shares,
             self.queue,
-            Kind::Reservation,
+            kind,
             self.keep_alive,
         )
     }

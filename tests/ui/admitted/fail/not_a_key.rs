@@ -1,0 +1,8 @@
+use admission_axum::admitted;
+
+#[admitted("work")]
+async fn status() -> String {
+    String::new()
+}
+
+fn main() {}
