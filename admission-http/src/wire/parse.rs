@@ -32,7 +32,7 @@ pub struct Malformed(());
 
 impl std::fmt::Display for Malformed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("malformed budget header value")
+        f.write_str("header value outside its grammar")
     }
 }
 
@@ -292,7 +292,7 @@ mod tests {
             assert!(parse_grpc_timeout(bad).is_err(), "{bad:?}");
         }
         let bad = parse_budget_ms(b"x").unwrap_err();
-        assert_eq!(bad.to_string(), "malformed budget header value");
+        assert_eq!(bad.to_string(), "header value outside its grammar");
     }
 
     #[test]
