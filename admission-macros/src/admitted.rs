@@ -28,6 +28,7 @@ mod kw {
     syn::custom_keyword!(queue);
     syn::custom_keyword!(criticality);
     syn::custom_keyword!(flow);
+    syn::custom_keyword!(cost);
 }
 
 /// What to write instead, repeated in several messages.
@@ -116,6 +117,8 @@ struct Args {
     /// Who the request is for: an expression over the handler's
     /// arguments, evaluated per request and hashed into the caller's flow.
     flow: Option<Expr>,
+    /// How many slots of its class the route's request holds (1 to 255).
+    cost: Option<(u8, Span)>,
 }
 
 /// How `#[admitted]` takes the lease.
@@ -162,9 +165,11 @@ fn parse_args(input: ParseStream<'_>) -> syn::Result<Args> {
         wait: Wait::FailFast,
         criticality: None,
         flow: None,
+        cost: None,
     };
     let mut seen_criticality = false;
     let mut seen_flow = false;
+    let mut seen_cost = false;
     let mut seen_class = false;
     let mut seen_pools = false;
     let mut seen_crate = false;
@@ -229,6 +234,11 @@ fn parse_args(input: ParseStream<'_>) -> syn::Result<Args> {
                 "flow",
                 flow_expr(value),
             );
+        } else if lookahead.peek(kw::cost) {
+            let key: kw::cost = input.parse()?;
+            common::parse_eq(input, "cost", "4")?;
+            let value = parse_cost(input);
+            errors.record(&mut seen_cost, &mut args.cost, key.span, "cost", value);
         } else if lookahead.peek(kw::wait) {
             let key: kw::wait = input.parse()?;
             common::parse_eq(input, "wait", "\"250ms\"")?;
@@ -242,7 +252,7 @@ fn parse_args(input: ParseStream<'_>) -> syn::Result<Args> {
         } else {
             return Err(common::not_a_key(
                 input,
-                "`class`, `pools`, `wait`, `wait_ms`, `queue`, `criticality`, `flow` and `crate`",
+                "`class`, `pools`, `wait`, `wait_ms`, `queue`, `criticality`, `flow`, `cost` and `crate`",
                 "class = ...",
                 EXAMPLE,
             ));
@@ -431,6 +441,37 @@ fn parse_wait_ms(input: ParseStream<'_>) -> syn::Result<u64> {
             &expr,
             "`wait_ms` takes a whole number of milliseconds: write `wait_ms = 250`",
         )),
+    }
+}
+
+/// Parses the value of `cost`: an integer literal from 1 to 255, the
+/// slots of its class one request holds.
+fn parse_cost(input: ParseStream<'_>) -> syn::Result<(u8, Span)> {
+    let expr: Expr = input.parse()?;
+    let Expr::Lit(ExprLit {
+        lit: Lit::Int(lit), ..
+    }) = &expr
+    else {
+        return Err(syn::Error::new_spanned(
+            &expr,
+            "`cost` takes a whole number of slots: write `cost = 4`",
+        ));
+    };
+    match lit.base10_parse::<u64>()? {
+        0 => Err(syn::Error::new(
+            lit.span(),
+            "`cost = 0` would hold no slot: a request holds at least 1, the default; \
+             remove it, or give the slots the route holds, like `cost = 4`",
+        )),
+        cost => u8::try_from(cost)
+            .map(|cost| (cost, lit.span()))
+            .map_err(|_| {
+                syn::Error::new(
+                    lit.span(),
+                    "`cost` is at most 255 slots; a cost above the class's capacity \
+                 takes the whole class",
+                )
+            }),
     }
 }
 
@@ -641,9 +682,10 @@ fn generate(mut function: ItemFn, args: Args, adapter: Adapter) -> TokenStream {
     // The caller the handler's admissions are made for: the request's own
     // (its deadline kept) at the fixed criticality, when one is given, and
     // for the flow the route names, evaluated in the handler's scope and
-    // hashed at once (the borrow ends with the statement).
+    // hashed at once (the borrow ends with the statement), at the route's
+    // cost.
     let caller = Ident::new("__admission_caller", Span::mixed_site());
-    let named = args.criticality.is_some() || args.flow.is_some();
+    let named = args.criticality.is_some() || args.flow.is_some() || args.cost.is_some();
     let (set_caller, scoped) = if named {
         let mut made = quote!(#private::Caller::current());
         if let Some((level, span)) = args.criticality {
@@ -656,6 +698,12 @@ fn generate(mut function: ItemFn, args: Args, adapter: Adapter) -> TokenStream {
         }
         if let Some(flow) = &args.flow {
             made = quote_spanned!(flow.span()=> #made.with_flow(&(#flow)));
+        }
+        if let Some((cost, span)) = args.cost {
+            // Checked from 1 to 255 above: evaluated at compile time.
+            made = quote_spanned!(span=>
+                #made.with_cost(const { ::core::num::NonZeroU8::new(#cost).unwrap() })
+            );
         }
         (quote!(let #caller = #made;), quote!(#caller.scope))
     } else {

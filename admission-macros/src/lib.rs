@@ -164,6 +164,15 @@ pub fn reserved(args: TokenStream, item: TokenStream) -> TokenStream {
 ///   request one flow. Under a layer of the same pools that already took
 ///   the request's lease, the attribute shares it and the layer's flow
 ///   (its `.flow(..)`) is the one that counted.
+/// * `cost = N` (optional, 1 to 255): how many slots of its class the
+///   request holds, for a route that costs more than a point read (a
+///   full walk: `cost = 4`); fair shares count it. A cost above the
+///   class's capacity takes the whole class (the layers' `cost` checks it
+///   where they are built; the attribute cannot see the pools' sizes at
+///   compile time). Under a layer of the same pools that already took
+///   the request's lease, the attribute tops that lease up to its cost,
+///   all or nothing, and gives the difference back when the handler
+///   returns.
 /// * `crate` (optional): the path of `admission-axum` when the dependency is
 ///   renamed, e.g. `crate = "my_adapter"`. Generated code names only its
 ///   hidden `__private` module and `::core`.
@@ -279,6 +288,15 @@ pub fn admitted_axum(args: TokenStream, item: TokenStream) -> TokenStream {
 ///   request one flow. Under a layer of the same pools that already took
 ///   the request's lease, the attribute shares it and the layer's flow
 ///   (its `.flow(..)`) is the one that counted.
+/// * `cost = N` (optional, 1 to 255): how many slots of its class the
+///   request holds, for a route that costs more than a point read (a
+///   full walk: `cost = 4`); fair shares count it. A cost above the
+///   class's capacity takes the whole class (the layers' `cost` checks it
+///   where they are built; the attribute cannot see the pools' sizes at
+///   compile time). Under a layer of the same pools that already took
+///   the request's lease, the attribute tops that lease up to its cost,
+///   all or nothing, and gives the difference back when the handler
+///   returns.
 /// * `crate` (optional): the path of `admission-actix` when the dependency is
 ///   renamed, e.g. `crate = "my_adapter"`. Generated code names only its
 ///   hidden `__private` module and `::core`.

@@ -232,6 +232,41 @@ mod axum_handlers {
         tokio::spawn(async move { axum::serve(listener, app).await });
         format!("http://{addr}")
     }
+
+    /// Three work slots: a route that costs two.
+    pub(super) static COSTLY: LazyLock<RequestPools> =
+        LazyLock::new(|| RequestPools::new(3, 1).expect("valid pools"));
+
+    #[admitted(class = work, pools = COSTLY, cost = 2)]
+    async fn walk() -> String {
+        COSTLY.pool(Class::Work).stats().in_use.to_string()
+    }
+
+    /// Three work slots, the request's lease taken by the layer: a route
+    /// that costs all three.
+    pub(super) static LAYERED_COSTLY: LazyLock<RequestPools> =
+        LazyLock::new(|| RequestPools::new(3, 1).expect("valid pools"));
+
+    #[admitted(class = work, pools = LAYERED_COSTLY, cost = 3)]
+    async fn full_walk() -> String {
+        LAYERED_COSTLY.pool(Class::Work).stats().in_use.to_string()
+    }
+
+    /// Serves `walk` at `/walk`, and `full_walk` at `/full-walk` under an
+    /// `AdmissionLayer` of its pools; returns the base URL.
+    pub(super) async fn serve_costly() -> String {
+        let app = Router::new().route("/walk", post(walk)).merge(
+            Router::new()
+                .route("/full-walk", post(full_walk))
+                .layer(AdmissionLayer::new(LAYERED_COSTLY.clone())),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind port 0");
+        let addr = listener.local_addr().expect("bound address");
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}")
+    }
 }
 
 #[tokio::test]
@@ -389,6 +424,47 @@ mod actix_handlers {
                 .wrap(AdmissionControl::new(LAYERED.clone()))
                 .app_data(gate.clone())
                 .route("/layered", web::post().to(layered))
+        })
+        .workers(1)
+        .listen(listener)
+        .expect("listen on the bound socket")
+        .run();
+        let handle = server.handle();
+        actix_rt::spawn(server);
+        (format!("http://{addr}"), handle)
+    }
+
+    /// Three work slots: a route that costs two.
+    pub(super) static COSTLY: LazyLock<RequestPools> =
+        LazyLock::new(|| RequestPools::new(3, 1).expect("valid pools"));
+
+    #[admitted(class = work, pools = COSTLY, cost = 2)]
+    async fn walk() -> String {
+        COSTLY.pool(Class::Work).stats().in_use.to_string()
+    }
+
+    /// Three work slots, the request's lease taken by the middleware: a
+    /// route that costs all three.
+    pub(super) static LAYERED_COSTLY: LazyLock<RequestPools> =
+        LazyLock::new(|| RequestPools::new(3, 1).expect("valid pools"));
+
+    #[admitted(class = work, pools = LAYERED_COSTLY, cost = 3)]
+    async fn full_walk() -> String {
+        LAYERED_COSTLY.pool(Class::Work).stats().in_use.to_string()
+    }
+
+    /// Serves `walk` at `/walk`, and `full_walk` at `/full-walk` in a scope
+    /// under an `AdmissionControl` of its pools, with one worker; returns
+    /// the base URL and the server's handle.
+    pub(super) fn serve_costly() -> (String, ServerHandle) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+        let addr = listener.local_addr().expect("bound address");
+        let server = HttpServer::new(|| {
+            App::new().route("/walk", web::post().to(walk)).service(
+                web::scope("/full-walk")
+                    .wrap(AdmissionControl::new(LAYERED_COSTLY.clone()))
+                    .route("", web::post().to(full_walk)),
+            )
         })
         .workers(1)
         .listen(listener)
@@ -585,5 +661,77 @@ async fn axum_handler_with_a_flow_is_held_to_its_share() {
 async fn actix_handler_with_a_flow_is_held_to_its_share() {
     let (base, server) = actix_handlers::serve_flows();
     the_routes_flow_is_held_to_its_share(&base, &actix_handlers::FLOWS).await;
+    server.stop(false).await;
+}
+
+/// `#[admitted(cost = 2)]` and, under a layer of its pools,
+/// `#[admitted(cost = 3)]`, over `base`'s `/walk` and `/full-walk` on
+/// classes of three: each handler runs holding its whole cost (the one
+/// under the layer tops the layer's lease up: three, not one), a request
+/// of cost 2 is refused at once with one slot free, and every slot is back
+/// once each answer is in.
+async fn a_routes_cost_is_held_whole(base: &str, costly: &RequestPools, layered: &RequestPools) {
+    let walked = post(format!("{base}/walk")).await;
+    assert_eq!(walked.status(), StatusCode::OK, "an idle class admits");
+    assert_eq!(
+        walked.text().await.expect("body"),
+        "2",
+        "the handler runs holding its cost"
+    );
+    let held = [
+        costly
+            .try_lease_for(Class::Work, admission_core::Caller::default())
+            .expect("a free slot"),
+        costly
+            .try_lease_for(Class::Work, admission_core::Caller::default())
+            .expect("a free slot"),
+    ];
+    let refused = refusal_code(post(format!("{base}/walk")).await).await;
+    assert_eq!(
+        refused, "ADMISSION_SATURATED",
+        "one slot free, and the route costs two"
+    );
+    drop(held);
+    assert_eq!(costly.pool(Class::Work).stats().in_use, 0, "all back");
+
+    let walked = post(format!("{base}/full-walk")).await;
+    assert_eq!(walked.status(), StatusCode::OK, "an idle server admits");
+    assert_eq!(
+        walked.text().await.expect("body"),
+        "3",
+        "the layer's lease of one, topped up to the route's three"
+    );
+    // The layer's lease ends with the response body, on the server's
+    // thread: nothing signals it, so it is polled for, within 5 s.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while layered.pool(Class::Work).stats().in_use != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "every slot back within 5 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+}
+
+#[tokio::test]
+async fn axum_handler_holds_its_cost_alone_and_under_the_layer() {
+    let base = axum_handlers::serve_costly().await;
+    a_routes_cost_is_held_whole(
+        &base,
+        &axum_handlers::COSTLY,
+        &axum_handlers::LAYERED_COSTLY,
+    )
+    .await;
+}
+
+#[actix_web::test]
+async fn actix_handler_holds_its_cost_alone_and_under_the_middleware() {
+    let (base, server) = actix_handlers::serve_costly();
+    a_routes_cost_is_held_whole(
+        &base,
+        &actix_handlers::COSTLY,
+        &actix_handlers::LAYERED_COSTLY,
+    )
+    .await;
     server.stop(false).await;
 }

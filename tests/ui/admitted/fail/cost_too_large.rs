@@ -1,0 +1,8 @@
+use admission_axum::admitted;
+
+#[admitted(class = work, cost = 256)]
+async fn walk() -> String {
+    String::new()
+}
+
+fn main() {}
