@@ -12,7 +12,7 @@
 //! `/healthz` or a catch-all. They must never admit, refuse or delay a
 //! request, and never read anything from it but its path. The actix adapter's
 //! `load_report::ReportLoad` is this one under actix-web's `Transform`
-//! ([`ReportLoad::for_path`]).
+//! (`ReportLoad::for_path`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -160,10 +160,9 @@ impl ReportLoad {
     }
 
     /// The report a response to `path` carries, `None` when no named route
-    /// matches it. Read its [`load`](LoadReport::load) once the response
-    /// head is ready, as this crate's service does, so a refusal carries
-    /// the load that caused it: this is for a middleware of another
-    /// framework (the actix-web adapter's `ReportLoad` is one).
+    /// matches it: read its load once the response head is ready, so a
+    /// refusal carries the load that caused it. For the actix-web adapter's
+    /// `ReportLoad`, which is this one under actix-web's `Transform`.
     ///
     /// # Examples
     ///
@@ -182,6 +181,7 @@ impl ReportLoad {
     ///     .is_none(), "no route until named");
     /// ```
     #[must_use]
+    #[doc(hidden)]
     pub fn for_path(&self, path: &str) -> Option<&LoadReport> {
         self.routes.matches(path).then_some(&self.report)
     }
