@@ -396,6 +396,40 @@ async fn a_lease_topped_up_to_a_routes_cost_holds_the_difference() {
     assert_eq!(pool.stats().in_use, 0);
 }
 
+/// Two requests that each hold one slot of a class of two (a router-wide
+/// layer) and queue for a route of cost 2 wait for each other's slot:
+/// neither can be served, both end refused at the queue's wait, never
+/// waiting for ever, and their outer slots go back with the outer leases.
+#[tokio::test(start_paused = true)]
+async fn requests_that_hold_one_and_queue_for_more_end_refused_at_the_queues_wait() {
+    let requests = RequestPools::new(1, 2).unwrap();
+    let pool = requests.pool(Class::Control).clone();
+    let outers = [
+        requests.try_lease(Class::Control).unwrap(),
+        requests.try_lease(Class::Control).unwrap(),
+    ];
+    let waits: Vec<_> = outers
+        .iter()
+        .map(|outer| {
+            let (requests, outer) = (requests.clone(), outer.clone());
+            tokio::spawn(outer.scope_for(cost(2), async move {
+                requests.lease_with(Class::Control, Admission::Queue).await
+            }))
+        })
+        .collect();
+    for wait in waits {
+        let refusal = tokio::time::timeout(Duration::from_secs(60), wait)
+            .await
+            .expect("refused at the queue's wait, not waiting for ever")
+            .expect("the waiting task")
+            .expect_err("no slot can come back to either");
+        assert_eq!(refusal.code(), Code::WaitTimedOut);
+    }
+    assert_eq!(pool.stats().in_use, 2, "the outer leases hold theirs");
+    drop(outers);
+    assert_eq!(pool.stats().in_use, 0, "all back");
+}
+
 /// Work started under a topped-up lease keeps every slot of it until the
 /// work ends, though the request is cancelled and lets go of both leases
 /// first (a real worker, held by a channel).
