@@ -10,11 +10,15 @@
 //! gate's rules: every decision comes from `admission-core`.
 //!
 //! A caller the trace saw refused held nothing, so its hold is not known:
-//! it holds one drawn (seeded) from the holds the trace did record.
+//! it holds one drawn (seeded) from the holds the trace did record. A
+//! caller traced with a flow asks for that flow (its hash stands for the
+//! key, weight 1: the trace keeps no weight), and one traced with a cost
+//! asks for that many slots.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fmt::Write as _;
+use std::num::NonZeroU8;
 use std::time::Duration;
 
 use admission_core::{Admission, Caller, Class, Criticality, Lease, RequestPools};
@@ -24,8 +28,9 @@ use tokio::time::Instant;
 
 use crate::storm::percentile;
 
-/// One caller of a trace: when it arrived, how critical it was, and how
-/// long it held its slot if it was admitted.
+/// One caller of a trace: when it arrived, how critical it was, who it
+/// was for and how many slots it asked, and how long it held its slot if
+/// it was admitted.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Arrival {
     /// Since the trace began.
@@ -35,6 +40,33 @@ pub struct Arrival {
     /// How long it held its slot; `None` for a caller refused (or served
     /// past the capacity in shadow mode), whose hold was not timed.
     pub held: Option<Duration>,
+    /// Its flow's hash (the trace's `flow`), for a caller with a flow.
+    pub flow: Option<u32>,
+    /// The slots it took (the trace's `cost`, 1 where the line has none).
+    pub cost: NonZeroU8,
+}
+
+impl Arrival {
+    /// A caller of no flow and cost 1.
+    #[must_use]
+    pub fn new(at: Duration, criticality: Criticality, held: Option<Duration>) -> Arrival {
+        Arrival {
+            at,
+            criticality,
+            held,
+            flow: None,
+            cost: NonZeroU8::MIN,
+        }
+    }
+
+    /// The caller it was: its criticality, flow and cost.
+    fn caller(&self) -> Caller {
+        let caller = Caller::new(self.criticality).with_cost(self.cost);
+        match self.flow {
+            Some(flow) => caller.with_flow(flow),
+            None => caller,
+        }
+    }
 }
 
 /// A trace line that is not one of `Trace`'s.
@@ -69,11 +101,14 @@ impl std::error::Error for BadTrace {}
 ///
 /// let trace = r#"{"at_ms":0.500,"pool":"work","criticality":"default","outcome":"admitted","waited_ms":0.000,"held_ms":20.000}
 /// {"at_ms":1.000,"pool":"work","criticality":"sheddable","outcome":"refused","code":"ADMISSION_SATURATED","waited_ms":0.000,"held_ms":null}
-/// {"at_ms":2.000,"pool":"control","criticality":"default","outcome":"admitted","waited_ms":0.000,"held_ms":1.000}"#;
+/// {"at_ms":2.000,"pool":"control","criticality":"default","outcome":"admitted","waited_ms":0.000,"held_ms":1.000}
+/// {"at_ms":3.000,"pool":"work","criticality":"default","flow":3735928559,"cost":4,"outcome":"admitted","waited_ms":0.000,"held_ms":5.000}"#;
 /// let work = parse(trace, Some("work")).unwrap();
-/// assert_eq!(work.len(), 2);
+/// assert_eq!(work.len(), 3);
 /// assert_eq!(work[0].held, Some(Duration::from_millis(20)));
 /// assert_eq!(work[1].held, None);
+/// assert_eq!((work[0].flow, work[0].cost.get()), (None, 1));
+/// assert_eq!((work[2].flow, work[2].cost.get()), (Some(3_735_928_559), 4));
 /// assert!(parse("{}", None).is_err());
 /// ```
 pub fn parse(trace: &str, pool: Option<&str>) -> Result<Vec<Arrival>, BadTrace> {
@@ -102,10 +137,28 @@ pub fn parse(trace: &str, pool: Option<&str>) -> Result<Vec<Arrival>, BadTrace> 
             (Some("refused" | "shadow"), None) => None,
             _ => return Err(bad("an `outcome` without the `held_ms` it goes with")),
         };
+        let flow = match &entry["flow"] {
+            serde_json::Value::Null => None,
+            flow => Some(
+                flow.as_u64()
+                    .and_then(|flow| u32::try_from(flow).ok())
+                    .ok_or_else(|| bad("a `flow` that is not a 32-bit hash"))?,
+            ),
+        };
+        let cost = match &entry["cost"] {
+            serde_json::Value::Null => NonZeroU8::MIN,
+            cost => cost
+                .as_u64()
+                .filter(|&cost| cost >= 1)
+                .map(|cost| {
+                    NonZeroU8::new(u8::try_from(cost).unwrap_or(u8::MAX)).unwrap_or(NonZeroU8::MIN)
+                })
+                .ok_or_else(|| bad("a `cost` that is not a number of slots"))?,
+        };
         arrivals.push(Arrival {
-            at: millis(at),
-            criticality,
-            held,
+            flow,
+            cost,
+            ..Arrival::new(millis(at), criticality, held)
         });
     }
     arrivals.sort_by_key(|arrival| arrival.at);
@@ -172,7 +225,7 @@ impl Prediction {
 /// use admission_lab::replay::{Arrival, Setting, replay};
 ///
 /// // Three callers at once, each holding its slot 10 ms.
-/// let at_once = Arrival { at: Duration::ZERO, criticality: Criticality::Default, held: Some(Duration::from_millis(10)) };
+/// let at_once = Arrival::new(Duration::ZERO, Criticality::Default, Some(Duration::from_millis(10)));
 /// let trace = [at_once; 3];
 /// let two = replay(&trace, Setting { capacity: 2, queue: false }, 1);
 /// assert_eq!((two.admitted, two.refused["ADMISSION_SATURATED"]), (2, 1));
@@ -239,7 +292,7 @@ async fn replay_paused(arrivals: &[Arrival], setting: Setting, seed: u64) -> Pre
         } else {
             let index = next;
             next += 1;
-            let caller = Caller::new(arrivals[index].criticality);
+            let caller = arrivals[index].caller();
             if setting.queue {
                 queued += 1;
                 let (pools, answers) = (pools.clone(), answers.clone());
@@ -330,7 +383,7 @@ impl<'a> Books<'a> {
             Ok(lease) => {
                 self.admitted += 1;
                 self.waits.push(now.saturating_sub(self.arrivals[index].at));
-                self.held_time += self.holds[index];
+                self.held_time += self.holds[index] * u32::from(self.arrivals[index].cost.get());
                 self.order += 1;
                 self.releases
                     .push(Reverse((now + self.holds[index], self.order)));
@@ -421,11 +474,60 @@ mod tests {
     use super::{Arrival, Setting, parse, replay};
 
     fn at(ms: u64, held: u64) -> Arrival {
-        Arrival {
-            at: Duration::from_millis(ms),
-            criticality: Criticality::Default,
-            held: Some(Duration::from_millis(held)),
-        }
+        Arrival::new(
+            Duration::from_millis(ms),
+            Criticality::Default,
+            Some(Duration::from_millis(held)),
+        )
+    }
+
+    const FAIL_FAST: Setting = Setting {
+        capacity: 2,
+        queue: false,
+    };
+
+    #[test]
+    fn a_traced_flow_is_replayed_as_that_flow() {
+        // Flow A holds both slots; B is refused and so asks; once A's
+        // slots are back, A's second request is refused for its share
+        // with a slot free, and B's is admitted. Without the flows, A
+        // takes both again and B is refused.
+        let flow = |arrival: Arrival, flow| Arrival {
+            flow: Some(flow),
+            ..arrival
+        };
+        let trace = [
+            flow(at(0, 100), 1),
+            flow(at(0, 100), 1),
+            flow(at(10, 100), 2),
+            flow(at(101, 100), 1),
+            flow(at(101, 100), 1),
+            flow(at(102, 100), 2),
+        ];
+        let p = replay(&trace, FAIL_FAST, 1);
+        assert_eq!(p.admitted, 4, "{p:?}");
+        assert_eq!(p.refused["ADMISSION_FLOW_SHARE"], 1, "{p:?}");
+        assert_eq!(p.refused["ADMISSION_SATURATED"], 1, "{p:?}");
+        let without: Vec<Arrival> = trace.iter().map(|a| Arrival { flow: None, ..*a }).collect();
+        let p = replay(&without, FAIL_FAST, 1);
+        assert_eq!(p.refused["ADMISSION_SATURATED"], 2, "{p:?}");
+        assert!(!p.refused.contains_key("ADMISSION_FLOW_SHARE"), "{p:?}");
+    }
+
+    #[test]
+    fn a_traced_cost_is_replayed_as_that_many_slots() {
+        let walk = Arrival {
+            cost: std::num::NonZeroU8::new(2).unwrap(),
+            ..at(0, 10)
+        };
+        let p = replay(&[walk, at(5, 10)], FAIL_FAST, 1);
+        assert_eq!(p.admitted, 1, "the walk holds both slots: {p:?}");
+        assert_eq!(p.refused["ADMISSION_SATURATED"], 1);
+        // Slot time counts both slots of the walk: 2 x 10 ms and 10 ms
+        // over the trace's 10 ms on 2 slots.
+        let p = replay(&[walk, at(10, 10)], FAIL_FAST, 1);
+        assert_eq!(p.admitted, 2, "the walk's slots are back at 10 ms: {p:?}");
+        assert!((p.utilisation - 1.5).abs() < 1e-9, "{p:?}");
     }
 
     #[test]
