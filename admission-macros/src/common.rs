@@ -1,5 +1,5 @@
 //! Pieces both attributes share: the error collector, the `crate = "path"`
-//! key and the `key = value` separators.
+//! key, the `key = value` separators and the error for what is not a key.
 //!
 //! This module owns no attribute of its own; it must never decide what a key
 //! means, only how keys are spelled.
