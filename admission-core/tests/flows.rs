@@ -541,6 +541,32 @@ async fn a_tenant_holding_more_than_the_flood_for_a_moment_waits_in_a_queue() {
     drop((slot, alices, batch));
 }
 
+/// Pressure is of the last moments: a tenant that burst a second ago (four
+/// half-lives) and a flood pressing now, the tenant presses less and is
+/// not the flood, so its request waits in the queue though it holds more.
+/// Seen failing with pressure that never halves (the old burst made it
+/// the flood: refused `ADMISSION_FLOW_SHARE` at once).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_tenants_burst_a_second_ago_does_not_make_it_the_flood() {
+    let pool = queued_pool(3, 4, Duration::from_millis(50));
+    let (heavy, light) = (flow("batch-job"), flow("alice"));
+    // Alice holds a slot throughout, so her flow stays active.
+    let mut alices = vec![light.scope_sync(|| pool.try_admit()).unwrap()];
+    press(&pool, light, 40);
+    tokio::time::advance(Duration::from_secs(1)).await;
+    alices.push(light.scope_sync(|| pool.try_admit()).unwrap());
+    let batch = heavy.scope_sync(|| pool.try_admit()).unwrap();
+    press(&pool, heavy, 20);
+
+    let third = queue(&pool, light);
+    settle().await;
+    assert!(!third.is_finished(), "alice waits her turn");
+    assert_eq!(pool.stats().waiting, 1);
+    alices.pop();
+    let slot = third.await.unwrap().expect("served by her own release");
+    drop((slot, alices, batch));
+}
+
 /// A full queue holds two tenants' waiters; the flood, under its share
 /// (it holds nothing) but pressing hardest, cannot push them out: it is
 /// refused, and both tenants keep their places. Seen failing with the old
