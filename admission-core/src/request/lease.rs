@@ -161,31 +161,23 @@ impl Lease {
         self.share.slot.pool()
     }
 
+    /// This lease's share and the shares it tops up, its own first.
+    fn shares(&self) -> impl Iterator<Item = &Share> {
+        std::iter::successors(Some(&*self.share), |share| share.parent.as_deref())
+    }
+
     /// Shares of every slot the lease holds, for work that must hold them
     /// until it ends.
     pub(crate) fn share(&self) -> HeldCapacity {
-        let Some(mut parent) = self.share.parent.as_ref() else {
+        if self.share.parent.is_none() {
             return HeldCapacity::Shared(Arc::clone(&self.share.slot));
-        };
-        let mut slots = vec![Arc::clone(&self.share.slot)];
-        loop {
-            slots.push(Arc::clone(&parent.slot));
-            match &parent.parent {
-                Some(next) => parent = next,
-                None => return HeldCapacity::SharedSeveral(slots),
-            }
         }
+        HeldCapacity::SharedSeveral(self.shares().map(|share| Arc::clone(&share.slot)).collect())
     }
 
     /// How many of its pool's slots the lease holds, top-ups included.
     fn cost(&self) -> u32 {
-        let mut share = &*self.share;
-        let mut cost = share.slot.cost();
-        while let Some(parent) = &share.parent {
-            share = parent;
-            cost += share.slot.cost();
-        }
-        cost
+        self.shares().map(|share| share.slot.cost()).sum()
     }
 
     /// What `caller` must still take of the lease's pool to hold its cost
