@@ -146,6 +146,31 @@ async fn post(url: String) -> Response {
         .expect("the server answers")
 }
 
+/// The cost tests' pools and handlers, declared in each framework's module
+/// (its own `admitted`, and pools of its own: the tests run in parallel):
+/// `walk` costs two of `COSTLY`'s three work slots, `full_walk` all three of
+/// `LAYERED_COSTLY`'s, whose lease a layer takes first. Each answers the
+/// work class's `in_use` while it runs.
+macro_rules! costly_handlers {
+    () => {
+        pub(super) static COSTLY: LazyLock<RequestPools> =
+            LazyLock::new(|| RequestPools::new(3, 1).expect("valid pools"));
+
+        #[admitted(class = work, pools = COSTLY, cost = 2)]
+        async fn walk() -> String {
+            COSTLY.pool(Class::Work).stats().in_use.to_string()
+        }
+
+        pub(super) static LAYERED_COSTLY: LazyLock<RequestPools> =
+            LazyLock::new(|| RequestPools::new(3, 1).expect("valid pools"));
+
+        #[admitted(class = work, pools = LAYERED_COSTLY, cost = 3)]
+        async fn full_walk() -> String {
+            LAYERED_COSTLY.pool(Class::Work).stats().in_use.to_string()
+        }
+    };
+}
+
 mod axum_handlers {
     use std::sync::Arc;
 
@@ -233,24 +258,7 @@ mod axum_handlers {
         format!("http://{addr}")
     }
 
-    /// Three work slots: a route that costs two.
-    pub(super) static COSTLY: LazyLock<RequestPools> =
-        LazyLock::new(|| RequestPools::new(3, 1).expect("valid pools"));
-
-    #[admitted(class = work, pools = COSTLY, cost = 2)]
-    async fn walk() -> String {
-        COSTLY.pool(Class::Work).stats().in_use.to_string()
-    }
-
-    /// Three work slots, the request's lease taken by the layer: a route
-    /// that costs all three.
-    pub(super) static LAYERED_COSTLY: LazyLock<RequestPools> =
-        LazyLock::new(|| RequestPools::new(3, 1).expect("valid pools"));
-
-    #[admitted(class = work, pools = LAYERED_COSTLY, cost = 3)]
-    async fn full_walk() -> String {
-        LAYERED_COSTLY.pool(Class::Work).stats().in_use.to_string()
-    }
+    costly_handlers!();
 
     /// Serves `walk` at `/walk`, and `full_walk` at `/full-walk` under an
     /// `AdmissionLayer` of its pools; returns the base URL.
@@ -434,24 +442,7 @@ mod actix_handlers {
         (format!("http://{addr}"), handle)
     }
 
-    /// Three work slots: a route that costs two.
-    pub(super) static COSTLY: LazyLock<RequestPools> =
-        LazyLock::new(|| RequestPools::new(3, 1).expect("valid pools"));
-
-    #[admitted(class = work, pools = COSTLY, cost = 2)]
-    async fn walk() -> String {
-        COSTLY.pool(Class::Work).stats().in_use.to_string()
-    }
-
-    /// Three work slots, the request's lease taken by the middleware: a
-    /// route that costs all three.
-    pub(super) static LAYERED_COSTLY: LazyLock<RequestPools> =
-        LazyLock::new(|| RequestPools::new(3, 1).expect("valid pools"));
-
-    #[admitted(class = work, pools = LAYERED_COSTLY, cost = 3)]
-    async fn full_walk() -> String {
-        LAYERED_COSTLY.pool(Class::Work).stats().in_use.to_string()
-    }
+    costly_handlers!();
 
     /// Serves `walk` at `/walk`, and `full_walk` at `/full-walk` in a scope
     /// under an `AdmissionControl` of its pools, with one worker; returns
