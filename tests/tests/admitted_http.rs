@@ -146,6 +146,34 @@ async fn post(url: String) -> Response {
         .expect("the server answers")
 }
 
+/// Serves `app` on a fresh loopback port; its base URL.
+async fn spawn_axum(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind port 0");
+    let addr = listener.local_addr().expect("bound address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
+/// Serves the app `factory` builds with one worker on a fresh loopback
+/// port; its base URL and the server's handle. (A macro: `HttpServer::new`
+/// takes any app factory, whose type a function could not name.)
+macro_rules! spawn_actix {
+    ($factory:expr) => {{
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+        let addr = listener.local_addr().expect("bound address");
+        let server = HttpServer::new($factory)
+            .workers(1)
+            .listen(listener)
+            .expect("listen on the bound socket")
+            .run();
+        let handle = server.handle();
+        actix_rt::spawn(server);
+        (format!("http://{addr}"), handle)
+    }};
+}
+
 /// The cost tests' pools and handlers, declared in each framework's module
 /// (its own `admitted`, and pools of its own: the tests run in parallel):
 /// `walk` costs two of `COSTLY`'s three work slots, `full_walk` all three of
@@ -205,12 +233,7 @@ mod axum_handlers {
             .route("/status", get(status))
             .route("/rotate", post(rotate))
             .with_state(Arc::new(gate));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind port 0");
-        let addr = listener.local_addr().expect("bound address");
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        format!("http://{addr}")
+        spawn_axum(app).await
     }
 
     /// Two work slots, shared by tenants: the route names each request's
@@ -226,12 +249,7 @@ mod axum_handlers {
     /// Serves `job` at `/jobs/{tenant}` and returns the base URL.
     pub(super) async fn serve_flows() -> String {
         let app = Router::new().route("/jobs/{tenant}", post(job));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind port 0");
-        let addr = listener.local_addr().expect("bound address");
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        format!("http://{addr}")
+        spawn_axum(app).await
     }
 
     /// One work slot, taken by the layer and shared by the attribute.
@@ -250,12 +268,7 @@ mod axum_handlers {
             .route("/layered", post(layered))
             .layer(AdmissionLayer::new(LAYERED.clone()))
             .with_state(Arc::new(gate));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind port 0");
-        let addr = listener.local_addr().expect("bound address");
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        format!("http://{addr}")
+        spawn_axum(app).await
     }
 
     costly_handlers!();
@@ -268,12 +281,7 @@ mod axum_handlers {
                 .route("/full-walk", post(full_walk))
                 .layer(AdmissionLayer::new(LAYERED_COSTLY.clone())),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind port 0");
-        let addr = listener.local_addr().expect("bound address");
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        format!("http://{addr}")
+        spawn_axum(app).await
     }
 }
 
@@ -370,21 +378,12 @@ mod actix_handlers {
     /// URL and the server's handle.
     pub(super) fn serve(gate: Gate) -> (String, ServerHandle) {
         let gate = web::Data::new(gate);
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
-        let addr = listener.local_addr().expect("bound address");
-        let server = HttpServer::new(move || {
+        spawn_actix!(move || {
             App::new()
                 .app_data(gate.clone())
                 .route("/status", web::get().to(status))
                 .route("/rotate", web::post().to(rotate))
         })
-        .workers(1)
-        .listen(listener)
-        .expect("listen on the bound socket")
-        .run();
-        let handle = server.handle();
-        actix_rt::spawn(server);
-        (format!("http://{addr}"), handle)
     }
 
     /// Two work slots, shared by tenants: the route names each request's
@@ -400,16 +399,7 @@ mod actix_handlers {
     /// Serves `job` at `/jobs/{tenant}` with one worker and returns the
     /// base URL and the server's handle.
     pub(super) fn serve_flows() -> (String, ServerHandle) {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
-        let addr = listener.local_addr().expect("bound address");
-        let server = HttpServer::new(|| App::new().route("/jobs/{tenant}", web::post().to(job)))
-            .workers(1)
-            .listen(listener)
-            .expect("listen on the bound socket")
-            .run();
-        let handle = server.handle();
-        actix_rt::spawn(server);
-        (format!("http://{addr}"), handle)
+        spawn_actix!(|| App::new().route("/jobs/{tenant}", web::post().to(job)))
     }
 
     /// One work slot, taken by the middleware and shared by the attribute.
@@ -425,21 +415,12 @@ mod actix_handlers {
     /// one worker and returns the base URL and the server's handle.
     pub(super) fn serve_layered(gate: Gate) -> (String, ServerHandle) {
         let gate = web::Data::new(gate);
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
-        let addr = listener.local_addr().expect("bound address");
-        let server = HttpServer::new(move || {
+        spawn_actix!(move || {
             App::new()
                 .wrap(AdmissionControl::new(LAYERED.clone()))
                 .app_data(gate.clone())
                 .route("/layered", web::post().to(layered))
         })
-        .workers(1)
-        .listen(listener)
-        .expect("listen on the bound socket")
-        .run();
-        let handle = server.handle();
-        actix_rt::spawn(server);
-        (format!("http://{addr}"), handle)
     }
 
     costly_handlers!();
@@ -448,22 +429,13 @@ mod actix_handlers {
     /// under an `AdmissionControl` of its pools, with one worker; returns
     /// the base URL and the server's handle.
     pub(super) fn serve_costly() -> (String, ServerHandle) {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
-        let addr = listener.local_addr().expect("bound address");
-        let server = HttpServer::new(|| {
+        spawn_actix!(|| {
             App::new().route("/walk", web::post().to(walk)).service(
                 web::scope("/full-walk")
                     .wrap(AdmissionControl::new(LAYERED_COSTLY.clone()))
                     .route("", web::post().to(full_walk)),
             )
         })
-        .workers(1)
-        .listen(listener)
-        .expect("listen on the bound socket")
-        .run();
-        let handle = server.handle();
-        actix_rt::spawn(server);
-        (format!("http://{addr}"), handle)
     }
 }
 
