@@ -517,6 +517,24 @@ fn queue(
     tokio::spawn(caller.scope(async move { pool.admit_with(Admission::Queue).await }))
 }
 
+/// Alice, holding `alices` beside the flood's `batch` (which has just
+/// pressed), queues one more request: it waits its turn instead of being
+/// refused at once, and her own next release serves it.
+async fn alice_waits_her_turn(
+    pool: &Pool,
+    alice: Caller,
+    mut alices: Vec<admission_core::pool::Slot>,
+    batch: admission_core::pool::Slot,
+) {
+    let third = queue(pool, alice);
+    settle().await;
+    assert!(!third.is_finished(), "alice waits her turn");
+    assert_eq!(pool.stats().waiting, 1);
+    alices.pop();
+    let slot = third.await.unwrap().expect("served by her own release");
+    drop((slot, alices, batch));
+}
+
 /// A tenant whose few requests overlap holds more of a queued class than
 /// the flood for a moment: in a queue it is not the flood (it presses far
 /// less), so its next request waits its turn instead of being refused
@@ -526,19 +544,12 @@ fn queue(
 async fn a_tenant_holding_more_than_the_flood_for_a_moment_waits_in_a_queue() {
     let pool = queued_pool(3, 4, Duration::from_millis(50));
     let (heavy, light) = (flow("batch-job"), flow("alice"));
-    let mut alices: Vec<_> = (0..2)
+    let alices: Vec<_> = (0..2)
         .map(|_| light.scope_sync(|| pool.try_admit()).unwrap())
         .collect();
     let batch = heavy.scope_sync(|| pool.try_admit()).unwrap();
     press(&pool, heavy, 20);
-
-    let third = queue(&pool, light);
-    settle().await;
-    assert!(!third.is_finished(), "alice waits her turn");
-    assert_eq!(pool.stats().waiting, 1);
-    alices.pop();
-    let slot = third.await.unwrap().expect("served by her own release");
-    drop((slot, alices, batch));
+    alice_waits_her_turn(&pool, light, alices, batch).await;
 }
 
 /// Pressure is of the last moments: a tenant that burst a second ago (four
@@ -557,14 +568,7 @@ async fn a_tenants_burst_a_second_ago_does_not_make_it_the_flood() {
     alices.push(light.scope_sync(|| pool.try_admit()).unwrap());
     let batch = heavy.scope_sync(|| pool.try_admit()).unwrap();
     press(&pool, heavy, 20);
-
-    let third = queue(&pool, light);
-    settle().await;
-    assert!(!third.is_finished(), "alice waits her turn");
-    assert_eq!(pool.stats().waiting, 1);
-    alices.pop();
-    let slot = third.await.unwrap().expect("served by her own release");
-    drop((slot, alices, batch));
+    alice_waits_her_turn(&pool, light, alices, batch).await;
 }
 
 /// A full queue holds two tenants' waiters; the flood, under its share
