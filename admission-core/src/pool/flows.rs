@@ -43,7 +43,7 @@ pub(crate) const PROBES: usize = 8;
 /// No flow owns the slot.
 const NONE: u16 = u16::MAX;
 
-/// How long a flow's [pressure](Deciding::pressure) takes to halve once
+/// How long a flow's [pressure](Deciding::standing_for) takes to halve once
 /// it stops asking: its arrivals of the last moments are what tells the
 /// flood from a tenant whose few requests happen to overlap.
 const PRESSURE_HALF_LIFE_MICROS: u64 = 250_000;
@@ -62,14 +62,15 @@ pub(crate) enum Standing {
     /// was refused and is under its own share, so the free slot is left to
     /// it. `tied`: another flow holds as much for its weight or more (it
     /// is not the flood: a queued caller then waits in line rather than
-    /// being refused, and fair order settles between them). `shared`: another flow is active at all (a refusal then names
-    /// the share, not the pool's capacity).
+    /// being refused, and fair order settles between them). `shared`:
+    /// another flow is active at all (a refusal then names the share, not
+    /// the pool's capacity).
     AtShare {
         yields: bool,
         shared: bool,
         tied: bool,
         /// No other active flow asks more often for its weight: this flow
-        /// is the flood (see [`Deciding::pressure`]).
+        /// is the flood (see [`Deciding::standing_for`]).
         flood: bool,
     },
 }
@@ -268,14 +269,22 @@ impl Deciding<'_> {
     /// it is under its share while it holds fewer slots than that.
     #[cfg(test)]
     pub(crate) fn standing(&mut self, flow: Flow, limit: usize) -> Standing {
-        self.standing_for(flow, limit, 1)
+        self.standing_for(flow, limit, 1).0
     }
 
     /// `standing` for an admission of `cost` slots: the
     /// flow is under its share while it holds at most its share less the
     /// cost, rounded up (with a cost of 1: less than its share), so shares
     /// count what an admission takes, not requests.
-    pub(crate) fn standing_for(&mut self, flow: Flow, limit: usize, cost: u32) -> Standing {
+    ///
+    /// With it, how hard `flow` presses on the pool, this arrival counted:
+    /// how often it asked lately (each arrival counts, admitted or not, and
+    /// the count halves every quarter second), per unit of its weight. A
+    /// flood presses hundreds of times harder than a tenant whose few
+    /// requests overlap now and then, though both may hold a slot and have
+    /// one waiting: the line tells them apart by it (who is favoured, who
+    /// makes room, who wins a tie in a standing queue).
+    pub(crate) fn standing_for(&mut self, flow: Flow, limit: usize, cost: u32) -> (Standing, u32) {
         let (now, flows) = (self.now, self.flows);
         let table = &mut *self.table;
         // Free the buckets of flows no longer active.
@@ -305,7 +314,7 @@ impl Deciding<'_> {
         };
         let own_held = u64::from(flows.held[own].load(SeqCst)) + u64::from(cost.max(1)) - 1;
         if own_held * total < limit * u64::from(flow.weight) {
-            return Standing::Under;
+            return (Standing::Under, own_pressure);
         }
         let mut shared = false;
         let mut yields = false;
@@ -322,24 +331,13 @@ impl Deciding<'_> {
                 >= own_held * u64::from(table.weight[at]);
             flood &= table.pressure_at(at, epoch(now)) <= own_pressure;
         }
-        Standing::AtShare {
+        let standing = Standing::AtShare {
             yields,
             shared,
             tied,
             flood,
-        }
-    }
-
-    /// How hard `flow` presses on the pool: how often it asked lately
-    /// (each arrival counts, admitted or not, and the count halves every
-    /// quarter second), per unit of its weight. A flood presses hundreds
-    /// of times harder than a tenant whose few requests overlap now and
-    /// then, though both may hold a slot and have one waiting: the line
-    /// tells them apart by it (who is favoured, who makes room, who wins
-    /// a tie in a standing queue). Counted by [`standing_for`](Self::standing_for).
-    pub(crate) fn pressure(&mut self, flow: Flow) -> u32 {
-        let at = self.place(flow);
-        self.table.pressure_at(at, epoch(self.now))
+        };
+        (standing, own_pressure)
     }
 
     /// `flow`'s bucket: the one of its probes it holds, else the first

@@ -510,7 +510,7 @@ impl Pool {
     ) -> Result<SlotId, Refusal> {
         let level = caller.criticality();
         let mut table = self.flows().lock();
-        let standing = table.standing_for(flow, self.inner.limit.load(Relaxed), cost);
+        let (standing, _) = table.standing_for(flow, self.inner.limit.load(Relaxed), cost);
         let (yields, shared) = match standing {
             Standing::Under => (false, false),
             Standing::AtShare { yields, shared, .. } => (yields, shared),
@@ -570,7 +570,7 @@ impl Pool {
     ) -> Result<(u16, bool, u32), Refusal> {
         let level = caller.criticality();
         let mut table = self.flows().lock();
-        let standing = table.standing_for(flow, self.inner.limit.load(Relaxed), cost);
+        let (standing, pressure) = table.standing_for(flow, self.inner.limit.load(Relaxed), cost);
         let favoured = match standing {
             Standing::Under => true,
             // In a queue, a flow that holds no more than another, or that
@@ -598,7 +598,6 @@ impl Pool {
             Standing::AtShare { flood, .. } => !flood,
         };
         // It asks for as long as it may wait: while it is in line.
-        let pressure = table.pressure(flow);
         Ok((table.asked(flow, wait), favoured, pressure))
     }
 
