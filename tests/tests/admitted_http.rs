@@ -176,9 +176,10 @@ macro_rules! spawn_actix {
 
 /// The cost tests' pools and handlers, declared in each framework's module
 /// (its own `admitted`, and pools of its own: the tests run in parallel):
-/// `walk` costs two of `COSTLY`'s three work slots, `full_walk` all three of
-/// `LAYERED_COSTLY`'s, whose lease a layer takes first. Each answers the
-/// work class's `in_use` while it runs.
+/// `walk` costs two of `COSTLY`'s three work slots, `full_walk` (failing
+/// fast) and `queued_full_walk` (queued) all three of `LAYERED_COSTLY`'s,
+/// whose lease a layer takes first. Each answers the work class's `in_use`
+/// while it runs.
 macro_rules! costly_handlers {
     () => {
         pub(super) static COSTLY: LazyLock<RequestPools> =
@@ -194,6 +195,11 @@ macro_rules! costly_handlers {
 
         #[admitted(class = work, pools = LAYERED_COSTLY, cost = 3)]
         async fn full_walk() -> String {
+            LAYERED_COSTLY.pool(Class::Work).stats().in_use.to_string()
+        }
+
+        #[admitted(class = work, pools = LAYERED_COSTLY, cost = 3, queue)]
+        async fn queued_full_walk() -> String {
             LAYERED_COSTLY.pool(Class::Work).stats().in_use.to_string()
         }
     };
@@ -273,12 +279,14 @@ mod axum_handlers {
 
     costly_handlers!();
 
-    /// Serves `walk` at `/walk`, and `full_walk` at `/full-walk` under an
-    /// `AdmissionLayer` of its pools; returns the base URL.
+    /// Serves `walk` at `/walk`, and `full_walk` and `queued_full_walk`
+    /// at `/full-walk` and `/queued-full-walk` under an `AdmissionLayer` of
+    /// their pools; returns the base URL.
     pub(super) async fn serve_costly() -> String {
         let app = Router::new().route("/walk", post(walk)).merge(
             Router::new()
                 .route("/full-walk", post(full_walk))
+                .route("/queued-full-walk", post(queued_full_walk))
                 .layer(AdmissionLayer::new(LAYERED_COSTLY.clone())),
         );
         spawn_axum(app).await
@@ -425,15 +433,17 @@ mod actix_handlers {
 
     costly_handlers!();
 
-    /// Serves `walk` at `/walk`, and `full_walk` at `/full-walk` in a scope
-    /// under an `AdmissionControl` of its pools, with one worker; returns
-    /// the base URL and the server's handle.
+    /// Serves `walk` at `/walk`, and `full_walk` and `queued_full_walk`
+    /// at `/full-walk` and `/queued-full-walk` in a scope under an
+    /// `AdmissionControl` of their pools, with one worker; returns the base
+    /// URL and the server's handle.
     pub(super) fn serve_costly() -> (String, ServerHandle) {
         spawn_actix!(|| {
             App::new().route("/walk", web::post().to(walk)).service(
-                web::scope("/full-walk")
+                web::scope("")
                     .wrap(AdmissionControl::new(LAYERED_COSTLY.clone()))
-                    .route("", web::post().to(full_walk)),
+                    .route("/full-walk", web::post().to(full_walk))
+                    .route("/queued-full-walk", web::post().to(queued_full_walk)),
             )
         })
     }
@@ -628,7 +638,8 @@ async fn actix_handler_with_a_flow_is_held_to_its_share() {
 }
 
 /// `#[admitted(cost = 2)]` and, under a layer of its pools,
-/// `#[admitted(cost = 3)]`, over `base`'s `/walk` and `/full-walk` on
+/// `#[admitted(cost = 3)]` failing fast and queued, over `base`'s `/walk`,
+/// `/full-walk` and `/queued-full-walk` on
 /// classes of three: each handler runs holding its whole cost (the one
 /// under the layer tops the layer's lease up: three, not one), a request
 /// of cost 2 is refused at once with one slot free, and every slot is back
@@ -657,22 +668,24 @@ async fn a_routes_cost_is_held_whole(base: &str, costly: &RequestPools, layered:
     drop(held);
     assert_eq!(costly.pool(Class::Work).stats().in_use, 0, "all back");
 
-    let walked = post(format!("{base}/full-walk")).await;
-    assert_eq!(walked.status(), StatusCode::OK, "an idle server admits");
-    assert_eq!(
-        walked.text().await.expect("body"),
-        "3",
-        "the layer's lease of one, topped up to the route's three"
-    );
-    // The layer's lease ends with the response body, on the server's
-    // thread: nothing signals it, so it is polled for, within 5 s.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while layered.pool(Class::Work).stats().in_use != 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "every slot back within 5 s"
+    for route in ["full-walk", "queued-full-walk"] {
+        let walked = post(format!("{base}/{route}")).await;
+        assert_eq!(walked.status(), StatusCode::OK, "an idle server admits");
+        assert_eq!(
+            walked.text().await.expect("body"),
+            "3",
+            "the layer's lease of one, topped up to the route's three ({route})"
         );
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        // The layer's lease ends with the response body, on the server's
+        // thread: nothing signals it, so it is polled for, within 5 s.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while layered.pool(Class::Work).stats().in_use != 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "every slot back within 5 s"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
     }
 }
 
