@@ -14,7 +14,7 @@ use std::hash::Hash;
 
 use admission_core::{Caller, Refusal};
 use bytes::Bytes;
-use http::header::CONTENT_TYPE;
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::request::Parts;
 use http::{HeaderValue, Response};
 
@@ -105,7 +105,9 @@ impl RefusalBody {
         mut response: Response<Option<Bytes>>,
     ) -> Response<Option<Bytes>> {
         if let Some((content_type, body)) = (self.0)(refusal, parts) {
-            response.headers_mut().insert(CONTENT_TYPE, content_type);
+            let headers = response.headers_mut();
+            headers.insert(CONTENT_TYPE, content_type);
+            headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
             *response.body_mut() = Some(body);
         }
         response

@@ -13,7 +13,8 @@ use std::thread::LocalKey;
 
 use admission_core::{Code, Criticality, Refusal};
 use bytes::Bytes;
-use http::{HeaderMap, Response, StatusCode};
+use http::header::CONTENT_LENGTH;
+use http::{HeaderMap, HeaderValue, Response, StatusCode};
 
 use crate::classify::Classify;
 use crate::grpc::{GrpcAnswer, GrpcRefusalStatus};
@@ -63,9 +64,21 @@ impl Protocol for HttpRefusalStatus {
     }
 
     fn refusal(&self, refusal: &Refusal) -> Response<Option<Bytes>> {
-        let write = || Problem::refusal(refusal, *self).into_http(Some);
+        let write = || sized(Problem::refusal(refusal, *self).into_http(Some));
         kept_or(&HTTP_ANSWERS, Facts::of(refusal, self.code()), write)
     }
+}
+
+/// The answer with its `content-length`, written once with the answer
+/// and kept with it: a server that would add the header itself (axum
+/// does, for a body of known size) finds it there and need not format
+/// the number and grow the copied header map on every refusal.
+fn sized(mut response: Response<Option<Bytes>>) -> Response<Option<Bytes>> {
+    let length = response.body().as_ref().map_or(0, Bytes::len);
+    response
+        .headers_mut()
+        .insert(CONTENT_LENGTH, HeaderValue::from(length));
+    response
 }
 
 impl Protocol for GrpcRefusalStatus {
@@ -225,8 +238,11 @@ mod tests {
                     HttpRefusalStatus::ServiceUnavailable,
                     HttpRefusalStatus::TooManyRequests,
                 ] {
-                    let written = Problem::refusal(refusal, status).into_http(Some);
-                    assert_eq!(wire(&status.refusal(refusal)), wire(&written));
+                    let written = sized(Problem::refusal(refusal, status).into_http(Some));
+                    let kept = status.refusal(refusal);
+                    assert_eq!(wire(&kept), wire(&written));
+                    let length = kept.body().as_ref().map_or(0, Bytes::len);
+                    assert_eq!(kept.headers()[CONTENT_LENGTH], length.to_string());
                 }
                 for status in [
                     GrpcRefusalStatus::Unavailable,

@@ -1257,6 +1257,7 @@ pub(crate) async fn a_refusal_carries_the_apps_own_page(adapter: Adapter) {
     assert_eq!(answer.header("x-admission-refusal"), SATURATED);
     assert_eq!(answer.header("content-type"), super::endpoints::HTML);
     assert_eq!(answer.text(), OWN_PAGE);
+    assert_eq!(answer.header("content-length"), OWN_PAGE.len().to_string());
     drop(held);
     leases_back(&requests).await;
     server.stop().await;
