@@ -66,6 +66,7 @@ pin_project_lite::pin_project! {
     /// # }
     /// ```
     #[must_use = "futures do nothing unless polled"]
+    #[doc(hidden)]
     pub struct ResponseFuture<S, B>
     where
         S: Service<ServiceRequest>,

@@ -33,9 +33,8 @@
 //!   on open connections with eviction of the oldest waiting one,
 //!   header-read, idle and write-progress timeouts, so a client holding
 //!   connections with unfinished requests (slowloris) or never reading its
-//!   responses cannot take the process off the air. The pieces are a
-//!   [`serve::Listener`][serve-listener] that `axum::serve` accepts and
-//!   [`serve::track`][serve-track]. See the [`serve`][serve-mod] module.
+//!   responses cannot take the process off the air. See the
+//!   [`serve`][serve-mod] module.
 //!
 //! The answers themselves (status, headers, body) are `admission-http`'s
 //! [`Problem`](admission_http::Problem), so every adapter sends the same
@@ -181,16 +180,11 @@
 // The links to items behind features resolve to the items when the
 // feature is on, and to their pages on docs.rs (built with every feature)
 // when it is off, so the docs build without warnings either way.
-#![cfg_attr(
-    feature = "serve",
-    doc = "[serve-fn]: serve()\n[serve-mod]: mod@serve\n[serve-listener]: serve::Listener\n[serve-track]: serve::track"
-)]
+#![cfg_attr(feature = "serve", doc = "[serve-fn]: serve()\n[serve-mod]: mod@serve")]
 #![cfg_attr(
     not(feature = "serve"),
     doc = "[serve-fn]: https://docs.rs/admission-axum/latest/admission_axum/fn.serve.html\n\
-           [serve-mod]: https://docs.rs/admission-axum/latest/admission_axum/serve/index.html\n\
-           [serve-listener]: https://docs.rs/admission-axum/latest/admission_axum/serve/struct.Listener.html\n\
-           [serve-track]: https://docs.rs/admission-axum/latest/admission_axum/serve/fn.track.html"
+           [serve-mod]: https://docs.rs/admission-axum/latest/admission_axum/serve/index.html"
 )]
 #![cfg_attr(feature = "balancer", doc = "[report-load]: load_report::ReportLoad")]
 #![cfg_attr(

@@ -1,9 +1,9 @@
-//! The admitting `Listener` under plain `axum::serve`: HTTP/2 passes
+//! The admitting listener `serve` gives `axum::serve`: HTTP/2 passes
 //! through, and eviction has no grace period an attacker could stay under.
 
 use std::time::Duration;
 
-use admission_axum::serve::{ConnectionLimits, Listener, track};
+use admission_axum::serve::{ConnectionLimits, Connections};
 use axum::Router;
 use axum::routing::get;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -11,15 +11,15 @@ use tokio::net::TcpStream;
 
 const WAIT: Duration = Duration::from_secs(5);
 
-async fn served(
-    limits: ConnectionLimits,
-) -> (std::net::SocketAddr, admission_axum::serve::Connections) {
+async fn served(limits: ConnectionLimits) -> (std::net::SocketAddr, Connections) {
     let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = tcp.local_addr().unwrap();
-    let listener = Listener::new(tcp, limits).expect("valid limits");
-    let connections = listener.connections();
     let app = Router::new().route("/healthz", get(|| async { "ok\n" }));
-    tokio::spawn(async move { axum::serve(listener, track(app)).await });
+    let server = admission_axum::serve(tcp, app)
+        .limits(limits)
+        .expect("valid limits");
+    let connections = server.connections();
+    tokio::spawn(std::future::IntoFuture::into_future(server));
     (addr, connections)
 }
 

@@ -41,6 +41,7 @@ pin_project_lite::pin_project! {
     ///
     /// Polling it again after it completed panics.
     #[must_use = "futures do nothing unless polled"]
+    #[doc(hidden)]
     pub struct ResponseFuture<F> {
         #[pin]
         admitting: Admitting<F, Answer, Wait<F>>,

@@ -24,6 +24,7 @@ use crate::admit::RequestAdmission;
 
 /// What an [`Admitting`] ends with.
 #[derive(Debug)]
+#[doc(hidden)]
 pub enum Outcome<T, X> {
     /// The inner call's output, and the lease its response body must hold
     /// until it ends: `None` when the request passed with no lease, or when
@@ -37,6 +38,7 @@ pub enum Outcome<T, X> {
 
 /// What a queued wait ends with: the admitted call and its lease, or the
 /// adapter's answer to the refusal.
+#[doc(hidden)]
 pub type Waited<F, X> = Result<(Scoped<F>, Lease), X>;
 
 pin_project_lite::pin_project! {
@@ -53,6 +55,7 @@ pin_project_lite::pin_project! {
     ///
     /// Polling it again after it completed panics.
     #[must_use = "futures do nothing unless polled"]
+    #[doc(hidden)]
     pub struct Admitting<F, X, W> {
         #[pin]
         step: Step<F, X, W>,

@@ -21,6 +21,7 @@ use crate::grpc::{GrpcAnswer, GrpcRefusalStatus};
 use crate::problem::{HttpRefusalStatus, Problem};
 
 mod sealed {
+    #[doc(hidden)]
     pub trait Sealed {}
     impl Sealed for super::HttpRefusalStatus {}
     impl Sealed for super::GrpcRefusalStatus {}

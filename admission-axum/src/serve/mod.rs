@@ -2,11 +2,11 @@
 //! connections, a header-read timeout, an idle keep-alive timeout and a
 //! write-progress timeout.
 //!
-//! This module owns axum's side only: [`Listener`] (axum's `Listener`
-//! trait over the shared accept loop,
-//! [`admission_http::connection::Incoming`]), [`track`] (the make-service
-//! that tells each connection when a request is in flight) and [`serve`]
-//! (both in one call, with a shutdown that closes waiting connections).
+//! This module owns axum's side only: [`serve`], which gives
+//! `axum::serve` a listener over the shared accept loop
+//! ([`admission_http::connection::Incoming`]) and an app that tells each
+//! connection when a request is in flight, with a shutdown that closes
+//! waiting connections.
 //! What is bounded, counted and logged, and the defaults, are the same on
 //! every adapter and described once in [`admission_http::connection`];
 //! [`ConnectionLimits`], [`ConnectionStats`] and [`Connections`] are
@@ -75,7 +75,5 @@ mod listener;
 mod server;
 mod track;
 
-pub use self::listener::Listener;
 pub use self::server::{Serve, serve};
-pub use self::track::{Track, Tracked, TrackedFuture, track};
-pub use admission_http::connection::{Connection, ConnectionLimits, ConnectionStats, Connections};
+pub use admission_http::connection::{ConnectionLimits, ConnectionStats, Connections};

@@ -1,7 +1,7 @@
 //! Telling a connection when it has a request in flight.
 //!
-//! This module owns [`track`], the make-service that gives every
-//! connection of a [`Listener`] a service marking its requests, and the
+//! This module owns `track`, the make-service that gives every
+//! connection of a `Listener` a service marking its requests, and the
 //! response body that keeps the connection busy until it ends. It must
 //! never change a request or a response beyond adding
 //! [`ConnectInfo<SocketAddr>`](axum::extract::ConnectInfo) to the request.
@@ -29,30 +29,13 @@ use super::listener::Listener;
 /// wait for a request head (a connection served without it gets the
 /// bound and the write-progress timeout only). Each request carries
 /// [`ConnectInfo<SocketAddr>`](axum::extract::ConnectInfo).
-///
-/// # Examples
-///
-/// ```
-/// use admission_axum::serve::{ConnectionLimits, Listener, track};
-/// use axum::{Router, routing::get};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-/// let listener = Listener::new(tcp, ConnectionLimits::new())?;
-/// let app = Router::new().route("/healthz", get(|| async { "ok\n" }));
-/// // A signal that has already fired: it stops at once.
-/// axum::serve(listener, track(app)).with_graceful_shutdown(async {}).await?;
-/// # Ok(())
-/// # }
-/// ```
-pub fn track<S>(service: S) -> Track<S> {
+pub(crate) fn track<S>(service: S) -> Track<S> {
     Track { service }
 }
 
 /// The make-service [`track`] builds.
 #[derive(Debug, Clone)]
-pub struct Track<S> {
+pub(crate) struct Track<S> {
     service: S,
 }
 
@@ -77,8 +60,7 @@ impl<S: Clone> Service<IncomingStream<'_, Listener>> for Track<S> {
 /// The app as one connection calls it (built by [`track`]): each request
 /// marks the connection busy until its response body ends.
 #[derive(Debug, Clone)]
-#[doc(hidden)]
-pub struct Tracked<S> {
+pub(crate) struct Tracked<S> {
     service: S,
     requests: Requests,
     remote: SocketAddr,
@@ -113,8 +95,7 @@ where
 
 pin_project_lite::pin_project! {
     /// The response future of [`Tracked`].
-    #[doc(hidden)]
-    pub struct TrackedFuture<S, F> {
+    pub(crate) struct TrackedFuture<S, F> {
         #[pin]
         call: Call<S, F>,
         // Moves into the response body: the connection is busy until the

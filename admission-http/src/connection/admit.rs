@@ -91,7 +91,7 @@ impl Accept for TcpListener {
 }
 
 /// An accept loop that admits connections under [`ConnectionLimits`]:
-/// axum's `serve::Listener`, tonic's `connections::Incoming` and
+/// axum's `serve`, tonic's `connections::Incoming` and
 /// actix-web's `serve` are built on it.
 ///
 /// Past the bound a newcomer takes the place of the connection that has

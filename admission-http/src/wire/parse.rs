@@ -28,6 +28,7 @@ use admission_core::Code;
 /// assert!(parse_budget_ms(b"-5").is_err());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[doc(hidden)]
 pub struct Malformed(());
 
 impl std::fmt::Display for Malformed {
