@@ -216,7 +216,7 @@ where
 type Facts = (HttpRefusalStatus, Code, Criticality, u32, &'static str);
 
 /// An answer as kept: its status, its headers in order, its body.
-type Kept = (Facts, StatusCode, Vec<(HeaderName, HeaderValue)>, Bytes);
+type KeptAnswer = (Facts, StatusCode, Vec<(HeaderName, HeaderValue)>, Bytes);
 
 /// How many answers a worker keeps: the few refusals a server sends under
 /// one overload (a class or two, a hint or two).
@@ -227,7 +227,7 @@ thread_local! {
     /// first: a refused request under a sustained overload clones its
     /// answer (header values and body share their bytes) instead of
     /// writing the problem document and converting each header again.
-    static ANSWERS: RefCell<(Vec<Kept>, usize)> = const { RefCell::new((Vec::new(), 0)) };
+    static ANSWERS: RefCell<(Vec<KeptAnswer>, usize)> = const { RefCell::new((Vec::new(), 0)) };
 }
 
 /// The answer to `refusal` under `status`: the problem document as every

@@ -2,7 +2,7 @@
 //! most a ratio of the requests made over a time to live, plus a minimum
 //! per second, so that a failing server sees a bounded share of extra load.
 //!
-//! This module owns the books (deposits and withdrawals in slots of a tenth
+//! This module owns the window (deposits and withdrawals in slots of a tenth
 //! of the time to live) and their arithmetic. It must never grant more than
 //! the ratio allows: the ratio is held in millionths, rounded down, and
 //! every comparison is in whole numbers, so a fractional ratio never rounds
@@ -19,7 +19,7 @@ use crate::error::ConfigError;
 
 /// Millionths: a ratio of 0.2 is held as 200 000.
 const UNIT: u64 = 1_000_000;
-/// The books keep this many slots over one time to live.
+/// The window keeps this many slots over one time to live.
 const SLOTS: usize = 10;
 
 /// A retry budget shared by every clone (and every request through a
@@ -50,7 +50,7 @@ const SLOTS: usize = 10;
 /// ```
 #[derive(Debug, Clone)]
 pub struct RetryBudget {
-    books: Arc<Mutex<Books>>,
+    window: Arc<Mutex<Window>>,
     /// The ratio in millionths of a retry per request.
     per_request: u64,
     /// The reserve in millionths of a retry.
@@ -67,7 +67,7 @@ struct Slot {
 }
 
 #[derive(Debug)]
-struct Books {
+struct Window {
     slots: [Slot; SLOTS],
 }
 
@@ -112,7 +112,7 @@ impl RetryBudget {
         let per_request = (ratio * UNIT as f64).floor() as u64;
         let reserve = u64::from(min_per_sec) * u64::try_from(ttl.as_millis()).unwrap_or(0) * 1000;
         Ok(RetryBudget {
-            books: Arc::new(Mutex::new(Books {
+            window: Arc::new(Mutex::new(Window {
                 slots: [Slot::default(); SLOTS],
             })),
             per_request,
@@ -134,16 +134,16 @@ impl RetryBudget {
 
     pub(crate) fn deposit_at(&self, now: Instant) {
         let index = self.index(now);
-        self.with_books(|books| books.slot(index).deposits += 1);
+        self.with_window(|window| window.slot(index).deposits += 1);
     }
 
     pub(crate) fn try_withdraw_at(&self, now: Instant) -> bool {
         let index = self.index(now);
-        self.with_books(|books| {
-            let (deposits, withdrawals) = books.totals(index);
+        self.with_window(|window| {
+            let (deposits, withdrawals) = window.totals(index);
             let covered = self.reserve + deposits * self.per_request;
             if covered >= (withdrawals + 1) * UNIT {
-                books.slot(index).withdrawals += 1;
+                window.slot(index).withdrawals += 1;
                 true
             } else {
                 false
@@ -155,8 +155,8 @@ impl RetryBudget {
         crate::throttle::slot_index(now, self.epoch, self.slot)
     }
 
-    fn with_books<R>(&self, f: impl FnOnce(&mut Books) -> R) -> R {
-        f(&mut crate::throttle::unpoisoned(&self.books))
+    fn with_window<R>(&self, f: impl FnOnce(&mut Window) -> R) -> R {
+        f(&mut crate::throttle::unpoisoned(&self.window))
     }
 }
 
@@ -166,7 +166,7 @@ impl Default for RetryBudget {
     }
 }
 
-impl Books {
+impl Window {
     /// The slot for `index`, emptied if it last held an expired one.
     fn slot(&mut self, index: u64) -> &mut Slot {
         let slot = &mut self.slots[usize::try_from(index % SLOTS as u64).unwrap_or(0)];
@@ -264,7 +264,7 @@ mod tests {
                     if budget.try_withdraw_at(start + t) {
                         log.push((t, true));
                         // The window of ttl ending now, slot-aligned as the
-                        // books see it (never longer than ttl).
+                        // window sees it (never longer than ttl).
                         let slot = ttl / 10;
                         let first = (t.as_nanos() / slot.as_nanos()).saturating_sub(9);
                         let from = slot * u32::try_from(first).unwrap();

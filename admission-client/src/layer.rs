@@ -186,7 +186,7 @@ where
             // The ready service goes to the loop; its clone stays here.
             let clone = self.inner.clone();
             let ready = std::mem::replace(&mut self.inner, clone);
-            let kept = Kept {
+            let kept = RetryInputs {
                 service: ready,
                 parts,
             };
@@ -205,7 +205,7 @@ where
         // A retryable call keeps the caller's head and a clone of the
         // service for its retries; the first attempt takes the head itself.
         let (mut head, kept) = if eligible {
-            let kept = Kept {
+            let kept = RetryInputs {
                 service: self.inner.clone(),
                 parts: parts.clone(),
             };
@@ -262,7 +262,7 @@ impl Plan {
 /// What a retryable call keeps to be made again: a clone of the service
 /// (made ready before each retry) and the caller's head. The body's
 /// bytes are the loop's own: none when the call came with an empty body.
-struct Kept<S> {
+struct RetryInputs<S> {
     service: S,
     parts: http::request::Parts,
 }
@@ -335,7 +335,7 @@ pin_project! {
             #[pin]
             attempt: S::Future,
             plan: Plan,
-            kept: Option<Box<Kept<S>>>,
+            kept: Option<Box<RetryInputs<S>>>,
             timer: Option<Pin<Box<Sleep>>>,
             now: Instant,
             waited: bool,
@@ -434,7 +434,7 @@ where
 /// `async fn`: the future then holds the head once (an `async fn` keeps
 /// its arguments and their moved copies side by side).
 fn run<S, B, R>(
-    kept: Kept<S>,
+    kept: RetryInputs<S>,
     plan: Plan,
     start: Start<B, Result<Response<R>, S::Error>>,
     mut timer: Option<Pin<Box<Sleep>>>,
@@ -445,7 +445,7 @@ where
     B: ReplayBody,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let Kept {
+    let RetryInputs {
         mut service,
         mut parts,
     } = kept;

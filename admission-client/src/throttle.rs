@@ -6,7 +6,7 @@
 //!
 //! This module owns those two counters (in slots of a tenth of the window,
 //! with their sums kept as it moves), the mark of the last refusal that
-//! lets a call skip the books while the window holds none, and the draw.
+//! lets a call skip reading the window while it holds none, and the draw.
 //! It must never reject while the server accepts at least `1/K` of what
 //! is sent, and never sleeps.
 
@@ -54,11 +54,11 @@ pub struct AdaptiveThrottle {
 
 #[derive(Debug, Default)]
 struct Shared {
-    books: Mutex<Books>,
+    window: Mutex<Window>,
     /// The first slot whose window holds none of the refusals recorded
     /// so far (the latest one's slot plus `SLOTS`). From it on the window
     /// holds accepted requests only, so (K being at least 1) the
-    /// probability is 0 and a call need not read the books.
+    /// probability is 0 and a call need not read the window.
     clear_from: AtomicU64,
 }
 
@@ -72,13 +72,13 @@ struct Counts {
 /// `i % SLOTS`) and their sums, kept as the window moves on, so that a
 /// call reads two numbers, not every slot.
 #[derive(Debug, Default)]
-struct Books {
+struct Window {
     slots: [Counts; SLOTS],
     head: u64,
     total: Counts,
 }
 
-impl Books {
+impl Window {
     /// Moves the window on to end at `index`, forgetting the slots it
     /// leaves; a reading older than the head leaves it where it is.
     fn advance(&mut self, index: u64) {
@@ -86,9 +86,9 @@ impl Books {
             return;
         }
         if index - self.head >= SLOTS as u64 {
-            *self = Books {
+            *self = Window {
                 head: index,
-                ..Books::default()
+                ..Window::default()
             };
             return;
         }
@@ -165,9 +165,9 @@ impl AdaptiveThrottle {
 
     pub(crate) fn record_at(&self, now: Instant, accepted: bool) {
         let index = self.index(now);
-        let mut books = self.books();
-        books.advance(index);
-        if index.saturating_add(SLOTS as u64) <= books.head {
+        let mut window = self.window();
+        window.advance(index);
+        if index.saturating_add(SLOTS as u64) <= window.head {
             // Read before the window began: already forgotten.
             return;
         }
@@ -177,11 +177,11 @@ impl AdaptiveThrottle {
                 .fetch_max(index.saturating_add(SLOTS as u64), Ordering::Relaxed);
         }
         let accepts = u64::from(accepted);
-        let slot = &mut books.slots[position(index)];
+        let slot = &mut window.slots[position(index)];
         slot.requests += 1;
         slot.accepts += accepts;
-        books.total.requests += 1;
-        books.total.accepts += accepts;
+        window.total.requests += 1;
+        window.total.accepts += accepts;
     }
 
     /// The probability over the window ending at `now` (or at a later
@@ -193,10 +193,10 @@ impl AdaptiveThrottle {
         if index >= self.shared.clear_from.load(Ordering::Relaxed) {
             return 0.0;
         }
-        let mut books = self.books();
-        books.advance(index);
-        let Counts { requests, accepts } = books.total;
-        drop(books);
+        let mut window = self.window();
+        window.advance(index);
+        let Counts { requests, accepts } = window.total;
+        drop(window);
         #[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
         let (requests, accepts) = (requests as f64, accepts as f64);
         ((requests - self.k * accepts) / (requests + 1.0)).max(0.0)
@@ -206,15 +206,15 @@ impl AdaptiveThrottle {
         slot_index(now, self.epoch, self.slot)
     }
 
-    fn books(&self) -> MutexGuard<'_, Books> {
-        unpoisoned(&self.shared.books)
+    fn window(&self) -> MutexGuard<'_, Window> {
+        unpoisoned(&self.shared.window)
     }
 }
 
-/// The books of the throttle and of the budget, locked: they hold
+/// The windows of the throttle and of the budget, locked: they hold
 /// counters only, so a panic elsewhere leaves them valid.
-pub(crate) fn unpoisoned<T>(books: &Mutex<T>) -> MutexGuard<'_, T> {
-    books.lock().unwrap_or_else(PoisonError::into_inner)
+pub(crate) fn unpoisoned<T>(window: &Mutex<T>) -> MutexGuard<'_, T> {
+    window.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The slot of `now` since `epoch`, in slots of `slot`: whole nanoseconds
@@ -272,7 +272,7 @@ mod tests {
 
     proptest::proptest! {
         /// The sums kept as the window moves are those of the slots in it,
-        /// and the books are skipped only while the window holds no
+        /// and the window is skipped only while the window holds no
         /// refusal: the probability after any run of records is the
         /// formula over the records of the ten slots ending now.
         #[test]

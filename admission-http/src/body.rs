@@ -93,7 +93,7 @@ pin_project_lite::pin_project! {
             // after `inner` (the one drop order of both adapters, as tower's
             // `_permit`): the body's own resources, a stream and whatever
             // feeds it, are gone before the slot is back.
-            hold: Hold,
+            hold: LeaseState,
             // What is left of a large data frame handed over in pieces.
             rest: Option<Bytes>,
         },
@@ -107,7 +107,7 @@ pin_project_lite::pin_project! {
 
 /// What an admitted body holds of its request's lease.
 #[derive(Debug)]
-enum Hold {
+enum LeaseState {
     /// The lease, not yet watched: no frame has been handed over short of
     /// the end (a body sent in one frame never starts a watchdog).
     Lease(Lease, ProgressTimeout),
@@ -120,30 +120,30 @@ enum Hold {
     Stalled,
 }
 
-impl Hold {
+impl LeaseState {
     /// A frame short of the end was handed over.
     fn yielded(&mut self) {
-        match std::mem::replace(self, Hold::Released) {
-            Hold::Lease(lease, bound) => {
+        match std::mem::replace(self, LeaseState::Released) {
+            LeaseState::Lease(lease, bound) => {
                 *self = match Watched::start(lease, bound) {
-                    Ok(watched) => Hold::Watched(watched),
+                    Ok(watched) => LeaseState::Watched(watched),
                     // No runtime to watch on: held to the end, as before.
-                    Err(lease) => Hold::Lease(lease, bound),
+                    Err(lease) => LeaseState::Lease(lease, bound),
                 };
             }
-            Hold::Watched(watched) => {
+            LeaseState::Watched(watched) => {
                 watched.yielded();
-                *self = Hold::Watched(watched);
+                *self = LeaseState::Watched(watched);
             }
             other => *self = other,
         }
     }
 }
 
-impl Hold {
+impl LeaseState {
     /// Whether the body still holds the lease (watched or not).
     fn is_held(&self) -> bool {
-        matches!(self, Hold::Lease(..) | Hold::Watched(_))
+        matches!(self, LeaseState::Lease(..) | LeaseState::Watched(_))
     }
 }
 
@@ -171,7 +171,7 @@ impl<B> LeasedBody<B> {
         LeasedBody {
             kind: Kind::Leased {
                 inner,
-                hold: Hold::Lease(lease, ProgressTimeout::DEFAULT),
+                hold: LeaseState::Lease(lease, ProgressTimeout::DEFAULT),
                 rest: None,
             },
         }
@@ -193,7 +193,7 @@ impl<B> LeasedBody<B> {
         LeasedBody {
             kind: Kind::Leased {
                 inner,
-                hold: Hold::Released,
+                hold: LeaseState::Released,
                 rest: None,
             },
         }
@@ -230,7 +230,7 @@ impl<B> LeasedBody<B> {
     #[must_use]
     pub fn progress_timeout(mut self, bound: ProgressTimeout) -> Self {
         if let Kind::Leased {
-            hold: Hold::Lease(_, current),
+            hold: LeaseState::Lease(_, current),
             ..
         } = &mut self.kind
         {
@@ -292,9 +292,9 @@ impl<B> LeasedBody<B> {
     pub fn holds_lease(&self) -> bool {
         match &self.kind {
             Kind::Leased { hold, .. } => match hold {
-                Hold::Lease(..) => true,
-                Hold::Watched(watched) => watched.holds_lease(),
-                Hold::Released | Hold::Stalled => false,
+                LeaseState::Lease(..) => true,
+                LeaseState::Watched(watched) => watched.holds_lease(),
+                LeaseState::Released | LeaseState::Stalled => false,
             },
             Kind::Refusal { .. } => false,
         }
@@ -320,12 +320,12 @@ where
                 rest,
             } => {
                 match hold {
-                    Hold::Watched(watched) if watched.polled() => {
+                    LeaseState::Watched(watched) if watched.polled() => {
                         *rest = None;
-                        *hold = Hold::Stalled;
+                        *hold = LeaseState::Stalled;
                         return Poll::Ready(Some(Err(Box::new(Stalled))));
                     }
-                    Hold::Stalled => return Poll::Ready(None),
+                    LeaseState::Stalled => return Poll::Ready(None),
                     _ => {}
                 }
                 let frame = match rest.take() {
@@ -348,7 +348,7 @@ where
                 if ended {
                     // The request is done with its slot (a watchdog, if
                     // any, ends with it).
-                    *hold = Hold::Released;
+                    *hold = LeaseState::Released;
                 } else {
                     hold.yielded();
                 }
@@ -360,7 +360,7 @@ where
     fn is_end_stream(&self) -> bool {
         match &self.kind {
             Kind::Leased {
-                hold: Hold::Stalled,
+                hold: LeaseState::Stalled,
                 ..
             } => true,
             Kind::Leased { inner, rest, .. } => rest.is_none() && inner.is_end_stream(),

@@ -129,7 +129,7 @@ impl Facts {
 
 /// An answer as kept: the facts it was written from, its status, its
 /// headers in order and its body.
-type Kept = (Facts, StatusCode, HeaderMap, Option<Bytes>);
+type KeptAnswer = (Facts, StatusCode, HeaderMap, Option<Bytes>);
 
 /// How many answers each thread keeps per protocol: the few refusals a
 /// server sends under one overload (a class or two, a hint or two).
@@ -141,7 +141,7 @@ const KEPT: usize = 4;
 /// document, formatting its numbers and parsing its header names again.
 /// Bounded: [`KEPT`] answers per thread, the oldest replaced first.
 struct Answers {
-    kept: [Option<Kept>; KEPT],
+    kept: [Option<KeptAnswer>; KEPT],
     next: usize,
 }
 
