@@ -7,8 +7,12 @@
 //!   run under it, the body wrapped, the lease released at its end);
 //! * `admission_with_deadline`: the same with a `grpc-timeout` to parse
 //!   into the caller's deadline;
+//! * `tower_limit_shed`: the bare service under tower's `LoadShed` +
+//!   `GlobalConcurrencyLimit`, its overload error answered as tonic's
+//!   `Status::unavailable` (what a tonic server does with tower alone);
 //! * `refused`: a call the layer refuses (a trailers-only `UNAVAILABLE`
-//!   with its message and pushback).
+//!   with its message and pushback), and `tower_refused`, tower's shed
+//!   answered as `Status::unavailable` (no pushback, no code).
 
 use std::convert::Infallible;
 use std::hint::black_box;
@@ -19,8 +23,10 @@ use admission_http::body::RequestBody;
 use admission_tonic::AdmissionLayer;
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
+use http_body_util::Either;
 use http_body_util::{BodyExt, Full};
-use tower::{Layer, Service, ServiceExt, service_fn};
+use tower::limit::GlobalConcurrencyLimitLayer;
+use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt, service_fn};
 
 fn request(timeout: Option<&'static str>) -> http::Request<()> {
     let mut request = http::Request::post("/registry.v1.Registry/Walk");
@@ -33,7 +39,8 @@ fn request(timeout: Option<&'static str>) -> http::Request<()> {
 /// One call, its whole body read: what a server does with the response.
 fn call<S, B>(runtime: &tokio::runtime::Runtime, service: &S, timeout: Option<&'static str>) -> bool
 where
-    S: Service<http::Request<()>, Response = http::Response<B>, Error = Infallible> + Clone,
+    S: Service<http::Request<()>, Response = http::Response<B>> + Clone,
+    S::Error: std::fmt::Debug,
     B: http_body::Body<Data = Bytes>,
     B::Error: std::fmt::Debug,
 {
@@ -52,6 +59,45 @@ async fn hello<B>(_request: http::Request<B>) -> Result<http::Response<Full<Byte
     ))))
 }
 
+/// The answer to tower's overload error as a tonic server writes it: a
+/// trailers-only `UNAVAILABLE`.
+fn unavailable<B>(
+    result: Result<http::Response<B>, BoxError>,
+) -> Result<http::Response<Either<B, tonic::body::Body>>, BoxError> {
+    Ok(match result {
+        Ok(response) => response.map(Either::Left),
+        Err(_) => tonic::Status::unavailable("overloaded")
+            .into_http::<tonic::body::Body>()
+            .map(Either::Right),
+    })
+}
+
+/// `service` under tower's limit of `limit` with one semaphore, shed when
+/// full and answered as [`unavailable`].
+fn with_tower_limit<S>(
+    service: S,
+    limit: usize,
+) -> impl Service<
+    http::Request<()>,
+    Response = http::Response<Either<Full<Bytes>, tonic::body::Body>>,
+    Error = BoxError,
+    Future: Send,
+> + Clone
++ Send
+where
+    S: Service<http::Request<()>, Response = http::Response<Full<Bytes>>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+{
+    ServiceBuilder::new()
+        .map_result(unavailable)
+        .load_shed()
+        .layer(GlobalConcurrencyLimitLayer::new(limit))
+        .service(service)
+}
+
 fn per_call(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -65,6 +111,12 @@ fn per_call(c: &mut Criterion) {
     let mut group = c.benchmark_group("tonic_per_call");
     group.measurement_time(Duration::from_secs(3));
     group.bench_function("bare", |b| b.iter(|| call(&runtime, &bare, None)));
+
+    let tower = with_tower_limit(bare, 64);
+    assert!(!call(&runtime, &tower, None), "admitted");
+    group.bench_function("tower_limit_shed", |b| {
+        b.iter(|| call(&runtime, &tower, None));
+    });
 
     let requests = RequestPools::new(64, 64).unwrap();
     let admitted = AdmissionLayer::new(requests.clone()).layer(inner);
@@ -82,7 +134,32 @@ fn per_call(c: &mut Criterion) {
     let refusing = AdmissionLayer::new(full.clone()).layer(inner);
     assert!(call(&runtime, &refusing, None), "refused");
     group.bench_function("admission", |b| b.iter(|| call(&runtime, &refusing, None)));
+
+    // tower: the one permit is held by a call whose answer never comes.
+    let (hold, held) = tokio::sync::oneshot::channel::<()>();
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Some(held)));
+    let waiting = std::sync::Arc::clone(&held);
+    let waits = service_fn(move |request: http::Request<()>| {
+        let held = held.lock().unwrap().take();
+        async move {
+            if let Some(held) = held {
+                let _ = held.await;
+            }
+            hello(request).await
+        }
+    });
+    let blocking = with_tower_limit(waits, 1);
+    let in_flight = runtime.spawn(blocking.clone().oneshot(request(None)));
+    while waiting.lock().unwrap().is_some() {
+        runtime.block_on(tokio::task::yield_now());
+    }
+    assert!(call(&runtime, &blocking, None), "refused");
+    group.bench_function("tower_refused", |b| {
+        b.iter(|| call(&runtime, &blocking, None));
+    });
     group.finish();
+    drop(hold);
+    runtime.block_on(in_flight).unwrap().unwrap();
 }
 
 criterion_group!(benches, per_call);
