@@ -149,11 +149,9 @@ pub fn parse(trace: &str, pool: Option<&str>) -> Result<Vec<Arrival>, BadTrace> 
             serde_json::Value::Null => NonZeroU8::MIN,
             cost => cost
                 .as_u64()
-                .filter(|&cost| cost >= 1)
-                .map(|cost| {
-                    NonZeroU8::new(u8::try_from(cost).unwrap_or(u8::MAX)).unwrap_or(NonZeroU8::MIN)
-                })
-                .ok_or_else(|| bad("a `cost` that is not a number of slots"))?,
+                .and_then(|cost| u8::try_from(cost).ok())
+                .and_then(NonZeroU8::new)
+                .ok_or_else(|| bad("a `cost` that is not a number of slots from 1 to 255"))?,
         };
         arrivals.push(Arrival {
             flow,
@@ -265,13 +263,13 @@ async fn replay_paused(arrivals: &[Arrival], setting: Setting, seed: u64) -> Pre
         .control(1)
         .build()
         .expect("a capacity of at least 1");
-    let mut books = Books::new(arrivals, seed);
+    let mut tally = Tally::new(arrivals, seed);
     let (answers, mut answered) = tokio::sync::mpsc::unbounded_channel::<Answer>();
     let start = Instant::now();
     let mut next = 0;
     let mut queued = 0_usize;
     loop {
-        let release = books.next_release();
+        let release = tally.next_release();
         let arrival = arrivals.get(next).map(|arrival| arrival.at);
         let (now, is_release) = match (release, arrival) {
             (Some(release), Some(arrival)) if release <= arrival => (release, true),
@@ -281,14 +279,14 @@ async fn replay_paused(arrivals: &[Arrival], setting: Setting, seed: u64) -> Pre
                 // Callers still in the queue: their own timers end them.
                 let answer = answered.recv().await.expect("the driver holds a sender");
                 queued -= 1;
-                books.answer(answer, Duration::ZERO);
+                tally.answer(answer, Duration::ZERO);
                 continue;
             }
             (None, None) => break,
         };
         tokio::time::sleep_until(start + now).await;
         if is_release {
-            books.release_next();
+            tally.release_next();
         } else {
             let index = next;
             next += 1;
@@ -302,7 +300,7 @@ async fn replay_paused(arrivals: &[Arrival], setting: Setting, seed: u64) -> Pre
                 }));
             } else {
                 let lease = caller.scope_sync(|| pools.try_lease(Class::Work));
-                books.answer(
+                tally.answer(
                     (index, lease.map_err(|refusal| refusal.code().as_str())),
                     now,
                 );
@@ -313,14 +311,14 @@ async fn replay_paused(arrivals: &[Arrival], setting: Setting, seed: u64) -> Pre
         tokio::task::yield_now().await;
         while let Ok(answer) = answered.try_recv() {
             queued -= 1;
-            books.answer(answer, now);
+            tally.answer(answer, now);
         }
     }
-    books.prediction(setting)
+    tally.prediction(setting)
 }
 
 /// What the replayed callers did, and the leases held now.
-struct Books<'a> {
+struct Tally<'a> {
     arrivals: &'a [Arrival],
     /// Each caller's hold: its own, or one drawn from the recorded ones.
     holds: Vec<Duration>,
@@ -334,8 +332,8 @@ struct Books<'a> {
     order: u64,
 }
 
-impl<'a> Books<'a> {
-    fn new(arrivals: &'a [Arrival], seed: u64) -> Books<'a> {
+impl<'a> Tally<'a> {
+    fn new(arrivals: &'a [Arrival], seed: u64) -> Tally<'a> {
         let recorded: Vec<Duration> = arrivals.iter().filter_map(|arrival| arrival.held).collect();
         let mut rng = SmallRng::seed_from_u64(seed);
         let holds = arrivals
@@ -349,7 +347,7 @@ impl<'a> Books<'a> {
                 })
             })
             .collect();
-        Books {
+        Tally {
             arrivals,
             holds,
             admitted: 0,
@@ -601,5 +599,18 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.line, 2);
+    }
+
+    #[test]
+    fn a_cost_no_caller_could_ask_is_named() {
+        let line = |cost: &str| {
+            format!(
+                "{{\"at_ms\":1,\"criticality\":\"default\",\"cost\":{cost},\"outcome\":\"admitted\",\"held_ms\":1}}"
+            )
+        };
+        assert_eq!(parse(&line("255"), None).unwrap()[0].cost.get(), 255);
+        for cost in ["0", "256", "-1", "\"4\""] {
+            assert!(parse(&line(cost), None).is_err(), "cost {cost}");
+        }
     }
 }
