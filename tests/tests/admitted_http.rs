@@ -652,14 +652,8 @@ async fn a_routes_cost_is_held_whole(base: &str, costly: &RequestPools, layered:
         "2",
         "the handler runs holding its cost"
     );
-    let held = [
-        costly
-            .try_lease_for(Class::Work, admission_core::Caller::default())
-            .expect("a free slot"),
-        costly
-            .try_lease_for(Class::Work, admission_core::Caller::default())
-            .expect("a free slot"),
-    ];
+    let held: [Lease; 2] =
+        std::array::from_fn(|_| costly.try_lease(Class::Work).expect("a free slot"));
     let refused = refusal_code(post(format!("{base}/walk")).await).await;
     assert_eq!(
         refused, "ADMISSION_SATURATED",

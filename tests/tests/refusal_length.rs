@@ -19,14 +19,27 @@ use tokio::net::{TcpListener, TcpStream};
 
 const WAIT: Duration = Duration::from_secs(5);
 
+/// The app's own refusal page, for [`full_app`]'s `/page/`.
+const PAGE: &[u8] = b"<h1>We are busy</h1>";
+
 /// An axum app under the layer whose *control* class (`GET`, `HEAD`) is
-/// full: every request to it is refused.
+/// full: every request to it is refused, with the problem document, or
+/// with the app's own [`PAGE`] under `/page/`.
 async fn full_app() -> (SocketAddr, Lease) {
     let pools = RequestPools::new(1, 1).expect("valid pools");
     let held = pools.try_lease(Class::Control).expect("the slot is free");
+    let layer = AdmissionLayer::new(pools).refusal_body(|_refusal, head| {
+        head.uri.path().starts_with("/page/").then(|| {
+            (
+                http::HeaderValue::from_static("text/html"),
+                Bytes::from_static(PAGE),
+            )
+        })
+    });
     let app = Router::new()
         .route("/", get(|| async { "served" }))
-        .layer(AdmissionLayer::new(pools));
+        .route("/page/", get(|| async { "served" }))
+        .layer(layer);
     let tcp = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = tcp.local_addr().expect("address");
     let server = admission_axum::serve(tcp, app);
@@ -47,16 +60,16 @@ fn length(head: &str) -> usize {
     length
 }
 
-#[tokio::test]
-async fn an_http2_client_reads_exactly_the_refusal_its_length_announces() {
-    let (addr, _held) = full_app().await;
+/// The body of a refusal of `path` read over HTTP/2, checked against the
+/// one `content-length` it announced (a mismatch is a stream error).
+async fn refused_over_http2(addr: SocketAddr, path: &str) -> Bytes {
     let stream = TcpStream::connect(addr).await.expect("connect");
     let (mut send, connection) =
         hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
             .await
             .expect("an HTTP/2 handshake with prior knowledge");
     tokio::spawn(connection);
-    let request = http::Request::get(format!("http://{addr}/"))
+    let request = http::Request::get(format!("http://{addr}{path}"))
         .body(Empty::<Bytes>::new())
         .expect("a request");
     let response = tokio::time::timeout(WAIT, send.send_request(request))
@@ -77,10 +90,23 @@ async fn an_http2_client_reads_exactly_the_refusal_its_length_announces() {
         .expect("no stream error: the length matches the data sent")
         .to_bytes();
     assert_eq!(body.len(), announced);
+    body
+}
+
+#[tokio::test]
+async fn an_http2_client_reads_exactly_the_refusal_its_length_announces() {
+    let (addr, _held) = full_app().await;
+    let body = refused_over_http2(addr, "/").await;
     assert!(
         body.starts_with(b"{\"code\":\"ADMISSION_SATURATED\""),
         "the problem document: {body:?}"
     );
+}
+
+#[tokio::test]
+async fn the_apps_own_page_over_http2_announces_its_own_length() {
+    let (addr, _held) = full_app().await;
+    assert_eq!(refused_over_http2(addr, "/page/").await, PAGE);
 }
 
 #[tokio::test]
