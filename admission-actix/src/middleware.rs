@@ -24,13 +24,12 @@ use actix_web::http::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use admission_core::{Caller, Code, Criticality, Refusal};
 use admission_http::body::ProgressTimeout;
 use admission_http::middle::{self, Admitting};
-use admission_http::{HttpRefusalStatus, Problem, RequestAdmission};
+use admission_http::{HeaderText, HttpRefusalStatus, Problem, RequestAdmission};
 use bytes::Bytes;
 
 use crate::body::LeasedBody;
 use crate::classify::Classify;
 use crate::future::ResponseFuture;
-use crate::rejection::actix_response;
 use crate::request_body::bounded;
 
 /// The app's predicate for requests that pass with no lease.
@@ -225,8 +224,8 @@ const KEPT: usize = 4;
 thread_local! {
     /// The answers this worker thread wrote last, the oldest replaced
     /// first: a refused request under a sustained overload clones its
-    /// answer (header values and body share their bytes) instead of
-    /// writing the problem document and converting each header again.
+    /// answer (its static header texts stay static; numbers and body
+    /// share their bytes) instead of writing the problem document again.
     static ANSWERS: RefCell<(Vec<KeptAnswer>, usize)> = const { RefCell::new((Vec::new(), 0)) };
 }
 
@@ -244,14 +243,14 @@ fn answer(refusal: &Refusal, status: HttpRefusalStatus) -> HttpResponse<Bytes> {
         let at = match kept.iter().position(|(seen, ..)| *seen == facts) {
             Some(at) => at,
             None => {
-                let written =
-                    actix_response(Problem::refusal(refusal, status).into_http(Bytes::from));
-                let headers = written
+                let problem = Problem::refusal(refusal, status);
+                let status = StatusCode::from_u16(problem.status())
+                    .unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+                let headers = problem
                     .headers()
-                    .iter()
-                    .map(|(name, value)| (name.clone(), value.clone()))
+                    .map(|(name, text)| (HeaderName::from_static(name), header_value(text)))
                     .collect();
-                let entry = (facts, written.status(), headers, written.into_body());
+                let entry = (facts, status, headers, Bytes::from(problem.into_body()));
                 if kept.len() < KEPT {
                     kept.push(entry);
                     kept.len() - 1
@@ -271,6 +270,16 @@ fn answer(refusal: &Refusal, status: HttpRefusalStatus) -> HttpResponse<Bytes> {
         }
         response
     })
+}
+
+/// A problem's header value as actix-web's. A static text stays static:
+/// the kept answer's copies then count no shared bytes (a number's copy
+/// costs an atomic increment and decrement on every refusal).
+fn header_value(text: HeaderText) -> HeaderValue {
+    match text {
+        HeaderText::Static(text) => HeaderValue::from_static(text),
+        HeaderText::Number(number) => HeaderValue::from(number),
+    }
 }
 
 pub(crate) fn header_pairs(req: &ServiceRequest) -> impl Iterator<Item = (&str, &[u8])> {

@@ -152,6 +152,8 @@ pub use crate::problem::{
 // need; here they stay out of the documented API.
 #[doc(hidden)]
 pub use crate::grpc::grpc_path;
+#[doc(hidden)]
+pub use crate::problem::HeaderText;
 pub use crate::rejection::Rejection;
 #[doc(hidden)]
 pub use crate::wire::{

@@ -86,7 +86,8 @@ impl HttpRefusalStatus {
 /// whole seconds of `Retry-After`, the milliseconds of
 /// [`RETRY_AFTER_MS_HEADER`](crate::wire::RETRY_AFTER_MS_HEADER)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HeaderText {
+#[doc(hidden)]
+pub enum HeaderText {
     /// A fixed value.
     Static(&'static str),
     /// A number, written in decimal.
@@ -238,7 +239,12 @@ impl Problem {
     /// hint in milliseconds) and [`REFUSAL_HEADER`](crate::wire::REFUSAL_HEADER)
     /// (the code, so that a client need not read the body to know a budget
     /// was too short).
-    fn headers(&self) -> impl Iterator<Item = (&'static str, HeaderText)> + use<> {
+    ///
+    /// Sibling-only: actix-web's adapter writes its own header types from
+    /// it, each static name and value as a static one (whose copies share
+    /// no counted bytes).
+    #[doc(hidden)]
+    pub fn headers(&self) -> impl Iterator<Item = (&'static str, HeaderText)> + use<> {
         [
             ("content-type", HeaderText::Static(PROBLEM_JSON)),
             ("cache-control", HeaderText::Static(NO_STORE)),
