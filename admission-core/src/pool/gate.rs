@@ -1411,9 +1411,9 @@ impl Pool {
     }
 
     /// The pool as the task-local scope keeps a reservation's: its shared
-    /// state, the `Arc` every clone already has.
-    pub(crate) fn as_held(&self) -> crate::scope::Held {
-        Arc::clone(&self.inner) as crate::scope::Held
+    /// state, the `Arc` this clone already has, moved (no count changes).
+    pub(crate) fn into_held(self) -> crate::scope::Held {
+        self.inner as crate::scope::Held
     }
 
     /// The pool a scope keeps as `held`, if it is one.

@@ -28,8 +28,8 @@ impl Context {
     pub(crate) fn held(self) -> Option<Held> {
         match self {
             Context::Empty => None,
-            Context::Lease(lease) => Some(lease.as_held()),
-            Context::Reservation(pool) => Some(pool.as_held()),
+            Context::Lease(lease) => Some(lease.into_held()),
+            Context::Reservation(pool) => Some(pool.into_held()),
         }
     }
 
@@ -48,11 +48,8 @@ impl Context {
     }
 }
 
-/// Reads the current task's context, `Empty` outside any scope, without
-/// cloning it.
-pub(crate) fn with_current<R>(read: impl FnOnce(&Context) -> R) -> R {
-    scope::with_current(|held| match held {
-        Some(held) => read(&Context::from_held(held)),
-        None => read(&Context::Empty),
-    })
+/// The current task's context, `Empty` outside any scope: a clone of
+/// the one the scope holds (one count more on its `Arc`).
+pub(crate) fn current() -> Context {
+    scope::with_current(|held| held.map(Context::from_held).unwrap_or_default())
 }

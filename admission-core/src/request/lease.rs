@@ -139,9 +139,10 @@ impl Lease {
     }
 
     /// The lease as the task-local scope keeps it: its share, the `Arc`
-    /// every clone already has (entering a scope allocates nothing).
-    pub(crate) fn as_held(&self) -> Held {
-        Arc::clone(&self.share) as Held
+    /// this clone already has, moved (entering a scope allocates nothing
+    /// and changes no count).
+    pub(crate) fn into_held(self) -> Held {
+        self.share as Held
     }
 
     /// The lease a scope keeps as `held`, if it is one: a share of the
@@ -211,10 +212,10 @@ impl Lease {
     /// request that already holds it gets it again: it takes no second
     /// slot of the same class.
     pub(crate) fn held_in(pool: &Pool) -> Option<Lease> {
-        context::with_current(|context| match context {
-            Context::Lease(lease) if lease.pool().same_pool(pool) => Some(lease.clone()),
+        match context::current() {
+            Context::Lease(lease) if lease.pool().same_pool(pool) => Some(lease),
             _ => None,
-        })
+        }
     }
 
     /// The request lease the current task runs under, if any: a share of
@@ -235,10 +236,10 @@ impl Lease {
     /// # }
     /// ```
     pub fn current() -> Option<Lease> {
-        context::with_current(|context| match context {
-            Context::Lease(lease) => Some(lease.clone()),
+        match context::current() {
+            Context::Lease(lease) => Some(lease),
             _ => None,
-        })
+        }
     }
 
     /// Runs `future` with this lease as the task's context, so that pure

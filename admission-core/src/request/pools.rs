@@ -531,12 +531,12 @@ impl RequestPools {
         class: Class,
         work: W,
     ) -> Result<W::Output, WorkError<W::Error>> {
-        let job = context::with_current(|context| match context {
+        let job = match context::current() {
             // The work holds a share of the lease until it ends.
             Context::Lease(lease) => Ok(Job::new(lease.pool().clone(), lease.share(), work)),
             Context::Reservation(pool) => pool
                 .try_admit_for_work(Code::ReservationExhausted)
-                .map(|slot| Job::new(pool.clone(), HeldCapacity::Slot(slot), work)),
+                .map(|slot| Job::new(pool, HeldCapacity::Slot(slot), work)),
             // The fresh lease serves this one call: its slot goes straight
             // into the work.
             Context::Empty => {
@@ -544,7 +544,7 @@ impl RequestPools {
                 pool.try_admit_for_work(Code::LeaseUnavailable)
                     .map(|slot| Job::new(pool.clone(), HeldCapacity::Slot(slot), work))
             }
-        })?;
+        }?;
         job.spawn().await
     }
 
