@@ -4,6 +4,7 @@
 //! * `bare`: the router with a trivial handler and no limit;
 //! * `admission`: the same router under `AdmissionLayer` (a lease taken,
 //!   the body wrapped, the lease released when the body ends);
+//! * `admission_traced`: the same with its pools recorded into a trace;
 //! * `tower_limit_shed`: the same router under tower's `LoadShed` +
 //!   `ConcurrencyLimit` (with `HandleErrorLayer`, as axum requires);
 //! * `refused`: a request the layer refuses (503 + problem body), beside
@@ -75,6 +76,17 @@ fn per_request(c: &mut Criterion) {
         .layer(AdmissionLayer::new(requests.clone()));
     assert_eq!(call(&runtime, &admitted), StatusCode::OK);
     group.bench_function("admission", |b| b.iter(|| call(&runtime, &admitted)));
+
+    // The same, its pools recorded into a trace (issue 40's "a pool with
+    // tracing on" on the path a request takes).
+    let traced_pools = RequestPools::new(64, 64).unwrap();
+    let trace = admission_core::trace::Trace::new(1 << 16).unwrap();
+    traced_pools.trace_into(&trace).unwrap();
+    let traced = Router::new()
+        .route("/", get(hello))
+        .layer(AdmissionLayer::new(traced_pools));
+    assert_eq!(call(&runtime, &traced), StatusCode::OK);
+    group.bench_function("admission_traced", |b| b.iter(|| call(&runtime, &traced)));
 
     let tower = tower_router(64);
     assert_eq!(call(&runtime, &tower), StatusCode::OK);
