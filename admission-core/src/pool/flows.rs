@@ -267,7 +267,7 @@ impl Deciding<'_> {
     /// asked (were refused) within their asking window, and `flow` itself.
     /// A flow's share is `limit × its weight / the active flows' weights`;
     /// it is under its share while it holds fewer slots than that.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn standing(&mut self, flow: Flow, limit: usize) -> Standing {
         self.standing_for(flow, limit, 1).0
     }
