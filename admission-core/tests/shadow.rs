@@ -1,6 +1,7 @@
 //! Issue 40.1's engine part: a pool in shadow mode makes every decision and
 //! counts it, and refuses nothing for load and makes nothing wait; switching
-//! back enforces from the next admission on.
+//! back enforces from the next admission on. A `#[reserved]` loop owner's
+//! reservation honours it too.
 
 use std::time::Duration;
 
@@ -150,4 +151,46 @@ fn request_classes_in_shadow_serve_a_full_class() {
     let work = requests.pool(Class::Work).stats();
     assert_eq!((work.in_use, work.overdraft), (2, 1));
     assert!(requests.pool(Class::Control).is_shadow(), "both classes");
+}
+
+/// A `#[reserved]` loop owner whose reservation is in shadow mode: a call
+/// past its slots runs (on the reservation's own thread) and is counted as
+/// `ADMISSION_RESERVATION_EXHAUSTED`; switched back, the next one is
+/// refused with that code.
+#[admission_core::reserved(slots = 1, name = "shadowed-loop")]
+struct ShadowedLoop;
+
+#[tokio::test]
+async fn a_reserved_owner_in_shadow_runs_past_its_slots_and_counts_them() {
+    use admission_core::LoopOwner;
+
+    let requests = RequestPools::new(1, 1).unwrap();
+    let reservation = ShadowedLoop.reservation();
+    reservation.pool().set_shadow(true);
+    let _held = reservation.try_admit().unwrap(); // the loop's one slot
+
+    let ran = ShadowedLoop
+        .execution(requests.execute_pure(Class::Work, || Ok::<_, std::fmt::Error>(7)))
+        .await
+        .expect("shadow mode refuses nothing for load");
+    assert_eq!(ran, 7);
+    let stats = reservation.stats();
+    assert_eq!(stats.would_refuse_with(Code::ReservationExhausted), 1);
+    assert_eq!(stats.refused, 0);
+    assert_eq!(
+        requests.pool(Class::Work).stats().admitted,
+        0,
+        "the loop's work took no request slot"
+    );
+
+    reservation.pool().set_shadow(false);
+    let refused = ShadowedLoop
+        .execution(requests.execute_pure(Class::Work, || Ok::<_, std::fmt::Error>(7)))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.refusal().map(admission_core::Refusal::code),
+        Some(Code::ReservationExhausted),
+        "enforced from the next call on"
+    );
 }

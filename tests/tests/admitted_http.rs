@@ -1,6 +1,8 @@
 //! `#[admitted]` handlers over real HTTP, in axum and in actix-web: refused
 //! with `503`, `Retry-After` and a problem body when their class is full, run
-//! when a slot is free, and pure work inside them takes no second slot.
+//! when a slot is free, and pure work inside them takes no second slot. In
+//! shadow mode a handler of a full class runs, and the refusal it would have
+//! had is counted.
 //! Under the adapter's layer (axum) or middleware (actix-web) built from the
 //! same pools, a handler shares the request's lease: on a one-slot class an
 //! idle server answers `200`, and the request holds one slot.
@@ -225,6 +227,14 @@ mod axum_handlers {
         String::from("ok")
     }
 
+    pub(super) static SHADOWED: LazyLock<RequestPools> =
+        LazyLock::new(|| RequestPools::new(1, 1).expect("valid pools"));
+
+    #[admitted(class = control, pools = SHADOWED)]
+    async fn shadowed() -> String {
+        String::from("ok")
+    }
+
     pub(super) static HELD: LazyLock<RequestPools> =
         LazyLock::new(|| RequestPools::new(2, 1).expect("valid pools"));
 
@@ -237,6 +247,7 @@ mod axum_handlers {
     pub(super) async fn serve(gate: Gate) -> String {
         let app = Router::new()
             .route("/status", get(status))
+            .route("/shadowed", get(shadowed))
             .route("/rotate", post(rotate))
             .with_state(Arc::new(gate));
         spawn_axum(app).await
@@ -374,6 +385,14 @@ mod actix_handlers {
         String::from("ok")
     }
 
+    pub(super) static SHADOWED: LazyLock<RequestPools> =
+        LazyLock::new(|| RequestPools::new(1, 1).expect("valid pools"));
+
+    #[admitted(class = control, pools = SHADOWED)]
+    async fn shadowed() -> String {
+        String::from("ok")
+    }
+
     pub(super) static HELD: LazyLock<RequestPools> =
         LazyLock::new(|| RequestPools::new(2, 1).expect("valid pools"));
 
@@ -390,6 +409,7 @@ mod actix_handlers {
             App::new()
                 .app_data(gate.clone())
                 .route("/status", web::get().to(status))
+                .route("/shadowed", web::get().to(shadowed))
                 .route("/rotate", web::post().to(rotate))
         })
     }
@@ -575,6 +595,56 @@ async fn actix_handler_under_a_middleware_of_the_same_pools_shares_its_one_slot(
 }
 
 /// The code of a response that must be a refusal.
+/// `#[admitted(class = control, pools = ..)]` at `base`'s `/shadowed`,
+/// its class full: in shadow mode the handler runs and the refusal it
+/// would have had is counted; switched back, the next request is refused.
+async fn the_handler_in_shadow_is_served_and_counted(base: &str, pools: &RequestPools) {
+    let held = hold_every_slot(pools, Class::Control);
+    // `hold_every_slot` stops at its first refusal.
+    let refused_before = pools.pool(Class::Control).stats().refused;
+    pools.set_shadow(true);
+    let response = get(&format!("{base}/shadowed")).await;
+    assert_eq!(
+        response.status(),
+        StatusCode::OK,
+        "shadow mode serves a full class"
+    );
+    assert_eq!(response.text().await.expect("body"), "ok");
+    let stats = pools.pool(Class::Control).stats();
+    assert_eq!(
+        (
+            stats.would_refuse_with(admission_core::Code::Saturated),
+            stats.refused - refused_before
+        ),
+        (1, 0),
+        "counted as the refusal it would have been, refused nothing"
+    );
+    assert_eq!(
+        (stats.in_use, stats.overdraft),
+        (1, 0),
+        "the slot past the capacity went back with the handler"
+    );
+
+    pools.set_shadow(false);
+    assert_refused(get(&format!("{base}/shadowed")).await, Class::Control).await;
+    drop(held);
+}
+
+#[tokio::test]
+async fn axum_handler_in_shadow_mode_is_served_and_counted() {
+    let (gate, _control) = gate();
+    let base = axum_handlers::serve(gate).await;
+    the_handler_in_shadow_is_served_and_counted(&base, &axum_handlers::SHADOWED).await;
+}
+
+#[actix_web::test]
+async fn actix_handler_in_shadow_mode_is_served_and_counted() {
+    let (gate, _control) = gate();
+    let (base, server) = actix_handlers::serve(gate);
+    the_handler_in_shadow_is_served_and_counted(&base, &actix_handlers::SHADOWED).await;
+    server.stop(false).await;
+}
+
 async fn refusal_code(response: Response) -> String {
     assert_eq!(
         response.status(),
