@@ -24,12 +24,13 @@ use actix_web::http::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use admission_core::{Caller, Code, Criticality, Refusal};
 use admission_http::body::ProgressTimeout;
 use admission_http::middle::{self, Admitting};
-use admission_http::{HeaderText, HttpRefusalStatus, Problem, RequestAdmission};
+use admission_http::{HttpRefusalStatus, Problem, RequestAdmission};
 use bytes::Bytes;
 
 use crate::body::LeasedBody;
 use crate::classify::Classify;
 use crate::future::ResponseFuture;
+use crate::rejection::problem_parts;
 use crate::request_body::bounded;
 
 /// The app's predicate for requests that pass with no lease.
@@ -243,14 +244,8 @@ fn answer(refusal: &Refusal, status: HttpRefusalStatus) -> HttpResponse<Bytes> {
         let at = match kept.iter().position(|(seen, ..)| *seen == facts) {
             Some(at) => at,
             None => {
-                let problem = Problem::refusal(refusal, status);
-                let status = StatusCode::from_u16(problem.status())
-                    .unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-                let headers = problem
-                    .headers()
-                    .map(|(name, text)| (HeaderName::from_static(name), header_value(text)))
-                    .collect();
-                let entry = (facts, status, headers, Bytes::from(problem.into_body()));
+                let (status, headers, body) = problem_parts(Problem::refusal(refusal, status));
+                let entry = (facts, status, headers, body);
                 if kept.len() < KEPT {
                     kept.push(entry);
                     kept.len() - 1
@@ -270,16 +265,6 @@ fn answer(refusal: &Refusal, status: HttpRefusalStatus) -> HttpResponse<Bytes> {
         }
         response
     })
-}
-
-/// A problem's header value as actix-web's. A static text stays static:
-/// the kept answer's copies then count no shared bytes (a number's copy
-/// costs an atomic increment and decrement on every refusal).
-fn header_value(text: HeaderText) -> HeaderValue {
-    match text {
-        HeaderText::Static(text) => HeaderValue::from_static(text),
-        HeaderText::Number(number) => HeaderValue::from(number),
-    }
 }
 
 pub(crate) fn header_pairs(req: &ServiceRequest) -> impl Iterator<Item = (&str, &[u8])> {

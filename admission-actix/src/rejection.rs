@@ -10,7 +10,7 @@ use actix_web::body::BoxBody;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
-use admission_http::HttpRefusalStatus;
+use admission_http::{HeaderText, HttpRefusalStatus, Problem};
 use bytes::Bytes;
 
 admission_http::declare_rejection! {
@@ -69,7 +69,7 @@ impl Rejection {
 
 impl ResponseError for Rejection {
     fn status_code(&self) -> StatusCode {
-        StatusCode::from_u16(self.0.status_code()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
+        actix_status(self.0.status_code())
     }
 
     fn error_response(&self) -> HttpResponse {
@@ -77,15 +77,19 @@ impl ResponseError for Rejection {
     }
 }
 
+/// A status of the middle's as actix-web's (actix-web 4 speaks `http`
+/// 0.2); the middle only writes valid ones.
+fn actix_status(status: u16) -> StatusCode {
+    StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
+}
+
 /// An `http` answer of the middle (a refusal's problem or the app's page)
-/// as actix-web's response: actix-web 4 speaks `http` 0.2, so the status
-/// and each header are carried across by their bytes. The one place this
-/// adapter does so.
+/// as actix-web's response: each header is carried across by its bytes.
+/// With [`problem_parts`], the one place this adapter crosses from `http`
+/// 1.x to actix-web's types.
 pub(crate) fn actix_response<B>(answer: http::Response<B>) -> HttpResponse<B> {
     let (parts, body) = answer.into_parts();
-    let status =
-        StatusCode::from_u16(parts.status.as_u16()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-    let mut response = HttpResponse::with_body(status, body);
+    let mut response = HttpResponse::with_body(actix_status(parts.status.as_u16()), body);
     let headers = response.headers_mut();
     for (name, value) in &parts.headers {
         if let (Ok(name), Ok(value)) = (
@@ -96,4 +100,28 @@ pub(crate) fn actix_response<B>(answer: http::Response<B>) -> HttpResponse<B> {
         }
     }
     response
+}
+
+/// A refusal's problem document as actix-web's status, headers and body,
+/// written from the problem's own header list: a static name or text
+/// stays static, so a kept answer's copies count no shared bytes (only the
+/// numbers and the body do).
+pub(crate) fn problem_parts(
+    problem: Problem,
+) -> (StatusCode, Vec<(HeaderName, HeaderValue)>, Bytes) {
+    let headers = problem
+        .headers()
+        .map(|(name, text)| {
+            let value = match text {
+                HeaderText::Static(text) => HeaderValue::from_static(text),
+                HeaderText::Number(number) => HeaderValue::from(number),
+            };
+            (HeaderName::from_static(name), value)
+        })
+        .collect();
+    (
+        actix_status(problem.status()),
+        headers,
+        Bytes::from(problem.into_body()),
+    )
 }

@@ -207,6 +207,21 @@ macro_rules! costly_handlers {
     };
 }
 
+/// The handler of the shadow-mode tests, for each framework's module (its
+/// own `admitted`, and pools of its own): `shadowed` leases a *control*
+/// slot of `SHADOWED`'s one.
+macro_rules! shadowed_handler {
+    () => {
+        pub(super) static SHADOWED: LazyLock<RequestPools> =
+            LazyLock::new(|| RequestPools::new(1, 1).expect("valid pools"));
+
+        #[admitted(class = control, pools = SHADOWED)]
+        async fn shadowed() -> String {
+            String::from("ok")
+        }
+    };
+}
+
 mod axum_handlers {
     use std::sync::Arc;
 
@@ -227,13 +242,7 @@ mod axum_handlers {
         String::from("ok")
     }
 
-    pub(super) static SHADOWED: LazyLock<RequestPools> =
-        LazyLock::new(|| RequestPools::new(1, 1).expect("valid pools"));
-
-    #[admitted(class = control, pools = SHADOWED)]
-    async fn shadowed() -> String {
-        String::from("ok")
-    }
+    shadowed_handler!();
 
     pub(super) static HELD: LazyLock<RequestPools> =
         LazyLock::new(|| RequestPools::new(2, 1).expect("valid pools"));
@@ -385,13 +394,7 @@ mod actix_handlers {
         String::from("ok")
     }
 
-    pub(super) static SHADOWED: LazyLock<RequestPools> =
-        LazyLock::new(|| RequestPools::new(1, 1).expect("valid pools"));
-
-    #[admitted(class = control, pools = SHADOWED)]
-    async fn shadowed() -> String {
-        String::from("ok")
-    }
+    shadowed_handler!();
 
     pub(super) static HELD: LazyLock<RequestPools> =
         LazyLock::new(|| RequestPools::new(2, 1).expect("valid pools"));
@@ -594,7 +597,6 @@ async fn actix_handler_under_a_middleware_of_the_same_pools_shares_its_one_slot(
     server.stop(false).await;
 }
 
-/// The code of a response that must be a refusal.
 /// `#[admitted(class = control, pools = ..)]` at `base`'s `/shadowed`,
 /// its class full: in shadow mode the handler runs and the refusal it
 /// would have had is counted; switched back, the next request is refused.
@@ -645,6 +647,7 @@ async fn actix_handler_in_shadow_mode_is_served_and_counted() {
     server.stop(false).await;
 }
 
+/// The code of a response that must be a refusal.
 async fn refusal_code(response: Response) -> String {
     assert_eq!(
         response.status(),
