@@ -2,7 +2,7 @@
 //! without any gRPC library.
 //!
 //! This module owns [`GrpcRefusalStatus`] (the status code a refusal is
-//! answered with), [`GrpcAnswer`] (code, message and pushback, the facts of an HTTP
+//! answered with), [`UNLEASED`] (health and reflection, by name), [`GrpcAnswer`] (code, message and pushback, the facts of an HTTP
 //! [`Problem`](crate::Problem) in gRPC's form), the one `grpc-message`
 //! encoding and the trailers-only response the middleware sends for a
 //! refusal. It must never depend on
@@ -213,6 +213,22 @@ impl GrpcAnswer {
     }
 }
 
+/// The services whose calls take no lease by default: gRPC health checking
+/// (`Check`, and `Watch`, whose streams live as long as their client) and
+/// server reflection. Like `/healthz` over HTTP they are never refused, and
+/// a `Watch` costs no capacity however long it stays open.
+///
+/// # Examples
+///
+/// ```
+/// assert!(admission_http::UNLEASED.contains(&"grpc.health.v1.Health"));
+/// ```
+pub const UNLEASED: [&str; 3] = [
+    "grpc.health.v1.Health",
+    "grpc.reflection.v1.ServerReflection",
+    "grpc.reflection.v1alpha.ServerReflection",
+];
+
 /// The class a gRPC call takes when the app does not classify it: health
 /// checks (`grpc.health.v1.Health`) and server reflection
 /// (`grpc.reflection.v1.ServerReflection`, `v1alpha` too) lease from
@@ -229,29 +245,15 @@ impl GrpcAnswer {
 /// assert_eq!(grpc_default_class("/shop.v1.Orders/Create"), Class::Work);
 /// ```
 pub fn grpc_default_class(path: &str) -> Class {
-    const CONTROL: [&str; 3] = [
-        "grpc.health.v1.Health",
-        "grpc.reflection.v1.ServerReflection",
-        "grpc.reflection.v1alpha.ServerReflection",
-    ];
     match grpc_path(path) {
-        Some((service, _)) if CONTROL.contains(&service) => Class::Control,
+        Some((service, _)) if UNLEASED.contains(&service) => Class::Control,
         _ => Class::Work,
     }
 }
 
 /// The service and method of a gRPC path, `/{service}/{method}`, when it is
-/// one.
-///
-/// # Examples
-///
-/// ```
-/// use admission_http::grpc_path;
-///
-/// assert_eq!(grpc_path("/shop.v1.Orders/Create"), Some(("shop.v1.Orders", "Create")));
-/// assert_eq!(grpc_path("/metrics"), None);
-/// ```
-pub fn grpc_path(path: &str) -> Option<(&str, &str)> {
+/// one (`/shop.v1.Orders/Create`, not `/metrics`).
+pub(crate) fn grpc_path(path: &str) -> Option<(&str, &str)> {
     // Byte scans, not `split_once` and `contains`: a path is a few dozen
     // bytes, read twice per call (bypass and class), and a pattern
     // searcher costs more to set up than the scan.

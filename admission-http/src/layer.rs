@@ -1,6 +1,8 @@
 //! The layer that wraps services in admission control.
 //!
-//! This module owns [`AdmissionLayer`], its constructors and its settings.
+//! This module owns [`ProtocolLayer`] (and its HTTP alias,
+//! [`AdmissionLayer`]), the HTTP constructors and every setting; the gRPC
+//! constructors are `grpc_layer`'s.
 //! It must never create pools: axum may call [`Layer::layer`] once per
 //! connection and tonic clones the layered service for every connection,
 //! and every service it makes shares the one set of pools it was given.
@@ -23,7 +25,7 @@ use crate::classify::Classify;
 use crate::hooks::{Bypass, FlowOf, RefusalBody};
 use crate::problem::HttpRefusalStatus;
 use crate::protocol::Protocol;
-use crate::service::{AdmissionService, FailFast, Queue, Shared};
+use crate::service::{FailFast, ProtocolService, Queue, Shared};
 
 /// A tower [`Layer`] that makes every request hold a request lease for its
 /// whole response, body included, and answers a refused request at once:
@@ -76,12 +78,36 @@ use crate::service::{AdmissionService, FailFast, Queue, Shared};
 /// assert_eq!(refused.headers()["retry-after"], "1");
 /// # }
 /// ```
-pub struct AdmissionLayer<P = HttpRefusalStatus, M = FailFast> {
+pub type AdmissionLayer<M = FailFast> = ProtocolLayer<HttpRefusalStatus, M>;
+
+/// The admission layer, generic over the protocol a refusal is answered in
+/// (`P`): [`AdmissionLayer`] is this layer over HTTP
+/// ([`HttpRefusalStatus`]), the tonic adapter's `AdmissionLayer` the same
+/// layer over gRPC ([`GrpcRefusalStatus`](crate::GrpcRefusalStatus)). Each
+/// protocol has its own constructors (`new`, `class`, `classify`, over its
+/// own view of a request) and its own settings
+/// ([`refusal_body`](Self::refusal_body) for HTTP,
+/// [`unleased`](Self::unleased) for gRPC); every other setting, and what a
+/// request goes through, is one and the same. Name it through its alias,
+/// [`AdmissionLayer`] or `admission_tonic::AdmissionLayer`.
+///
+/// # Examples
+///
+/// ```
+/// use admission_core::RequestPools;
+/// use admission_http::{AdmissionLayer, GrpcRefusalStatus, HttpRefusalStatus, ProtocolLayer};
+///
+/// let pools = RequestPools::new(2, 4).unwrap();
+/// let http: ProtocolLayer<HttpRefusalStatus> = AdmissionLayer::new(pools.clone());
+/// let grpc = ProtocolLayer::<GrpcRefusalStatus>::new(pools); // admission_tonic::AdmissionLayer::new
+/// # let _ = (http, grpc);
+/// ```
+pub struct ProtocolLayer<P, M = FailFast> {
     shared: Arc<Shared<P>>,
     mode: PhantomData<fn() -> M>,
 }
 
-impl AdmissionLayer {
+impl ProtocolLayer<HttpRefusalStatus> {
     /// Leases by method: `GET`, `HEAD` and `OPTIONS` from *control*, every
     /// other method from *work* ([`Classify::method_class`](crate::Classify::method_class)).
     ///
@@ -105,7 +131,7 @@ impl AdmissionLayer {
     /// # }
     /// ```
     pub fn new(pools: RequestPools) -> Self {
-        AdmissionLayer::speaking(pools, HttpRefusalStatus::default())
+        ProtocolLayer::speaking(pools, HttpRefusalStatus::default())
     }
 
     /// Leases every request from `class`: the per-route form,
@@ -132,7 +158,7 @@ impl AdmissionLayer {
     /// # }
     /// ```
     pub fn class(pools: RequestPools, class: Class) -> Self {
-        AdmissionLayer::new(pools).with_classify(Classify::Fixed(class))
+        Self::new(pools).with_classify(Classify::Fixed(class))
     }
 
     /// Leases from the class `classify` picks from the request head
@@ -167,17 +193,15 @@ impl AdmissionLayer {
     where
         F: Fn(&Parts) -> Class + Send + Sync + 'static,
     {
-        AdmissionLayer::new(pools).with_classify(Classify::head(classify))
+        Self::new(pools).with_classify(Classify::head(classify))
     }
 }
 
-impl<P: Protocol> AdmissionLayer<P, FailFast> {
+impl<P: Protocol> ProtocolLayer<P, FailFast> {
     /// A fail-fast layer over `pools` speaking `protocol`'s answers, with its
-    /// default classification: the constructor adapter crates build their
-    /// own layers on (the HTTP adapters' [`AdmissionLayer::new`], the gRPC
-    /// adapter's).
-    pub fn speaking(pools: RequestPools, protocol: P) -> Self {
-        AdmissionLayer::from_shared(Shared {
+    /// default classification: what each protocol's `new` builds on.
+    pub(crate) fn speaking(pools: RequestPools, protocol: P) -> Self {
+        ProtocolLayer::from_shared(Shared {
             admission: RequestAdmission::new(pools),
             classify: P::default_classify(),
             protocol,
@@ -189,12 +213,11 @@ impl<P: Protocol> AdmissionLayer<P, FailFast> {
     }
 }
 
-impl<P: Protocol, M> AdmissionLayer<P, M> {
-    /// The same layer with another classification (for adapter crates'
+impl<P: Protocol, M> ProtocolLayer<P, M> {
+    /// The same layer with another classification (for the protocols'
     /// constructors over their own view of a request).
     #[must_use]
-    #[doc(hidden)]
-    pub fn with_classify(self, classify: Classify) -> Self {
+    pub(crate) fn with_classify(self, classify: Classify) -> Self {
         self.with(|shared| shared.classify = classify)
     }
 
@@ -622,15 +645,15 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
     /// assert_eq!(refused.headers()["retry-after"], "1");
     /// # }
     /// ```
-    pub fn queue(self) -> AdmissionLayer<P, Queue> {
-        AdmissionLayer::from_shared(self.copy(|shared| {
+    pub fn queue(self) -> ProtocolLayer<P, Queue> {
+        ProtocolLayer::from_shared(self.copy(|shared| {
             shared.admission = shared.admission.clone().queue();
         }))
     }
 
     /// The same layer with one setting changed (the counters stay shared).
     fn with(self, change: impl FnOnce(&mut Shared<P>)) -> Self {
-        AdmissionLayer::from_shared(self.copy(change))
+        ProtocolLayer::from_shared(self.copy(change))
     }
 
     fn copy(&self, change: impl FnOnce(&mut Shared<P>)) -> Shared<P> {
@@ -640,14 +663,14 @@ impl<P: Protocol, M> AdmissionLayer<P, M> {
     }
 
     fn from_shared(shared: Shared<P>) -> Self {
-        AdmissionLayer {
+        ProtocolLayer {
             shared: Arc::new(shared),
             mode: PhantomData,
         }
     }
 }
 
-impl<M> AdmissionLayer<HttpRefusalStatus, M> {
+impl<M> ProtocolLayer<HttpRefusalStatus, M> {
     /// Answers a refusal with the app's own body (an HTML page in the
     /// site's theme, its own JSON shape) where `body` gives one for the
     /// refusal and the request's head: its content type and bytes replace
@@ -695,25 +718,25 @@ impl<M> AdmissionLayer<HttpRefusalStatus, M> {
     }
 }
 
-impl<P, M> Clone for AdmissionLayer<P, M> {
+impl<P, M> Clone for ProtocolLayer<P, M> {
     fn clone(&self) -> Self {
-        AdmissionLayer {
+        ProtocolLayer {
             shared: Arc::clone(&self.shared),
             mode: PhantomData,
         }
     }
 }
 
-impl<S, P, M> Layer<S> for AdmissionLayer<P, M> {
-    type Service = AdmissionService<S, P, M>;
+impl<S, P, M> Layer<S> for ProtocolLayer<P, M> {
+    type Service = ProtocolService<S, P, M>;
 
-    fn layer(&self, inner: S) -> AdmissionService<S, P, M> {
-        AdmissionService::new(inner, Arc::clone(&self.shared))
+    fn layer(&self, inner: S) -> ProtocolService<S, P, M> {
+        ProtocolService::new(inner, Arc::clone(&self.shared))
     }
 }
 
-impl<P: fmt::Debug, M> fmt::Debug for AdmissionLayer<P, M> {
+impl<P: fmt::Debug, M> fmt::Debug for ProtocolLayer<P, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("AdmissionLayer").field(&self.shared).finish()
+        f.debug_tuple("ProtocolLayer").field(&self.shared).finish()
     }
 }

@@ -5,7 +5,9 @@
 //!
 //! `admission-axum` and `admission-tonic` are this middleware with what is
 //! theirs added (axum: `IntoResponse` for its `Rejection`, `#[admitted]`,
-//! `serve`; tonic: its `Rejection` as a `tonic::Status`, `NamedService`);
+//! `serve`; tonic: its `Rejection` as a `tonic::Status`): one layer type,
+//! [`ProtocolLayer`], which axum names [`AdmissionLayer`] (refusals over
+//! HTTP) and tonic names its `AdmissionLayer` (refusals over gRPC);
 //! `admission-actix` calls the same [`RequestAdmission`] from its own
 //! middleware, so no adapter can disagree with another on who is admitted
 //! or what a refusal says. It knows no web framework; an app usually reaches
@@ -35,7 +37,7 @@
 //! | you have | use | a refused request gets |
 //! | --- | --- | --- |
 //! | an HTTP tower or hyper stack (axum, a bare hyper server) | [`AdmissionLayer::new`] / [`class`](AdmissionLayer::class) / [`classify`](AdmissionLayer::classify) | `503` + `Retry-After` + a problem document ([`HttpRefusalStatus`], or `429`) |
-//! | a gRPC tower stack | the tonic adapter's layer: this layer speaking [`GrpcRefusalStatus`] | a trailers-only `UNAVAILABLE` + `grpc-retry-pushback-ms` |
+//! | a gRPC tower stack (tonic) | [`ProtocolLayer<GrpcRefusalStatus>`](ProtocolLayer) (`admission_tonic::AdmissionLayer`): `new` (health and reflection take no lease, [`UNLEASED`]) / `class` / `classify` over a [`Call`] | a trailers-only `UNAVAILABLE` + `grpc-retry-pushback-ms` ([`GrpcRefusalStatus`], or `RESOURCE_EXHAUSTED`) |
 //! | bursts a short wait would serve | [`AdmissionLayer::queue`] | the same answer when the queue is full or its wait runs out, never a late one |
 //! | peers whose headers you trust (a mesh, an edge that strips them) | [`AdmissionLayer::trust_peers`] | as sent: `critical` is honoured, a budget may lengthen a queued wait |
 //! | admission on your own pools, no lease (`Pool::run` in handlers) | [`CallerLayer`] | whatever `Pool::run` refuses |
@@ -118,6 +120,8 @@ pub mod connection;
 pub mod future;
 mod grpc;
 #[cfg(feature = "server")]
+mod grpc_layer;
+#[cfg(feature = "server")]
 mod headers;
 #[cfg(feature = "server")]
 mod hooks;
@@ -144,14 +148,12 @@ mod shed;
 #[doc(hidden)]
 pub mod wire;
 
-pub use crate::grpc::{GrpcAnswer, GrpcRefusalStatus, grpc_default_class};
+pub use crate::grpc::{GrpcAnswer, GrpcRefusalStatus, UNLEASED, grpc_default_class};
 pub use crate::problem::{
     HttpRefusalStatus, NO_STORE, PROBLEM_JSON, Problem, WORK_FAILED, WORK_PANICKED,
 };
 // Sibling-only: the adapters and the client re-export what their users
 // need; here they stay out of the documented API.
-#[doc(hidden)]
-pub use crate::grpc::grpc_path;
 #[doc(hidden)]
 pub use crate::problem::HeaderText;
 pub use crate::rejection::Rejection;
@@ -178,9 +180,10 @@ pub use crate::{
     admit::RequestAdmission,
     caller_layer::{CallerLayer, CallerService},
     classify::Classify,
+    grpc_layer::Call,
     headers::Trust,
-    layer::AdmissionLayer,
+    layer::{AdmissionLayer, ProtocolLayer},
     protocol::Protocol,
-    service::{AdmissionService, FailFast, Queue},
+    service::{AdmissionService, FailFast, ProtocolService, Queue},
     shed::is_load_shedding,
 };

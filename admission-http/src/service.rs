@@ -1,6 +1,7 @@
 //! The service that takes a request lease before calling the inner service.
 //!
-//! This module owns [`AdmissionService`] and what its clones share: read
+//! This module owns [`ProtocolService`] (and its HTTP alias,
+//! [`AdmissionService`]) and what its clones share: read
 //! the caller, classify, admit (at once, or after a bounded wait in the
 //! queue for a [`Queue`] service), answer a refusal in the protocol's form,
 //! run the inner call and its future in one scope holding the caller and
@@ -176,6 +177,25 @@ impl<P: fmt::Debug> fmt::Debug for Shared<P> {
     }
 }
 
+/// The service an HTTP [`AdmissionLayer`](crate::AdmissionLayer) makes:
+/// [`ProtocolService`] answering refusals over HTTP.
+///
+/// # Examples
+///
+/// ```
+/// use admission_core::RequestPools;
+/// use admission_http::{AdmissionLayer, AdmissionService};
+/// use http::{Request, Response};
+/// use tower::{Layer, service_fn};
+///
+/// let pools = RequestPools::new(1, 1).unwrap();
+/// let service: AdmissionService<_> = AdmissionLayer::new(pools).layer(service_fn(|_req: Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+/// }));
+/// # let _ = service;
+/// ```
+pub type AdmissionService<S, M = FailFast> = ProtocolService<S, HttpRefusalStatus, M>;
+
 /// A service that runs each request under a request lease held until its
 /// response body has been sent or dropped, and answers a refused request at
 /// once, in its protocol's form (`P`: [`HttpRefusalStatus`](crate::HttpRefusalStatus)
@@ -228,15 +248,15 @@ impl<P: fmt::Debug> fmt::Debug for Shared<P> {
 /// assert_eq!(pools.pool(Class::Control).stats().in_use, 0);
 /// # }
 /// ```
-pub struct AdmissionService<S, P = HttpRefusalStatus, M = FailFast> {
+pub struct ProtocolService<S, P, M = FailFast> {
     inner: S,
     shared: Arc<Shared<P>>,
     mode: PhantomData<fn() -> M>,
 }
 
-impl<S, P, M> AdmissionService<S, P, M> {
+impl<S, P, M> ProtocolService<S, P, M> {
     pub(crate) fn new(inner: S, shared: Arc<Shared<P>>) -> Self {
-        AdmissionService {
+        ProtocolService {
             inner,
             shared,
             mode: PhantomData,
@@ -259,22 +279,22 @@ impl<S, P, M> AdmissionService<S, P, M> {
     }
 }
 
-impl<S: Clone, P, M> Clone for AdmissionService<S, P, M> {
+impl<S: Clone, P, M> Clone for ProtocolService<S, P, M> {
     fn clone(&self) -> Self {
-        AdmissionService::new(self.inner.clone(), Arc::clone(&self.shared))
+        ProtocolService::new(self.inner.clone(), Arc::clone(&self.shared))
     }
 }
 
-impl<S: fmt::Debug, P: fmt::Debug, M> fmt::Debug for AdmissionService<S, P, M> {
+impl<S: fmt::Debug, P: fmt::Debug, M> fmt::Debug for ProtocolService<S, P, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AdmissionService")
+        f.debug_struct("ProtocolService")
             .field("inner", &self.inner)
             .field("shared", &self.shared)
             .finish()
     }
 }
 
-impl<S, P, ReqBody, ResBody> Service<Request<ReqBody>> for AdmissionService<S, P, FailFast>
+impl<S, P, ReqBody, ResBody> Service<Request<ReqBody>> for ProtocolService<S, P, FailFast>
 where
     S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>,
     P: Protocol,
@@ -301,7 +321,7 @@ where
     }
 }
 
-impl<S, P: Protocol> AdmissionService<S, P, FailFast> {
+impl<S, P: Protocol> ProtocolService<S, P, FailFast> {
     /// The request in `slot` admitted at once or refused. The request stays
     /// in its slot, read by reference, until the inner service is called
     /// with it (or the refusal's answer is made): the closures that carry
@@ -331,7 +351,7 @@ impl<S, P: Protocol> AdmissionService<S, P, FailFast> {
     }
 }
 
-impl<S, P, ReqBody, ResBody> Service<Request<ReqBody>> for AdmissionService<S, P, Queue>
+impl<S, P, ReqBody, ResBody> Service<Request<ReqBody>> for ProtocolService<S, P, Queue>
 where
     S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>
         + Clone

@@ -7,7 +7,7 @@ use std::future::Ready;
 use std::task::{Context, Poll};
 
 use admission_core::{Caller, Class, Criticality, Lease, RequestPools};
-use admission_http::{AdmissionLayer, GrpcRefusalStatus};
+use admission_http::{AdmissionLayer, GrpcRefusalStatus, ProtocolLayer};
 use http::{Request, Response};
 use http_body::Body as _;
 use tower::{Layer, Service, ServiceExt};
@@ -61,11 +61,9 @@ async fn a_fail_fast_layer_serves_a_service_that_is_not_clone_in_one_scope() {
 #[tokio::test]
 async fn a_grpc_refusal_is_one_head_and_no_body() {
     let pools = RequestPools::new(1, 1).unwrap();
-    let service = AdmissionLayer::speaking(pools.clone(), GrpcRefusalStatus::default()).layer(
-        tower::service_fn(|_: Request<_>| async {
-            Ok::<_, Infallible>(Response::new(String::new()))
-        }),
-    );
+    let service = ProtocolLayer::<GrpcRefusalStatus>::new(pools.clone()).layer(tower::service_fn(
+        |_: Request<_>| async { Ok::<_, Infallible>(Response::new(String::new())) },
+    ));
     let _held = pools.try_lease(Class::Work).unwrap();
     let call = Request::post("/shop.v1.Orders/Create").body(()).unwrap();
     let refused = service.oneshot(call).await.unwrap();

@@ -6,22 +6,22 @@
 //! registry work in one line and returns its refusal as a `Status` with `?`.
 //!
 //! * [`AdmissionLayer`]: the tower layer for
-//!   `Server::builder().layer(...)` (or around one service): `admission-http`'s
-//!   middleware, which every adapter shares, speaking gRPC.
-//!   [`AdmissionLayer::new`] lets health checks and server reflection
+//!   `Server::builder().layer(...)` (or around one service, with tonic's
+//!   `named_layer`): `admission-http`'s middleware, which every adapter
+//!   shares, speaking gRPC (it is
+//!   [`ProtocolLayer<GrpcRefusalStatus>`](admission_http::ProtocolLayer),
+//!   and every setting is documented there).
+//!   `AdmissionLayer::new` lets health checks and server reflection
 //!   through with no lease ([`UNLEASED`]: never refused, a `Watch` costs no
 //!   capacity) and leases every other call from *work*;
-//!   [`AdmissionLayer::class`] one class for a service; and
-//!   [`AdmissionLayer::classify`] by your closure over the [`Call`] (its
+//!   `AdmissionLayer::class` one class for a service; and
+//!   `AdmissionLayer::classify` by your closure over the [`Call`] (its
 //!   method path, metadata, caller and deadline);
-//!   [`queue()`](AdmissionLayer::queue) lets a call wait in the class
-//!   pool's bounded queue, [`trust_peers()`](AdmissionLayer::trust_peers)
-//!   honours the criticality and budget metadata of trusted peers, and
-//!   [`refusal_status`](AdmissionLayer::refusal_status) answers
-//!   `RESOURCE_EXHAUSTED` ([`GrpcRefusalStatus`]). It makes an
-//!   [`AdmissionService`], whose `admission_http`
-//!   [`ResponseFuture`](admission_http::future::ResponseFuture) answers with a
-//!   [`body::LeasedBody`].
+//!   `queue()` lets a call wait in the class pool's bounded queue,
+//!   `trust_peers()` honours the criticality and budget metadata of
+//!   trusted peers, and `refusal_status` answers `RESOURCE_EXHAUSTED`
+//!   ([`GrpcRefusalStatus`]). It makes an [`AdmissionService`], whose
+//!   responses carry a [`body::LeasedBody`].
 //! * [`Rejection`]: a core [`Refusal`](admission_core::Refusal) or
 //!   [`WorkError`](admission_core::WorkError) on its way to a
 //!   [`tonic::Status`]: `pool.run(work, Admission::FailFast).await.map_err(Rejection::from)?`.
@@ -43,7 +43,7 @@
 //! A call is admitted for its caller: its `x-admission-criticality`
 //! metadata and the shortest of `grpc-timeout`, `x-admission-budget-ms` and
 //! `x-envoy-expected-rq-timeout-ms`, each parsed strictly (a malformed value
-//! is ignored and counted, [`AdmissionLayer::malformed_headers`]). A call
+//! is ignored and counted, [`malformed_headers`](admission_http::ProtocolLayer::malformed_headers)). A call
 //! whose deadline cannot cover the pool's typical work (and the wait ahead
 //! of it) is refused at once with `DEADLINE_EXCEEDED`
 //! (`ADMISSION_BUDGET_TOO_SHORT`, no pushback: a retry with the same
@@ -60,7 +60,7 @@
 //!
 //! By default nobody's metadata is trusted: `sheddable` is honoured from
 //! anyone, a `critical` claim is admitted as `default` (and counted,
-//! [`AdmissionLayer::lowered_claims`]), and a budget refuses at once or
+//! [`lowered_claims`](admission_http::ProtocolLayer::lowered_claims)), and a budget refuses at once or
 //! shortens a wait, never lengthens a queued wait past the queue's limit.
 //! A server whose clients are its own peers, or behind a mesh that strips
 //! `x-admission-*` from outside calls, says so once:
@@ -71,12 +71,12 @@
 //! A server-streaming call holds its lease until its last message, so a
 //! client that stops reading would hold it for ever: a response that has
 //! let a message lie unread for the layer's
-//! [`progress_timeout`](AdmissionLayer::progress_timeout) (30 s by
+//! [`progress_timeout`](admission_http::ProtocolLayer::progress_timeout) (30 s by
 //! default) loses its lease at that moment, by a timer, and ends with
 //! `ADMISSION_STREAM_STALLED` at its next poll (a stream reset). Streams
 //! meant to live long should not share *work*: give them a class of their
 //! own, or, when they cost nothing while idle, name their service in
-//! [`AdmissionLayer::unleased`]. [`connections`][connections] (feature `connections`,
+//! [`unleased`](admission_http::ProtocolLayer::unleased). [`connections`][connections] (feature `connections`,
 //! off by default) bounds the connections themselves.
 //!
 //! # One set of pools per server
@@ -155,22 +155,18 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc(test(attr(deny(warnings))))]
 
-mod classify;
 #[cfg(feature = "connections")]
 #[cfg_attr(docsrs, doc(cfg(feature = "connections")))]
 pub mod connections;
 
 mod layer;
 mod rejection;
-mod service;
 pub mod status;
 
-pub use admission_http::{CallerLayer, CallerService, GrpcRefusalStatus, body};
+pub use admission_http::{Call, CallerLayer, CallerService, GrpcRefusalStatus, UNLEASED, body};
 #[cfg(feature = "balancer")]
 #[cfg_attr(docsrs, doc(cfg(feature = "balancer")))]
 pub use admission_http::{balancer, load_report};
 
-pub use crate::classify::Call;
-pub use crate::layer::AdmissionLayer;
+pub use crate::layer::{AdmissionLayer, AdmissionService};
 pub use crate::rejection::Rejection;
-pub use crate::service::{AdmissionService, UNLEASED};

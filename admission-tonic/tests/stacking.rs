@@ -1,5 +1,5 @@
 //! Layers stacked the ways tonic servers stack them, over real HTTP/2: one
-//! around the whole server and one around a service (a `NamedService`), of
+//! around the whole server and one around a service (named by tonic's `named_layer`), of
 //! the same pools, hold one lease per call (topped up to a costlier
 //! service's cost); pure work in a handler runs under the call's lease.
 
@@ -8,10 +8,10 @@ mod common;
 use admission_core::stats::PoolStats;
 use admission_core::{Class, RequestPools};
 use admission_tonic::AdmissionLayer;
+use tonic::service::LayerExt as _;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use tonic_health::pb::health_server::HealthServer;
-use tower::Layer;
 
 use common::{Seen, bind, check, client, eventually, probe, within};
 
@@ -27,7 +27,7 @@ async fn held_call_through_both(
     let (listener, addr) = bind().await;
     let server = Server::builder()
         .layer(AdmissionLayer::new(requests.clone()).unleased([]))
-        .add_service(service_layer.layer(HealthServer::new(probe)))
+        .add_service(service_layer.named_layer(HealthServer::new(probe)))
         .serve_with_incoming(TcpIncoming::from(listener));
     tokio::spawn(server);
 

@@ -75,7 +75,7 @@ pub(crate) enum ActixMount {
 pub(crate) enum TonicMount {
     /// `Server::builder().layer(AdmissionLayer::new(pools))`.
     Server,
-    /// `add_service(AdmissionLayer::new(pools).layer(routes))`.
+    /// `add_service(AdmissionLayer::new(pools).named_layer(routes))`.
     Service,
 }
 
@@ -810,9 +810,9 @@ mod tonic_app {
     use admission_core::RequestPools;
     use admission_tonic::AdmissionLayer;
     use tokio::net::TcpListener;
+    use tonic::service::LayerExt as _;
     use tonic::transport::Server as TonicServer;
     use tonic::transport::server::TcpIncoming;
-    use tower_layer::Layer;
 
     use super::grpc;
     use super::{Config, Protocol, Routes, Server, Stop, TonicMount};
@@ -865,7 +865,7 @@ mod tonic_app {
                     ),
                     TonicMount::Service => tokio::spawn(
                         TonicServer::builder()
-                            .add_service($layer.layer(service))
+                            .add_service($layer.named_layer(service))
                             .serve_with_incoming_shutdown(incoming, stopped),
                     ),
                 }
