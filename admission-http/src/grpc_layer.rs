@@ -52,12 +52,14 @@ impl ProtocolLayer<GrpcRefusalStatus> {
     ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
     /// }));
     ///
-    /// let _held = pools.try_lease(Class::Work).unwrap(); // every *work* slot is taken
+    /// // Every slot is taken.
+    /// let _held = (pools.try_lease(Class::Work).unwrap(), pools.try_lease(Class::Control).unwrap());
     /// let call = http::Request::post("/shop.v1.Orders/Create").body(()).unwrap();
     /// let refused = server.clone().oneshot(call).await.unwrap();
     /// assert_eq!(refused.headers()["grpc-status"], "14"); // UNAVAILABLE
     /// let health = http::Request::post("/grpc.health.v1.Health/Check").body(()).unwrap();
-    /// assert!(server.oneshot(health).await.unwrap().headers().get("grpc-status").is_none());
+    /// let answered = server.oneshot(health).await.unwrap();
+    /// assert!(answered.headers().get("grpc-status").is_none(), "health takes no lease");
     /// # }
     /// ```
     pub fn new(pools: RequestPools) -> Self {
