@@ -263,3 +263,57 @@ async fn a_stalled_body_under_two_stacked_layers_ends_at_the_bound_with_one_slot
     let stats = pools.pool(Class::Work).stats();
     assert_eq!((stats.in_use, stats.released), (0, 1));
 }
+
+/// A traced set of pools under two stacked layers (router-wide and per
+/// route, as an app stacks them): a request holds one lease, so the trace
+/// has one entry for it, written when its body ends, and a refusal has one
+/// entry, the outer layer's (the inner layer never sees the request).
+#[tokio::test]
+async fn stacked_layers_over_traced_pools_write_one_entry_per_request() {
+    use admission_core::trace::Trace;
+    use http_body_util::BodyExt as _;
+
+    let json_lines = |trace: &Trace| {
+        let mut out = Vec::new();
+        trace.write_json_lines(&mut out).unwrap();
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let pools = RequestPools::new(1, 1).unwrap();
+    let trace = Trace::new(64).unwrap();
+    pools.trace_into(&trace).unwrap();
+    let service = AdmissionLayer::new(pools.clone()).layer(
+        AdmissionLayer::class(pools.clone(), Class::Work).layer(tower::service_fn(
+            |_req: Request<_>| async {
+                Ok::<_, Infallible>(Response::new(String::from("walked")))
+            },
+        )),
+    );
+
+    let response = service
+        .clone()
+        .oneshot(Request::post("/walks").body(()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(pools.pool(Class::Work).stats().in_use, 1, "one slot for both");
+    assert!(json_lines(&trace).is_empty(), "written when the lease ends");
+    response.into_body().collect().await.unwrap();
+    let lines = json_lines(&trace);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["outcome"], "admitted");
+    assert_eq!(lines[0]["pool"], "work");
+
+    let _held = pools.try_lease(Class::Work).unwrap();
+    let refused = service
+        .oneshot(Request::post("/walks").body(()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    let lines = json_lines(&trace);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[1]["outcome"], "refused");
+    assert_eq!(lines[1]["code"], "ADMISSION_SATURATED");
+}
