@@ -287,9 +287,7 @@ async fn stacked_layers_over_traced_pools_write_one_entry_per_request() {
     pools.trace_into(&trace).unwrap();
     let service = AdmissionLayer::new(pools.clone()).layer(
         AdmissionLayer::class(pools.clone(), Class::Work).layer(tower::service_fn(
-            |_req: Request<_>| async {
-                Ok::<_, Infallible>(Response::new(String::from("walked")))
-            },
+            |_req: Request<_>| async { Ok::<_, Infallible>(Response::new(String::from("walked"))) },
         )),
     );
 
@@ -298,7 +296,11 @@ async fn stacked_layers_over_traced_pools_write_one_entry_per_request() {
         .oneshot(Request::post("/walks").body(()).unwrap())
         .await
         .unwrap();
-    assert_eq!(pools.pool(Class::Work).stats().in_use, 1, "one slot for both");
+    assert_eq!(
+        pools.pool(Class::Work).stats().in_use,
+        1,
+        "one slot for both"
+    );
     assert!(json_lines(&trace).is_empty(), "written when the lease ends");
     response.into_body().collect().await.unwrap();
     let lines = json_lines(&trace);
