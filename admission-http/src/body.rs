@@ -44,7 +44,7 @@ pub use crate::request_body::RequestBody;
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 pin_project_lite::pin_project! {
-    /// The body of every response [`AdmissionService`](crate::AdmissionService)
+    /// The body of every response [`ProtocolService`](crate::ProtocolService)
     /// returns: an admitted response's own body holding a share of the
     /// request's lease until it ends, or a refusal's body: a problem
     /// document over HTTP; over gRPC none, so that the refusal goes out as

@@ -1,4 +1,4 @@
-//! The future [`AdmissionService`](crate::AdmissionService) returns.
+//! The future [`ProtocolService`](crate::ProtocolService) returns.
 //!
 //! This module owns [`ResponseFuture`]: the shared admission step
 //! ([`Admitting`](crate::middle::Admitting)) with its outcome made an

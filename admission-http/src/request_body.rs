@@ -28,7 +28,7 @@ pin_project_lite::pin_project! {
     /// wait that reaches the bound ends the body with [`Stalled`]
     /// (code `ADMISSION_STREAM_STALLED`, counted with stalled responses).
     ///
-    /// Every [`AdmissionService`](crate::AdmissionService) hands its inner
+    /// Every [`ProtocolService`](crate::ProtocolService) hands its inner
     /// service the request's body as one of these: bounded under a lease,
     /// untimed for a request that passes with no lease. Outside a tokio
     /// runtime the body is never timed (nothing can wake it).
