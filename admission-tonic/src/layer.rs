@@ -15,33 +15,36 @@ use admission_http::{FailFast, GrpcRefusalStatus, ProtocolLayer, ProtocolService
 /// server-streaming call to its last message and trailers), and refuses a
 /// call whose class has no free slot with a trailers-only response:
 /// `UNAVAILABLE` (or `RESOURCE_EXHAUSTED`, see
-/// [`refusal_status`](admission_http::ProtocolLayer::refusal_status)), a message naming the stable
-/// code and the pool, and `grpc-retry-pushback-ms` from the pool's retry
-/// hint.
+/// [`refusal_status`](admission_http::ProtocolLayer::refusal_status)), a
+/// message naming the stable code and the pool, and
+/// `grpc-retry-pushback-ms` from the pool's retry hint.
 ///
-/// The layer holds the [`RequestPools`](admission_core::RequestPools) it was given and nothing else:
-/// tonic clones the layered service for every connection, and every clone
-/// draws on the same slots. Build the pools once at startup; a
-/// configuration error surfaces there ([`RequestPools::new`](admission_core::RequestPools::new) returns a
+/// The layer holds the [`RequestPools`](admission_core::RequestPools) it
+/// was given and nothing else: tonic clones the layered service for every
+/// connection, and every clone draws on the same slots. Build the pools
+/// once at startup; a configuration error surfaces there
+/// ([`RequestPools::new`](admission_core::RequestPools::new) returns a
 /// `Result`), never on a call.
 ///
-/// It fails fast unless told to [`queue`](admission_http::ProtocolLayer::queue). The call is
-/// admitted for its caller: the criticality its `x-admission-criticality`
-/// metadata names and the shortest of its `grpc-timeout`,
-/// `x-admission-budget-ms` and `x-envoy-expected-rq-timeout-ms` as its
-/// deadline, read under the same trust policy as every adapter's (nobody
-/// raises their own priority or lengthens their own wait unless
-/// [`trust_peers`](admission_http::ProtocolLayer::trust_peers)); a call whose deadline cannot cover
-/// the pool's typical work is refused at once with `DEADLINE_EXCEEDED`.
-/// Malformed budgets are ignored and counted
+/// It fails fast unless told to
+/// [`queue`](admission_http::ProtocolLayer::queue). The call is admitted
+/// for its caller: the criticality its `x-admission-criticality` metadata
+/// names and the shortest of its `grpc-timeout`, `x-admission-budget-ms`
+/// and `x-envoy-expected-rq-timeout-ms` as its deadline, read under the
+/// same trust policy as every adapter's (nobody raises their own priority
+/// or lengthens their own wait unless
+/// [`trust_peers`](admission_http::ProtocolLayer::trust_peers)); a call
+/// whose deadline cannot cover the pool's typical work is refused at once
+/// with `DEADLINE_EXCEEDED`. Malformed budgets are ignored and counted
 /// ([`malformed_headers`](admission_http::ProtocolLayer::malformed_headers)).
 ///
-/// Health checks and server reflection ([`UNLEASED`](crate::UNLEASED))
-/// take no lease and are never refused: a `Watch` stream, which lives as
-/// long as its client, costs no capacity
+/// Health checks and server reflection ([`UNLEASED`](crate::UNLEASED)) take
+/// no lease and are never refused: a `Watch` stream, which lives as long as
+/// its client, costs no capacity
 /// ([`unleased`](admission_http::ProtocolLayer::unleased) names other
-/// services, or none). A leased response whose reader lets a
-/// message lie unread for the [`progress_timeout`](admission_http::ProtocolLayer::progress_timeout)
+/// services, or none). A leased response whose reader lets a message lie
+/// unread for the
+/// [`progress_timeout`](admission_http::ProtocolLayer::progress_timeout)
 /// (30 s by default) loses its lease at that moment and ends.
 ///
 /// # Examples
