@@ -1,8 +1,9 @@
 //! Per-call cost of the tonic layer beside a bare service, in one run:
 //! `cargo bench -p admission-tonic --bench layer`.
 //!
-//! * `bare`: a trivial gRPC-shaped service (a head, one frame, trailers
-//!   read to the end) with no layer;
+//! * `bare`: a trivial gRPC-shaped service with no layer: a head, one
+//!   message, then trailers (`grpc-status: 0`), as tonic answers a unary
+//!   call, read to the end;
 //! * `admission`: the same under `AdmissionLayer` (a lease taken, the call
 //!   run under it, the body wrapped, the lease released at its end);
 //! * `admission_with_deadline`: the same with a `grpc-timeout` to parse
@@ -16,6 +17,8 @@
 
 use std::convert::Infallible;
 use std::hint::black_box;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use admission_core::{Class, RequestPools};
@@ -24,7 +27,8 @@ use admission_tonic::AdmissionLayer;
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use http_body_util::Either;
-use http_body_util::{BodyExt, Full};
+use http_body::Frame;
+use http_body_util::BodyExt;
 use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt, service_fn};
 
@@ -52,11 +56,44 @@ where
     })
 }
 
-/// A trivial gRPC-shaped answer: one frame.
-async fn hello<B>(_request: http::Request<B>) -> Result<http::Response<Full<Bytes>>, Infallible> {
-    Ok(http::Response::new(Full::new(Bytes::from_static(
-        b"\0\0\0\0\x05hello",
-    ))))
+/// A unary call's answer body as tonic's encoder sends it: one message,
+/// then the trailers.
+#[derive(Debug)]
+struct Unary {
+    message: Option<Bytes>,
+    trailers: bool,
+}
+
+impl http_body::Body for Unary {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if let Some(message) = self.message.take() {
+            return Poll::Ready(Some(Ok(Frame::data(message))));
+        }
+        if std::mem::take(&mut self.trailers) {
+            let mut trailers = http::HeaderMap::new();
+            trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+            return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+        }
+        Poll::Ready(None)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.message.is_none() && !self.trailers
+    }
+}
+
+/// A trivial gRPC-shaped answer: one message, then `grpc-status: 0`.
+async fn hello<B>(_request: http::Request<B>) -> Result<http::Response<Unary>, Infallible> {
+    Ok(http::Response::new(Unary {
+        message: Some(Bytes::from_static(b"\0\0\0\0\x05hello")),
+        trailers: true,
+    }))
 }
 
 /// The answer to tower's overload error as a tonic server writes it: a
@@ -79,13 +116,13 @@ fn with_tower_limit<S>(
     limit: usize,
 ) -> impl Service<
     http::Request<()>,
-    Response = http::Response<Either<Full<Bytes>, tonic::body::Body>>,
+    Response = http::Response<Either<Unary, tonic::body::Body>>,
     Error = BoxError,
     Future: Send,
 > + Clone
 + Send
 where
-    S: Service<http::Request<()>, Response = http::Response<Full<Bytes>>, Error = Infallible>
+    S: Service<http::Request<()>, Response = http::Response<Unary>, Error = Infallible>
         + Clone
         + Send
         + 'static,
