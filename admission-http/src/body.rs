@@ -7,9 +7,9 @@
 //! body has reported its end, failed, or been dropped (a handler that
 //! returned a streamed body has not finished its response), unless its
 //! consumer let a frame lie unread past the body's [`ProgressTimeout`]:
-//! then a watchdog task takes the lease back
-//! without waiting for another poll, and the next poll ends the body with
-//! [`Stalled`]. A leased body hands a data frame larger than 16 KiB over in
+//! then the thread's watchdog (one task for every watched body of the
+//! thread, not one per body) takes the lease back without waiting for
+//! another poll, and the next poll ends the body with [`Stalled`]. A leased body hands a data frame larger than 16 KiB over in
 //! 16 KiB pieces (no copy): an HTTP/2 server asks for each piece only when
 //! the stream's window lets it out, so a reader that stops reading is seen
 //! within the bound even when the handler produced its whole answer at once.
@@ -34,9 +34,9 @@ use admission_core::Lease;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
-use crate::progress::Watched;
 pub use crate::progress::{ProgressTimeout, STREAM_STALLED, Stalled};
 pub use crate::request_body::RequestBody;
+use crate::watchdog::Watched;
 
 /// The error type of a [`LeasedBody`]: the inner body's error, or
 /// [`Stalled`].

@@ -145,6 +145,8 @@ mod request_body;
 mod service;
 #[cfg(feature = "server")]
 mod shed;
+#[cfg(feature = "server")]
+mod watchdog;
 #[doc(hidden)]
 pub mod wire;
 

@@ -26,9 +26,9 @@ use admission_http::body::RequestBody;
 use admission_tonic::AdmissionLayer;
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
-use http_body_util::Either;
 use http_body::Frame;
 use http_body_util::BodyExt;
+use http_body_util::Either;
 use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt, service_fn};
 
