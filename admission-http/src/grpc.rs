@@ -245,10 +245,28 @@ pub const UNLEASED: [&str; 3] = [
 /// assert_eq!(grpc_default_class("/shop.v1.Orders/Create"), Class::Work);
 /// ```
 pub fn grpc_default_class(path: &str) -> Class {
-    match grpc_path(path) {
-        Some((service, _)) if UNLEASED.contains(&service) => Class::Control,
-        _ => Class::Work,
+    if calls_one_of(path, &UNLEASED) {
+        Class::Control
+    } else {
+        Class::Work
     }
+}
+
+/// Whether `path` is a gRPC method path (`/{service}/{method}`) of one of
+/// `services` (each a whole name, non-empty, without `/`): the answer of
+/// [`grpc_path`]'s service looked up in `services`, found by comparing
+/// prefixes, so that a call to none of them (almost every call, for the
+/// health and reflection services) is told apart at its first differing
+/// byte instead of after a scan of its path.
+pub(crate) fn calls_one_of(path: &str, services: &[&str]) -> bool {
+    let Some(rest) = path.strip_prefix('/') else {
+        return false;
+    };
+    services.iter().any(|service| {
+        rest.strip_prefix(service)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .is_some_and(|method| !method.is_empty() && !method.bytes().any(|b| b == b'/'))
+    })
 }
 
 /// The service and method of a gRPC path, `/{service}/{method}`, when it is
@@ -365,5 +383,38 @@ mod tests {
             assert_eq!(grpc_path(not_grpc), None, "{not_grpc:?}");
         }
         assert_eq!(grpc_path("/a.B/C"), Some(("a.B", "C")));
+    }
+
+    /// The prefix comparison answers as the path's parse does, for every
+    /// path built of a leading part, a service (one of the three, a near
+    /// miss, or none), a separator and a method part.
+    #[test]
+    fn calls_one_of_answers_as_the_parsed_service_does() {
+        let services = [
+            "grpc.health.v1.Health",
+            "grpc.reflection.v1.ServerReflection",
+            "grpc.reflection.v1alpha.ServerReflection",
+            "grpc.health.v1.HealthX",
+            "grpc.health.v1",
+            "a.B",
+            "",
+        ];
+        let mut matched = 0;
+        for lead in ["", "/", "//"] {
+            for service in services {
+                for separator in ["", "/", "//"] {
+                    for method in ["", "C", "C/D", "/C", "Check"] {
+                        let path = format!("{lead}{service}{separator}{method}");
+                        let parsed = grpc_path(&path)
+                            .is_some_and(|(service, _)| UNLEASED.contains(&service));
+                        assert_eq!(super::calls_one_of(&path, &UNLEASED), parsed, "{path:?}");
+                        matched += usize::from(parsed);
+                    }
+                }
+            }
+        }
+        // `C` and `Check` after one `/`, and `/C` after none: three paths
+        // for each of the three services.
+        assert_eq!(matched, 9);
     }
 }

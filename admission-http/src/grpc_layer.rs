@@ -16,16 +16,20 @@ use http::request::Parts;
 use tokio::time::Instant;
 
 use crate::classify::Classify;
-use crate::grpc::{GrpcRefusalStatus, UNLEASED, grpc_default_class, grpc_path};
+use crate::grpc::{GrpcRefusalStatus, UNLEASED, calls_one_of, grpc_default_class, grpc_path};
 use crate::layer::ProtocolLayer;
 
 /// The bypass that lets the calls of `services` (whole names,
-/// `package.Service`) through with no lease.
+/// `package.Service`) through with no lease. A name that is empty or holds
+/// a `/` names no service a call can be for, and is left out.
 fn unleased(
     services: impl IntoIterator<Item = &'static str>,
 ) -> impl Fn(&Parts) -> bool + Send + Sync + 'static {
-    let services: Arc<[&'static str]> = services.into_iter().collect();
-    move |head| grpc_path(head.uri.path()).is_some_and(|(service, _)| services.contains(&service))
+    let services: Arc<[&'static str]> = services
+        .into_iter()
+        .filter(|service| !service.is_empty() && !service.contains('/'))
+        .collect();
+    move |head| calls_one_of(head.uri.path(), &services)
 }
 
 /// The gRPC examples below name the layer as the tonic adapter does:
