@@ -9,7 +9,8 @@
 //! consumer let a frame lie unread past the body's [`ProgressTimeout`]:
 //! then the thread's watchdog (one task for every watched body of the
 //! thread, not one per body) takes the lease back without waiting for
-//! another poll, and the next poll ends the body with [`Stalled`]. A leased body hands a data frame larger than 16 KiB over in
+//! another poll, and the next poll ends the body with [`Stalled`]. A
+//! leased body hands a data frame larger than 16 KiB over in
 //! 16 KiB pieces (no copy): an HTTP/2 server asks for each piece only when
 //! the stream's window lets it out, so a reader that stops reading is seen
 //! within the bound even when the handler produced its whole answer at once.

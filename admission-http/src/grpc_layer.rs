@@ -2,10 +2,11 @@
 //! through.
 //!
 //! This module owns [`Call`] (what a classifier sees of a gRPC call), the
-//! bypass of [`UNLEASED`] services and the constructors of [`ProtocolLayer`] speaking gRPC, which the tonic
-//! adapter names `AdmissionLayer`. It must never admit, refuse or answer
-//! anything itself: the service does, for every protocol alike, and it
-//! must never depend on tonic.
+//! bypass of [`UNLEASED`] services and the constructors of
+//! [`ProtocolLayer`] speaking gRPC, which the tonic adapter names
+//! `AdmissionLayer`. It must never admit, refuse or answer anything
+//! itself: the service does, for every protocol alike. It must never
+//! depend on tonic.
 
 use std::sync::Arc;
 use std::time::Duration;
