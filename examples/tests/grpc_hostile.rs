@@ -255,16 +255,32 @@ async fn idle_connections_past_the_descriptor_limit_leave_health_answered() {
     let addr = server.addr;
 
     // 1100 connections that never send a byte, opened as fast as the
-    // server lets them in, held through the probes.
+    // server lets them in, held through the probes. The probes start once
+    // the attack has the server at its descriptor limit: what is tested is
+    // a health check under the flood. A check whose connection was the
+    // oldest waiting one when the flood began may be evicted (the accept
+    // loop makes room by closing the connection that has waited longest
+    // for a head, however briefly), about one run in fifteen when the
+    // first probe raced the attack's first connections.
+    let (at_limit, reached) = tokio::sync::oneshot::channel();
     let attack = tokio::spawn(async move {
         let mut held = Vec::new();
+        let mut at_limit = Some(at_limit);
         for _ in 0..1100 {
             if let Some(stream) = idle(addr).await {
                 held.push(stream);
             }
+            if held.len() >= 256
+                && let Some(at_limit) = at_limit.take()
+            {
+                let _ = at_limit.send(());
+            }
         }
         held
     });
+    // Every connection failing would leave the sender dropped: the probes
+    // then run regardless.
+    let _ = within("the attack's first 256 connections", reached).await;
     let cpu_before = cpu_time(pid);
     let probing = Instant::now();
     let slowest =
