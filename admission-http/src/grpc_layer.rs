@@ -280,6 +280,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn unleased_names_that_no_call_can_be_for_are_left_out() {
+        let head = |path: &str| http::Request::post(path).body(()).unwrap().into_parts().0;
+        let passes = unleased(["", "shop.v1/Orders", "shop.v1.Ready"]);
+        assert!(passes(&head("/shop.v1.Ready/Check")));
+        for leased in [
+            "//Check",
+            "/shop.v1/Orders/Create",
+            "/shop.v1.Orders/Create",
+        ] {
+            assert!(!passes(&head(leased)), "{leased} takes a lease");
+        }
+    }
+
+    #[test]
     fn paths_split_into_service_and_method() {
         let (headers, caller) = (HeaderMap::new(), Caller::default());
         let parts = |path| {

@@ -20,7 +20,6 @@
 //! answered `Pending`) as a stall, and never drop a lease while it holds
 //! the table's lock (a lease's release runs the pool's code).
 
-use std::cell::RefCell;
 use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -74,14 +73,11 @@ impl State {
 
 impl Watched {
     /// Starts watching `lease` after a frame was handed over now, or gives
-    /// the lease back when there is no tokio runtime to run the watchdog,
-    /// or the thread is exiting (the body then holds it as before, to its
-    /// end).
+    /// the lease back when the thread's watchdog is not running and there
+    /// is no tokio runtime to start it on, or the thread is exiting (the
+    /// body then holds it as before, to its end).
     pub(crate) fn start(lease: Lease, bound: ProgressTimeout) -> Result<Watched, Lease> {
-        let (Ok(runtime), Some(watchdog)) = (
-            tokio::runtime::Handle::try_current(),
-            Watchdog::of_this_thread(),
-        ) else {
+        let Some(watchdog) = Watchdog::of_this_thread() else {
             return Err(lease);
         };
         let state = Arc::new(State {
@@ -92,12 +88,17 @@ impl Watched {
             waiting: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
         });
-        let entry = watchdog.watch(&state, &runtime);
-        Ok(Watched {
-            state,
-            watchdog,
-            entry,
-        })
+        match watchdog.watch(&state) {
+            Some(entry) => Ok(Watched {
+                state,
+                watchdog,
+                entry,
+            }),
+            None => match state.take() {
+                Some(lease) => Err(lease),
+                None => unreachable!("nothing else has seen the state"),
+            },
+        }
     }
 
     /// The consumer asked for a frame: whether the watchdog already took
@@ -167,26 +168,32 @@ thread_local! {
     /// This thread's watchdog: a current-thread runtime's own (an actix-web
     /// worker's), one of a multi-thread runtime's few (one per worker
     /// thread that watched a body).
-    static WATCHDOG: RefCell<Option<Arc<Watchdog>>> = const { RefCell::new(None) };
+    static WATCHDOG: Arc<Watchdog> = Arc::default();
 }
 
 impl Watchdog {
     /// This thread's watchdog; `None` while the thread is exiting.
     fn of_this_thread() -> Option<Arc<Watchdog>> {
-        WATCHDOG
-            .try_with(|watchdog| Arc::clone(watchdog.borrow_mut().get_or_insert_default()))
-            .ok()
+        WATCHDOG.try_with(Arc::clone).ok()
     }
 
     fn table(&self) -> MutexGuard<'_, Table> {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Puts `state` under watch, starting the task on `runtime` when none
-    /// runs: the body's entry.
-    fn watch(self: &Arc<Self>, state: &Arc<State>, runtime: &tokio::runtime::Handle) -> usize {
+    /// Puts `state` under watch, starting the task on the current runtime
+    /// when none runs: the body's entry, or `None` when the task must start
+    /// and there is no runtime to start it on.
+    fn watch(self: &Arc<Self>, state: &Arc<State>) -> Option<usize> {
         let check_at = state.since + state.bound;
         let mut table = self.table();
+        // Asked only when the task must start: a body watched while it runs
+        // needs no runtime of its own.
+        let start = if table.running {
+            None
+        } else {
+            Some(tokio::runtime::Handle::try_current().ok()?)
+        };
         table.shortest = Some(table.shortest.map_or(state.bound, |b| b.min(state.bound)));
         let entry = Some(Entry {
             state: Arc::clone(state),
@@ -202,20 +209,19 @@ impl Watchdog {
                 table.entries.len() - 1
             }
         };
-        let start = !table.running;
-        if start {
+        if start.is_some() {
             table.running = true;
             table.wakes_at = None;
         } else if table.wakes_at.is_none_or(|at| check_at < at) {
             self.earlier.notify_one();
         }
         drop(table);
-        if start {
+        if let Some(runtime) = start {
             // Spawned outside the lock: a runtime that is shutting down
             // drops the task at once, and with it `Running`, which locks.
             runtime.spawn(watch(Running(Arc::clone(self))));
         }
-        index
+        Some(index)
     }
 
     /// Takes the body at `index` out of the table.
@@ -334,26 +340,62 @@ mod tests {
         assert_eq!(pools.pool(Class::Control).stats().in_use, 1);
     }
 
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_body_of_the_same_bound_watched_after_the_table_emptied_wakes_no_one() {
+        let pools = RequestPools::new(1, 1).unwrap();
+        drop(Watched::start(pools.try_lease(Class::Control).unwrap(), bound(50)).unwrap());
+        tokio::task::yield_now().await; // the task looks at an empty table
+        tokio::time::advance(Duration::from_millis(10)).await;
+
+        let watchdog = Watchdog::of_this_thread().unwrap();
+        let wakes_at = watchdog.table().wakes_at;
+        let due = tokio::time::Instant::now() + Duration::from_millis(50);
+        let _watched = Watched::start(pools.try_lease(Class::Control).unwrap(), bound(50)).unwrap();
+        assert!(
+            wakes_at.is_some_and(|at| at <= due),
+            "the task looks again before the new body is due ({wakes_at:?}, {due:?}): no wake needed"
+        );
+    }
+
+    #[test]
+    fn without_a_runtime_to_start_the_watchdog_on_the_body_keeps_its_lease() {
+        let pools = RequestPools::new(1, 1).unwrap();
+        // A thread of its own: its watchdog has never run.
+        let given_back = std::thread::scope(|scope| {
+            scope
+                .spawn(|| Watched::start(pools.try_lease(Class::Control).unwrap(), bound(50)))
+                .join()
+                .unwrap()
+        });
+        let Err(lease) = given_back else {
+            panic!("watched with no runtime to watch on")
+        };
+        assert_eq!(
+            pools.pool(Class::Control).stats().in_use,
+            1,
+            "held by the body"
+        );
+        drop(lease);
+        assert_eq!(pools.pool(Class::Control).stats().in_use, 0);
+    }
+
     #[test]
     fn each_runtime_on_a_thread_gets_the_watchdog_running_again() {
         let pools = RequestPools::new(1, 1).unwrap();
-        for runtime in 0..3 {
-            let runtime_ = tokio::runtime::Builder::new_current_thread()
+        for turn in 0..3 {
+            let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_time()
                 .start_paused(true)
                 .build()
                 .unwrap();
-            runtime_.block_on(async {
+            runtime.block_on(async {
                 let watched =
                     Watched::start(pools.try_lease(Class::Control).unwrap(), bound(50)).unwrap();
                 tokio::time::sleep(Duration::from_millis(60)).await;
-                assert!(
-                    !watched.holds_lease(),
-                    "runtime {runtime}: taken at the bound"
-                );
+                assert!(!watched.holds_lease(), "runtime {turn}: taken at the bound");
             });
             // The watchdog's task ends with its runtime.
-            drop(runtime_);
+            drop(runtime);
             assert_eq!(pools.pool(Class::Control).stats().in_use, 0);
         }
     }
